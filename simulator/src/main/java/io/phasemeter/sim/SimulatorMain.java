@@ -1,5 +1,229 @@
 package io.phasemeter.sim;
 
-public final class SimulatorMain {
-  public static void main(String[] args) {}
+import io.vertx.core.Vertx;
+import java.io.PrintWriter;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/** {@code phasemeter sim}: runs the simulated vLLM server until SIGTERM or Ctrl-C. */
+@Command(
+    name = "phasemeter sim",
+    mixinStandardHelpOptions = true,
+    versionProvider = SimulatorMain.Version.class,
+    sortOptions = false,
+    usageHelpAutoWidth = true,
+    description = {
+      "An OpenAI-compatible inference server that behaves like vLLM: /v1/chat/completions,"
+          + " /v1/completions, /v1/models, /health and /metrics, with continuous batching"
+          + " (slots, prefill time, decode steps that grow with the batch) and injectable faults.",
+      "",
+      "Per-request headers: x-sim-ttft-ms, x-sim-decode-step-ms,"
+          + " x-sim-fault (error|reset|stall|disconnect|malformed), x-sim-fault-after-tokens,"
+          + " x-sim-stall-ms.",
+      ""
+    },
+    exitCodeListHeading = "%nExit codes:%n",
+    exitCodeList = {"0:stopped cleanly", "1:failed to start (e.g. port in use)", "2:bad usage"})
+public final class SimulatorMain implements Callable<Integer> {
+  private static final SimulatorConfig D = SimulatorConfig.defaults();
+
+  @Spec CommandSpec spec;
+
+  @Option(names = "--host", description = "Address to bind (default: ${DEFAULT-VALUE}).")
+  String host = D.host();
+
+  @Option(
+      names = "--port",
+      description = "Port to bind; 0 picks a free one (default: ${DEFAULT-VALUE}).")
+  int port = D.port();
+
+  @Option(
+      names = "--model",
+      paramLabel = "NAME",
+      description = "Served model name; repeat for several (default: sim-llama).")
+  List<String> models;
+
+  @Option(
+      names = "--slots",
+      description =
+          "Sequences running at once, like vLLM's --max-num-seqs (default: ${DEFAULT-VALUE}).")
+  int slots = D.slots();
+
+  @Option(
+      names = "--max-queue",
+      description =
+          "Requests allowed to wait for a slot; more get 503 (default: ${DEFAULT-VALUE}).")
+  int maxQueue = D.maxQueue();
+
+  @Option(
+      names = "--prefill-tokens-per-s",
+      paramLabel = "X",
+      description = "Prompt tokens prefilled per second (default: ${DEFAULT-VALUE}).")
+  double prefillTokensPerSecond = D.prefillTokensPerSecond();
+
+  @Option(
+      names = "--decode-step-ms",
+      paramLabel = "Y",
+      description = "One decode step (one token) with a batch of one (default: ${DEFAULT-VALUE}).")
+  double decodeStepMs = D.decodeStepMs();
+
+  @Option(
+      names = "--decode-step-growth",
+      paramLabel = "G",
+      description =
+          "Step grows by this share per extra running sequence:"
+              + " step = Y * (1 + G * (running - 1)) (default: ${DEFAULT-VALUE}).")
+  double decodeStepGrowth = D.decodeStepGrowth();
+
+  @Option(
+      names = "--default-max-tokens",
+      description = "max_tokens when a request gives none (default: ${DEFAULT-VALUE}).")
+  int defaultMaxTokens = D.defaultMaxTokens();
+
+  @Option(
+      names = "--max-model-len",
+      description = "Context length, prompt plus completion (default: ${DEFAULT-VALUE}).")
+  int maxModelLen = D.maxModelLen();
+
+  @Option(
+      names = "--seed",
+      description =
+          "Seed of output text, EOS positions and fault draws (default: ${DEFAULT-VALUE}).")
+  long seed = D.seed();
+
+  @Option(
+      names = "--error-rate",
+      paramLabel = "R",
+      description = "Share of requests answered with 500 (default: ${DEFAULT-VALUE}).")
+  double errorRate = D.errorRate();
+
+  @Option(
+      names = "--stall-rate",
+      paramLabel = "R",
+      description =
+          "Share of requests that stall after their first token (default: ${DEFAULT-VALUE}).")
+  double stallRate = D.stallRate();
+
+  @Option(
+      names = "--stall-ms",
+      paramLabel = "MS",
+      description = "Length of a stall drawn by --stall-rate (default: ${DEFAULT-VALUE}).")
+  long stallMs = D.stallMs();
+
+  @Option(
+      names = "--disconnect-rate",
+      paramLabel = "R",
+      description =
+          "Share of requests whose connection is closed after the first token"
+              + " (default: ${DEFAULT-VALUE}).")
+  double disconnectRate = D.disconnectRate();
+
+  /** Builds the configuration from the parsed options; throws with a message naming the flag. */
+  SimulatorConfig config() {
+    return new SimulatorConfig(
+        host,
+        port,
+        models == null || models.isEmpty() ? D.models() : models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  @Override
+  public Integer call() throws Exception {
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    SimulatorConfig config;
+    try {
+      config = config();
+    } catch (IllegalArgumentException e) {
+      err.println("phasemeter sim: " + e.getMessage() + " (see --help)");
+      err.flush();
+      return 2;
+    }
+    Vertx vertx = Vertx.vertx();
+    Simulator simulator;
+    try {
+      simulator = Simulator.start(vertx, config).await(30, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      err.println("phasemeter sim: could not start: " + e.getMessage());
+      err.flush();
+      vertx.close().await(10, TimeUnit.SECONDS);
+      return 1;
+    }
+    out.println(
+        "phasemeter-sim listening on http://"
+            + config.host()
+            + ":"
+            + simulator.port()
+            + " (models: "
+            + String.join(", ", config.models())
+            + ", slots: "
+            + config.slots()
+            + ")");
+    out.flush();
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  try {
+                    simulator.close().await(5, TimeUnit.SECONDS);
+                    vertx.close().await(5, TimeUnit.SECONDS);
+                  } catch (Exception e) {
+                    // the JVM is going away; nothing left to report to
+                  } finally {
+                    stopped.countDown();
+                  }
+                },
+                "phasemeter-sim-shutdown"));
+    stopped.await();
+    return 0;
+  }
+
+  /**
+   * The command line, ready to execute: bad usage prints one line on stderr and yields exit code 2.
+   */
+  public static CommandLine commandLine() {
+    CommandLine cl = new CommandLine(new SimulatorMain());
+    cl.setParameterExceptionHandler(
+        (ex, args) -> {
+          PrintWriter err = ex.getCommandLine().getErr();
+          err.println("phasemeter sim: " + ex.getMessage() + " (see --help)");
+          err.flush();
+          return 2;
+        });
+    return cl;
+  }
+
+  public static void main(String[] args) {
+    int code = commandLine().execute(args);
+    if (code != 0) {
+      System.exit(code);
+    }
+  }
+
+  static final class Version implements CommandLine.IVersionProvider {
+    @Override
+    public String[] getVersion() {
+      String v = SimulatorMain.class.getPackage().getImplementationVersion();
+      return new String[] {"phasemeter sim " + (v == null ? "(development build)" : v)};
+    }
+  }
 }

@@ -1,0 +1,292 @@
+package io.phasemeter.sim;
+
+import io.phasemeter.sim.ParsedRequest.Endpoint;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.json.DecodeException;
+import io.vertx.core.json.JsonArray;
+import io.vertx.core.json.JsonObject;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Validates an OpenAI request body the way vLLM does and counts its prompt tokens.
+ *
+ * <p>Prompt tokens: a token-id prompt counts exactly its ids. Text is estimated as {@code
+ * ceil(chars / 4)} (at least 1); a chat prompt is {@code 3 + Σ (4 + ceil(chars(content) / 4))} over
+ * its messages, the constants standing for the chat template's role and turn markers.
+ */
+final class RequestParser {
+  static final int CHAT_PRIMING_TOKENS = 3;
+  static final int CHAT_MESSAGE_OVERHEAD_TOKENS = 4;
+
+  private final SimulatorConfig config;
+
+  RequestParser(SimulatorConfig config) {
+    this.config = config;
+  }
+
+  ParsedRequest parse(Endpoint endpoint, Buffer raw) {
+    JsonObject body;
+    try {
+      Object value = raw == null || raw.length() == 0 ? null : raw.toJson();
+      if (!(value instanceof JsonObject)) {
+        throw ApiError.badRequest("Request body must be a JSON object", null);
+      }
+      body = (JsonObject) value;
+    } catch (DecodeException e) {
+      throw ApiError.badRequest("Invalid JSON in request body: " + firstLine(e.getMessage()), null);
+    }
+
+    Object modelValue = body.getValue("model");
+    String model;
+    if (modelValue == null) {
+      model = config.models().get(0);
+    } else if (modelValue instanceof String s) {
+      model = s;
+    } else {
+      throw ApiError.badRequest("'model' must be a string", "model");
+    }
+    if (!config.models().contains(model)) {
+      throw ApiError.notFound("The model `" + model + "` does not exist.", "model");
+    }
+
+    int promptTokens;
+    Object promptKey;
+    if (endpoint == Endpoint.CHAT) {
+      promptKey = body.getValue("messages");
+      promptTokens = chatPromptTokens(promptKey);
+    } else {
+      promptKey = body.getValue("prompt");
+      promptTokens = completionPromptTokens(promptKey);
+    }
+
+    Integer n = optionalInt(body, "n", 1);
+    if (n != null && n != 1) {
+      throw ApiError.badRequest("The simulator supports only n=1", "n");
+    }
+
+    Integer requested = null;
+    if (endpoint == Endpoint.CHAT) {
+      requested = optionalInt(body, "max_completion_tokens", 1);
+    }
+    if (requested == null) {
+      requested = optionalInt(body, "max_tokens", 1);
+    }
+    Integer min = optionalInt(body, "min_tokens", 0);
+    int minTokens = min == null ? 0 : min;
+    boolean ignoreEos = optionalBool(body, "ignore_eos");
+    boolean stream = optionalBool(body, "stream");
+
+    int maxModelLen = config.maxModelLen();
+    if (promptTokens >= maxModelLen) {
+      throw ApiError.badRequest(
+          "This model's maximum context length is "
+              + maxModelLen
+              + " tokens. However, your request has "
+              + promptTokens
+              + " input tokens. Please reduce the length of the input messages.",
+          null);
+    }
+    int maxTokens;
+    if (requested == null) {
+      maxTokens = Math.min(config.defaultMaxTokens(), maxModelLen - promptTokens);
+    } else {
+      maxTokens = requested;
+      if ((long) promptTokens + maxTokens > maxModelLen) {
+        throw ApiError.badRequest(
+            "This model's maximum context length is "
+                + maxModelLen
+                + " tokens. However, you requested "
+                + ((long) promptTokens + maxTokens)
+                + " tokens ("
+                + promptTokens
+                + " in the messages, "
+                + maxTokens
+                + " in the completion). Please reduce the length of the messages or completion.",
+            endpoint == Endpoint.CHAT && body.containsKey("max_completion_tokens")
+                ? "max_completion_tokens"
+                : "max_tokens");
+      }
+    }
+    if (minTokens > maxTokens) {
+      throw ApiError.badRequest(
+          "min_tokens must be less than or equal to max_tokens="
+              + maxTokens
+              + ", got "
+              + minTokens
+              + ".",
+          "min_tokens");
+    }
+
+    boolean includeUsage = false;
+    Object options = body.getValue("stream_options");
+    if (options != null) {
+      if (!(options instanceof JsonObject opts)) {
+        throw ApiError.badRequest("'stream_options' must be an object", "stream_options");
+      }
+      if (!stream) {
+        throw ApiError.badRequest(
+            "Stream options can only be defined when `stream=True`.", "stream_options");
+      }
+      includeUsage = optionalBool(opts, "include_usage");
+    }
+
+    String key =
+        endpoint.name()
+            + '\u0000'
+            + model
+            + '\u0000'
+            + (promptKey instanceof JsonObject || promptKey instanceof JsonArray
+                ? promptKey.toString()
+                : String.valueOf(promptKey))
+            + '\u0000'
+            + maxTokens
+            + '\u0000'
+            + minTokens
+            + '\u0000'
+            + ignoreEos;
+    return new ParsedRequest(
+        endpoint,
+        model,
+        promptTokens,
+        maxTokens,
+        minTokens,
+        ignoreEos,
+        stream,
+        includeUsage,
+        fnv64(key));
+  }
+
+  static int textTokens(String text) {
+    return Math.max(1, (text.length() + 3) / 4);
+  }
+
+  private static int chatPromptTokens(Object messages) {
+    if (messages == null) {
+      throw ApiError.badRequest("Field required: 'messages'", "messages");
+    }
+    if (!(messages instanceof JsonArray list) || list.isEmpty()) {
+      throw ApiError.badRequest("'messages' must be a non-empty array", "messages");
+    }
+    long tokens = CHAT_PRIMING_TOKENS;
+    for (Object item : list) {
+      if (!(item instanceof JsonObject message)) {
+        throw ApiError.badRequest("Each message must be an object", "messages");
+      }
+      if (!(message.getValue("role") instanceof String)) {
+        throw ApiError.badRequest("Each message needs a string 'role'", "messages");
+      }
+      long chars = contentChars(message.getValue("content"));
+      tokens += CHAT_MESSAGE_OVERHEAD_TOKENS + (chars + 3) / 4;
+    }
+    return (int) Math.min(Integer.MAX_VALUE, tokens);
+  }
+
+  private static long contentChars(Object content) {
+    if (content == null) {
+      return 0;
+    }
+    if (content instanceof String s) {
+      return s.length();
+    }
+    if (content instanceof JsonArray parts) {
+      long chars = 0;
+      for (Object part : parts) {
+        if (part instanceof JsonObject p && p.getValue("text") instanceof String t) {
+          chars += t.length();
+        } else if (!(part instanceof JsonObject)) {
+          throw ApiError.badRequest("Each content part must be an object", "messages");
+        }
+      }
+      return chars;
+    }
+    throw ApiError.badRequest("'content' must be a string or an array of parts", "messages");
+  }
+
+  private static int completionPromptTokens(Object prompt) {
+    if (prompt == null) {
+      throw ApiError.badRequest("Field required: 'prompt'", "prompt");
+    }
+    if (prompt instanceof String s) {
+      return requireNonEmpty(s.isEmpty() ? 0 : textTokens(s));
+    }
+    if (prompt instanceof JsonArray list) {
+      if (list.isEmpty()) {
+        throw ApiError.badRequest("Prompt cannot be empty", "prompt");
+      }
+      Object first = list.getValue(0);
+      if (first instanceof String || first instanceof JsonArray) {
+        if (list.size() != 1) {
+          throw ApiError.badRequest(
+              "The simulator supports a single prompt per request, got " + list.size(), "prompt");
+        }
+        if (first instanceof String s) {
+          return requireNonEmpty(s.isEmpty() ? 0 : textTokens(s));
+        }
+        return requireNonEmpty(tokenIds((JsonArray) first));
+      }
+      return requireNonEmpty(tokenIds(list));
+    }
+    throw ApiError.badRequest(
+        "'prompt' must be a string, an array of token ids, or a list of one of those", "prompt");
+  }
+
+  private static int tokenIds(JsonArray ids) {
+    for (Object id : ids) {
+      if (!(id instanceof Integer || id instanceof Long) || ((Number) id).longValue() < 0) {
+        throw ApiError.badRequest("Token ids must be non-negative integers", "prompt");
+      }
+    }
+    return ids.size();
+  }
+
+  private static int requireNonEmpty(int tokens) {
+    if (tokens == 0) {
+      throw ApiError.badRequest("Prompt cannot be empty", "prompt");
+    }
+    return tokens;
+  }
+
+  private static Integer optionalInt(JsonObject body, String key, int min) {
+    Object value = body.getValue(key);
+    if (value == null) {
+      return null;
+    }
+    if (!(value instanceof Integer || value instanceof Long)) {
+      throw ApiError.badRequest("'" + key + "' must be an integer", key);
+    }
+    long v = ((Number) value).longValue();
+    if (v < min) {
+      throw ApiError.badRequest(key + " must be at least " + min + ", got " + v + ".", key);
+    }
+    return (int) Math.min(Integer.MAX_VALUE, v);
+  }
+
+  private static boolean optionalBool(JsonObject body, String key) {
+    Object value = body.getValue(key);
+    if (value == null) {
+      return false;
+    }
+    if (!(value instanceof Boolean b)) {
+      throw ApiError.badRequest("'" + key + "' must be a boolean", key);
+    }
+    return b;
+  }
+
+  private static String firstLine(String message) {
+    if (message == null) {
+      return "";
+    }
+    int nl = message.indexOf('\n');
+    return nl < 0 ? message : message.substring(0, nl);
+  }
+
+  private static long fnv64(String s) {
+    long h = 0xcbf29ce484222325L;
+    byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
+    for (byte b : bytes) {
+      h ^= b & 0xff;
+      h *= 0x100000001b3L;
+    }
+    return h;
+  }
+}

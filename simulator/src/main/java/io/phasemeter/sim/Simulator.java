@@ -1,0 +1,52 @@
+package io.phasemeter.sim;
+
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A running simulated vLLM server. Start one with {@link #start(Vertx, SimulatorConfig)}; several
+ * can run side by side in one {@link Vertx}.
+ */
+public final class Simulator {
+  private final Vertx vertx;
+  private final String deploymentId;
+  private final SimulatorVerticle verticle;
+  private final AtomicBoolean closed = new AtomicBoolean();
+
+  private Simulator(Vertx vertx, String deploymentId, SimulatorVerticle verticle) {
+    this.vertx = vertx;
+    this.deploymentId = deploymentId;
+    this.verticle = verticle;
+  }
+
+  /**
+   * Binds the server and starts serving. Port 0 binds an ephemeral port; read it with {@link
+   * #port()}.
+   */
+  public static Future<Simulator> start(Vertx vertx, SimulatorConfig config) {
+    Objects.requireNonNull(vertx, "vertx");
+    Objects.requireNonNull(config, "config");
+    SimulatorVerticle verticle = new SimulatorVerticle(config, System::nanoTime);
+    return vertx.deployVerticle(verticle).map(id -> new Simulator(vertx, id, verticle));
+  }
+
+  /** The port actually bound. */
+  public int port() {
+    return verticle.actualPort();
+  }
+
+  /** A snapshot of the counters; safe to call from any thread. */
+  public SimulatorStats stats() {
+    return verticle.stats();
+  }
+
+  /** Stops the server, dropping sequences still running. Idempotent. */
+  public Future<Void> close() {
+    if (!closed.compareAndSet(false, true)) {
+      return Future.succeededFuture();
+    }
+    return vertx.undeploy(deploymentId);
+  }
+}

@@ -1,0 +1,396 @@
+package io.phasemeter.sim;
+
+import java.util.List;
+
+/**
+ * Immutable configuration of one simulated vLLM server. Every component is validated in the compact
+ * constructor; a bad value raises {@link IllegalArgumentException} whose message names the
+ * command-line flag.
+ *
+ * @param host address to bind
+ * @param port port to bind; 0 picks an ephemeral port (see {@link Simulator#port()})
+ * @param models served model names; the first is used when a request names none
+ * @param slots most sequences running at once (vLLM's {@code --max-num-seqs})
+ * @param maxQueue most sequences waiting for a slot; one more is refused with 503
+ * @param prefillTokensPerSecond prompt tokens processed per second before the first token
+ * @param decodeStepMs cost of one decode step with a batch of one
+ * @param decodeStepGrowth relative growth of a decode step per extra running sequence
+ * @param defaultMaxTokens {@code max_tokens} when a request gives none (capped by the context)
+ * @param maxModelLen context length: prompt plus completion tokens
+ * @param seed seed of the output text, the EOS positions and the fault draws
+ * @param errorRate share of requests answered with a 500 error
+ * @param stallRate share of requests that stall after their first token
+ * @param stallMs how long a stall drawn by {@code stallRate} lasts
+ * @param disconnectRate share of requests whose connection is closed after the first token
+ */
+public record SimulatorConfig(
+    String host,
+    int port,
+    List<String> models,
+    int slots,
+    int maxQueue,
+    double prefillTokensPerSecond,
+    double decodeStepMs,
+    double decodeStepGrowth,
+    int defaultMaxTokens,
+    int maxModelLen,
+    long seed,
+    double errorRate,
+    double stallRate,
+    long stallMs,
+    double disconnectRate) {
+
+  public SimulatorConfig {
+    if (host == null || host.isBlank()) {
+      throw new IllegalArgumentException("--host must not be empty");
+    }
+    require(port >= 0 && port <= 65535, "--port must be between 0 and 65535, got " + port);
+    if (models == null || models.isEmpty()) {
+      throw new IllegalArgumentException("--model must be given at least once");
+    }
+    for (String m : models) {
+      if (m == null || m.isBlank()) {
+        throw new IllegalArgumentException("--model must not be empty");
+      }
+    }
+    models = List.copyOf(models);
+    require(models.stream().distinct().count() == models.size(), "--model names must be unique");
+    require(slots >= 1, "--slots must be at least 1, got " + slots);
+    require(maxQueue >= 0, "--max-queue must be at least 0, got " + maxQueue);
+    require(
+        prefillTokensPerSecond > 0 && Double.isFinite(prefillTokensPerSecond),
+        "--prefill-tokens-per-s must be a positive number, got " + prefillTokensPerSecond);
+    require(
+        decodeStepMs >= 0 && Double.isFinite(decodeStepMs),
+        "--decode-step-ms must be at least 0, got " + decodeStepMs);
+    require(
+        decodeStepGrowth >= 0 && Double.isFinite(decodeStepGrowth),
+        "--decode-step-growth must be at least 0, got " + decodeStepGrowth);
+    require(maxModelLen >= 2, "--max-model-len must be at least 2, got " + maxModelLen);
+    require(
+        defaultMaxTokens >= 1 && defaultMaxTokens < maxModelLen,
+        "--default-max-tokens must be between 1 and max-model-len - 1, got " + defaultMaxTokens);
+    requireRate(errorRate, "--error-rate");
+    requireRate(stallRate, "--stall-rate");
+    requireRate(disconnectRate, "--disconnect-rate");
+    require(
+        errorRate + stallRate + disconnectRate <= 1.0,
+        "--error-rate + --stall-rate + --disconnect-rate must not exceed 1");
+    require(stallMs >= 0, "--stall-ms must be at least 0, got " + stallMs);
+  }
+
+  /** The defaults of {@code phasemeter sim}: one model {@code sim-llama} on 127.0.0.1:8000. */
+  public static SimulatorConfig defaults() {
+    return new SimulatorConfig(
+        "127.0.0.1",
+        8000,
+        List.of("sim-llama"),
+        16,
+        10_000,
+        20_000,
+        20,
+        0.02,
+        256,
+        65_536,
+        42,
+        0,
+        0,
+        5_000,
+        0);
+  }
+
+  public SimulatorConfig withHost(String v) {
+    return new SimulatorConfig(
+        v,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withPort(int v) {
+    return new SimulatorConfig(
+        host,
+        v,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withModels(List<String> v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        v,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withSlots(int v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        v,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withMaxQueue(int v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        v,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withPrefillTokensPerSecond(double v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        v,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withDecodeStepMs(double v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        v,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withDecodeStepGrowth(double v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        v,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withDefaultMaxTokens(int v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        v,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withMaxModelLen(int v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        v,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withSeed(long v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        v,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withErrorRate(double v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        v,
+        stallRate,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withStallRate(double v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        v,
+        stallMs,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withStallMs(long v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        v,
+        disconnectRate);
+  }
+
+  public SimulatorConfig withDisconnectRate(double v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        v);
+  }
+
+  private static void require(boolean ok, String message) {
+    if (!ok) {
+      throw new IllegalArgumentException(message);
+    }
+  }
+
+  private static void requireRate(double rate, String flag) {
+    require(rate >= 0 && rate <= 1, flag + " must be between 0 and 1, got " + rate);
+  }
+}

@@ -1,0 +1,15 @@
+package io.phasemeter.sim;
+
+/**
+ * A snapshot of the simulator's counters.
+ *
+ * @param running sequences holding a slot now (prefilling, decoding or stalled)
+ * @param waiting sequences queued for a slot now
+ * @param completed generations that ran to their finish reason and were fully written
+ * @param cancelled generations abandoned because the client went away
+ * @param failed requests answered with an error status or ended by an injected fault
+ * @param received generation requests received ({@code POST /v1/chat/completions} and {@code POST
+ *     /v1/completions}), whatever became of them
+ */
+public record SimulatorStats(
+    int running, int waiting, long completed, long cancelled, long failed, long received) {}
