@@ -1,5 +1,176 @@
 package io.phasemeter.proxy;
 
-public final class ProxyMain {
-  public static void main(String[] args) {}
+import io.phasemeter.proxy.config.ConfigException;
+import io.phasemeter.proxy.config.ConfigLoader;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.proxy.telemetry.ProxyTelemetry;
+import io.vertx.core.Vertx;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code phasemeter proxy}: runs the measuring proxy until interrupted. */
+@Command(
+    name = "phasemeter proxy",
+    mixinStandardHelpOptions = true,
+    versionProvider = ProxyMain.Version.class,
+    description = {
+      "Runs the measuring reverse proxy in front of OpenAI-compatible inference servers (vLLM).",
+      "Every key of the config file can be overridden with PHASEMETER_<PATH>, e.g."
+          + " PHASEMETER_LISTEN_PORT=9090 or PHASEMETER_POOLS_0_UPSTREAMS=http://gpu1:8000.",
+      "Standard OTEL_SERVICE_NAME and OTEL_EXPORTER_OTLP_* variables win over the file."
+    },
+    exitCodeOnInvalidInput = 2)
+public final class ProxyMain implements Callable<Integer> {
+
+  @Option(
+      names = {"-c", "--config"},
+      paramLabel = "FILE",
+      description = "proxy configuration (default: ${DEFAULT-VALUE}; built-in defaults if absent)",
+      defaultValue = "config/proxy.yaml")
+  Path config;
+
+  @Option(
+      names = "--check",
+      description = "validate the configuration, print it as understood, and exit")
+  boolean check;
+
+  private final PrintWriter out;
+  private final PrintWriter err;
+
+  ProxyMain(PrintWriter out, PrintWriter err) {
+    this.out = out;
+    this.err = err;
+  }
+
+  public static void main(String[] args) {
+    PrintWriter out = new PrintWriter(System.out, true);
+    PrintWriter err = new PrintWriter(System.err, true);
+    int code = commandLine(out, err).execute(args);
+    if (code != 0) {
+      System.exit(code);
+    }
+  }
+
+  static CommandLine commandLine(PrintWriter out, PrintWriter err) {
+    CommandLine cl = new CommandLine(new ProxyMain(out, err));
+    cl.setOut(out);
+    cl.setErr(err);
+    return cl;
+  }
+
+  @Override
+  public Integer call() throws Exception {
+    ProxyConfig cfg;
+    try {
+      boolean defaultPath = config.toString().equals("config/proxy.yaml");
+      cfg =
+          defaultPath && !Files.exists(config)
+              ? ConfigLoader.load(null)
+              : ConfigLoader.load(config);
+      if (cfg.auth().enabled()) {
+        throw new ConfigException(
+            config
+                + ": auth.enabled: API key checking is not available in this version; set it to"
+                + " false (the proxy then admits every client)");
+      }
+    } catch (ConfigException e) {
+      err.println("phasemeter proxy: " + e.getMessage());
+      return 2;
+    }
+    if (check) {
+      out.println(describe(cfg));
+      return 0;
+    }
+    ProxyTelemetry telemetry =
+        ProxyTelemetry.create(
+            cfg.telemetry(), System.getenv(), PhasemeterProxy.version(), NanoClock.system());
+    Vertx vertx = Vertx.vertx();
+    PhasemeterProxy proxy;
+    try {
+      proxy =
+          PhasemeterProxy.builder(vertx, cfg)
+              .openTelemetry(telemetry.openTelemetry())
+              .start()
+              .await(30, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      err.println(
+          "phasemeter proxy: cannot listen on "
+              + cfg.listen().host()
+              + ":"
+              + cfg.listen().port()
+              + " ("
+              + e.getMessage()
+              + ")");
+      vertx.close();
+      telemetry.close();
+      return 1;
+    }
+    out.println(
+        "phasemeter-proxy "
+            + PhasemeterProxy.version()
+            + " listening on http://"
+            + cfg.listen().host()
+            + ":"
+            + proxy.port());
+    out.println(describe(cfg));
+    out.println(
+        "auth: disabled (auth.enabled: false): every client is admitted without an API key");
+    out.println(
+        "traces: "
+            + (telemetry.exportTarget() == null
+                ? "recorded, not exported (no OTLP endpoint configured)"
+                : "exported over OTLP " + telemetry.exportTarget()));
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  try {
+                    proxy.close().await(5, TimeUnit.SECONDS);
+                  } catch (Exception ignored) {
+                    // Shutting down anyway.
+                  }
+                  vertx.close();
+                  telemetry.close();
+                  stopped.countDown();
+                },
+                "phasemeter-shutdown"));
+    stopped.await();
+    return 0;
+  }
+
+  private static String describe(ProxyConfig cfg) {
+    return cfg.pools().stream()
+        .map(
+            p ->
+                "pool "
+                    + p.name()
+                    + ": models "
+                    + p.models()
+                    + " -> "
+                    + String.join(", ", p.upstreams())
+                    + " ("
+                    + p.slots()
+                    + " slots, queue "
+                    + p.queue().max()
+                    + ")")
+        .collect(Collectors.joining("\n"));
+  }
+
+  /** Prints the build's version. */
+  static final class Version implements CommandLine.IVersionProvider {
+    @Override
+    public String[] getVersion() {
+      return new String[] {"phasemeter-proxy " + PhasemeterProxy.version()};
+    }
+  }
 }

@@ -1,0 +1,296 @@
+package io.phasemeter.proxy.config;
+
+import java.net.URI;
+import java.time.Duration;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * The proxy's whole configuration (DESIGN.md §9), immutable and validated on construction. Load it
+ * with {@link ConfigLoader}; every record checks its own values and names the offending key.
+ */
+public record ProxyConfig(
+    Listen listen,
+    Admin admin,
+    Limits limits,
+    Auth auth,
+    List<Pool> pools,
+    Telemetry telemetry,
+    String budgets) {
+
+  public ProxyConfig {
+    Objects.requireNonNull(listen, "listen");
+    Objects.requireNonNull(admin, "admin");
+    Objects.requireNonNull(limits, "limits");
+    Objects.requireNonNull(auth, "auth");
+    Objects.requireNonNull(telemetry, "telemetry");
+    if (pools == null || pools.isEmpty()) {
+      throw new IllegalArgumentException("pools: at least one pool is required");
+    }
+    pools = List.copyOf(pools);
+    Set<String> names = new HashSet<>();
+    Set<String> models = new HashSet<>();
+    for (Pool p : pools) {
+      if (!names.add(p.name())) {
+        throw new IllegalArgumentException("pools: the name '" + p.name() + "' is used twice");
+      }
+      for (String m : p.models()) {
+        if (!models.add(m)) {
+          throw new IllegalArgumentException(
+              "pools: the model '" + m + "' is served by more than one pool");
+        }
+      }
+    }
+    if (listen.port() != 0 && listen.port() == admin.port() && listen.host().equals(admin.host())) {
+      throw new IllegalArgumentException("admin.port: must differ from listen.port");
+    }
+  }
+
+  /** The pool that serves {@code model}, or {@code null}. */
+  public Pool poolFor(String model) {
+    for (Pool p : pools) {
+      if (p.models().contains(model)) {
+        return p;
+      }
+    }
+    return null;
+  }
+
+  /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
+  public ProxyConfig withListenPort(int port) {
+    return new ProxyConfig(
+        new Listen(listen.host(), port), admin, limits, auth, pools, telemetry, budgets);
+  }
+
+  /** Returns a copy whose admin listener uses {@code port} (0 = any free port). */
+  public ProxyConfig withAdminPort(int port) {
+    return new ProxyConfig(
+        listen,
+        new Admin(admin.host(), port, admin.token()),
+        limits,
+        auth,
+        pools,
+        telemetry,
+        budgets);
+  }
+
+  /** Returns a copy with {@code pools} replaced. */
+  public ProxyConfig withPools(List<Pool> newPools) {
+    return new ProxyConfig(listen, admin, limits, auth, newPools, telemetry, budgets);
+  }
+
+  /** Returns a copy with {@code limits} replaced. */
+  public ProxyConfig withLimits(Limits newLimits) {
+    return new ProxyConfig(listen, admin, newLimits, auth, pools, telemetry, budgets);
+  }
+
+  /** The public listener. */
+  public record Listen(String host, int port) {
+    public Listen {
+      host = requireText(host, "listen.host");
+      requirePort(port, "listen.port");
+    }
+  }
+
+  /** The admin listener (metrics, health, records). An empty token means no token. */
+  public record Admin(String host, int port, String token) {
+    public Admin {
+      host = requireText(host, "admin.host");
+      requirePort(port, "admin.port");
+      token = token == null ? "" : token;
+    }
+  }
+
+  /** Request limits. */
+  public record Limits(long maxBodyBytes) {
+    public Limits {
+      if (maxBodyBytes < 1) {
+        throw new IllegalArgumentException(
+            "limits.max_body_bytes: must be at least 1 (got " + maxBodyBytes + ")");
+      }
+    }
+  }
+
+  /** API key checking; off must be explicit. */
+  public record Auth(boolean enabled, String keysFile) {
+    public Auth {
+      if (enabled && (keysFile == null || keysFile.isBlank())) {
+        throw new IllegalArgumentException("auth.keys_file: required when auth.enabled is true");
+      }
+    }
+  }
+
+  /** A pool of upstream inference servers that serve the same models and share slots. */
+  public record Pool(
+      String name,
+      List<String> models,
+      List<String> upstreams,
+      int slots,
+      Queue queue,
+      Timeouts timeouts) {
+    public Pool {
+      name = requireText(name, "pools[].name");
+      if (!name.matches("[A-Za-z0-9_.-]{1,64}")) {
+        throw new IllegalArgumentException(
+            "name: '" + name + "' must be 1-64 letters, digits, '.', '_' or '-'");
+      }
+      if (models == null || models.isEmpty()) {
+        throw new IllegalArgumentException("models: pool '" + name + "' needs at least one model");
+      }
+      models = List.copyOf(models);
+      for (String m : models) {
+        requireText(m, "models[]");
+      }
+      if (upstreams == null || upstreams.isEmpty()) {
+        throw new IllegalArgumentException(
+            "upstreams: pool '" + name + "' needs at least one upstream URL");
+      }
+      upstreams = List.copyOf(upstreams);
+      for (String u : upstreams) {
+        Upstream.parse(u);
+      }
+      if (slots < 1) {
+        throw new IllegalArgumentException("slots: must be at least 1 (got " + slots + ")");
+      }
+      Objects.requireNonNull(queue, "queue");
+      Objects.requireNonNull(timeouts, "timeouts");
+    }
+
+    /** The parsed upstream addresses. */
+    public List<Upstream> upstreamAddresses() {
+      return upstreams.stream().map(Upstream::parse).toList();
+    }
+  }
+
+  /** The bounded wait for a slot. */
+  public record Queue(int max, Duration timeout) {
+    public Queue {
+      if (max < 0) {
+        throw new IllegalArgumentException("queue.max: must be 0 or more (got " + max + ")");
+      }
+      requirePositive(timeout, "queue.timeout");
+    }
+  }
+
+  /** Upstream timeouts: to connect, to the first generated token, and between bytes. */
+  public record Timeouts(Duration connect, Duration firstToken, Duration idle) {
+    public Timeouts {
+      requirePositive(connect, "timeouts.connect");
+      requirePositive(firstToken, "timeouts.first_token");
+      requirePositive(idle, "timeouts.idle");
+    }
+  }
+
+  /** Tracing export and the per-request record store. */
+  public record Telemetry(String serviceName, Otlp otlp, Sampling sampling, Records records) {
+    public Telemetry {
+      serviceName = requireText(serviceName, "telemetry.service_name");
+      Objects.requireNonNull(otlp, "telemetry.otlp");
+      Objects.requireNonNull(sampling, "telemetry.sampling");
+      Objects.requireNonNull(records, "telemetry.records");
+    }
+  }
+
+  /** Where spans go; a null endpoint means no export. */
+  public record Otlp(String endpoint, String protocol) {
+    public Otlp {
+      endpoint = endpoint == null || endpoint.isBlank() ? null : endpoint.trim();
+      protocol = protocol == null ? "http/protobuf" : protocol.trim().toLowerCase(Locale.ROOT);
+      if (!protocol.equals("http/protobuf") && !protocol.equals("grpc")) {
+        throw new IllegalArgumentException(
+            "telemetry.otlp.protocol: must be http/protobuf or grpc (got " + protocol + ")");
+      }
+      if (endpoint != null) {
+        try {
+          URI uri = URI.create(endpoint);
+          if (uri.getScheme() == null || uri.getHost() == null) {
+            throw new IllegalArgumentException("no scheme or host");
+          }
+        } catch (IllegalArgumentException e) {
+          throw new IllegalArgumentException(
+              "telemetry.otlp.endpoint: '" + endpoint + "' is not a URL", e);
+        }
+      }
+    }
+  }
+
+  /** Which finished traces are exported: all errors, all slow ones and a ratio of the rest. */
+  public record Sampling(double ratio, boolean keepErrors, Duration keepSlowerThan) {
+    public Sampling {
+      if (!(ratio >= 0.0 && ratio <= 1.0)) {
+        throw new IllegalArgumentException(
+            "telemetry.sampling.ratio: must be between 0 and 1 (got " + ratio + ")");
+      }
+      requirePositive(keepSlowerThan, "telemetry.sampling.keep_slower_than");
+    }
+  }
+
+  /** The bounded store of recent per-request records. */
+  public record Records(int max, Duration ttl) {
+    public Records {
+      if (max < 1) {
+        throw new IllegalArgumentException(
+            "telemetry.records.max: must be at least 1 (got " + max + ")");
+      }
+      requirePositive(ttl, "telemetry.records.ttl");
+    }
+  }
+
+  /** An upstream base URL split into what the HTTP client needs. */
+  public record Upstream(String url, String host, int port, boolean tls, String basePath) {
+    /** Parses and checks an upstream URL such as {@code http://10.0.0.5:8000}. */
+    public static Upstream parse(String url) {
+      URI uri;
+      try {
+        uri = URI.create(requireText(url, "upstreams[]").trim());
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("upstreams: '" + url + "' is not a URL", e);
+      }
+      String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
+      if (!scheme.equals("http") && !scheme.equals("https")) {
+        throw new IllegalArgumentException(
+            "upstreams: '" + url + "' must start with http:// or https://");
+      }
+      if (uri.getHost() == null) {
+        throw new IllegalArgumentException("upstreams: '" + url + "' has no host");
+      }
+      boolean tls = scheme.equals("https");
+      int port = uri.getPort() > 0 ? uri.getPort() : (tls ? 443 : 80);
+      String path = uri.getRawPath() == null ? "" : uri.getRawPath();
+      while (path.endsWith("/")) {
+        path = path.substring(0, path.length() - 1);
+      }
+      if (path.endsWith("/v1")) {
+        path = path.substring(0, path.length() - 3);
+      }
+      return new Upstream(url.trim(), uri.getHost(), port, tls, path);
+    }
+
+    /** host:port, as used in span attributes. */
+    public String authority() {
+      return host + ":" + port;
+    }
+  }
+
+  private static String requireText(String value, String key) {
+    if (value == null || value.isBlank()) {
+      throw new IllegalArgumentException(key + ": must not be empty");
+    }
+    return value.trim();
+  }
+
+  private static void requirePort(int port, String key) {
+    if (port < 0 || port > 65535) {
+      throw new IllegalArgumentException(key + ": must be 0-65535 (got " + port + ")");
+    }
+  }
+
+  private static void requirePositive(Duration d, String key) {
+    if (d == null || d.isNegative() || d.isZero()) {
+      throw new IllegalArgumentException(key + ": must be a positive duration (got " + d + ")");
+    }
+  }
+}

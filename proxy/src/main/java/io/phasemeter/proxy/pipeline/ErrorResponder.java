@@ -1,0 +1,116 @@
+package io.phasemeter.proxy.pipeline;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.StatusCode;
+import io.vertx.core.Future;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpServerResponse;
+import java.io.IOException;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The one place where failures become OpenAI-style errors: {@code {"error": {"message", "type",
+ * "param", "code"}}} with the failure's status, or, once a stream has started, a final {@code data:
+ * {"error": …}} event. Logs name the failure's code and the pool, never request or response text.
+ */
+public final class ErrorResponder {
+  private static final Logger LOG = LoggerFactory.getLogger(ErrorResponder.class);
+  private static final JsonFactory JSON = new JsonFactory();
+
+  /** Answers a request that failed (or was cancelled) and stamps its outcome. */
+  Future<Void> respond(RequestContext ctx, Throwable failure) {
+    ProxyFailure f = classify(failure);
+    HttpServerResponse response = ctx.response();
+    if (ctx.isCancelled() || f.kind() == ProxyFailure.Kind.CLIENT_CANCELLED || response.closed()) {
+      ctx.outcome = Outcome.CANCELLED;
+      ctx.errorType = ProxyFailure.Kind.CLIENT_CANCELLED.code();
+      if (!response.headWritten()) {
+        ctx.status = ProxyFailure.Kind.CLIENT_CANCELLED.status();
+      }
+      markOpenPhases(ctx, ctx.errorType, false);
+      return Future.succeededFuture();
+    }
+    ctx.outcome = f.kind().outcome();
+    ctx.errorType = f.kind().code();
+    markOpenPhases(ctx, ctx.errorType, f.kind().outcome() != Outcome.CLIENT_ERROR);
+    if (f.kind() == ProxyFailure.Kind.INTERNAL) {
+      LOG.warn(
+          "internal error on {} (pool {}): {}",
+          ctx.route().path(),
+          ctx.poolName(),
+          failure.toString());
+    } else if (f.kind().outcome() == Outcome.UPSTREAM_ERROR
+        || f.kind() == ProxyFailure.Kind.UPSTREAM_TIMEOUT) {
+      LOG.warn("upstream failure {} (pool {})", f.kind().code(), ctx.poolName());
+    }
+    if (!ctx.isOpen(Phase.WRITE)) {
+      ctx.begin(Phase.WRITE);
+    }
+    Future<Void> written;
+    if (!response.headWritten()) {
+      ctx.status = f.kind().status();
+      response.setStatusCode(f.kind().status());
+      response.putHeader("content-type", "application/json");
+      if (f.retryAfterSeconds() >= 0) {
+        response.putHeader("retry-after", Long.toString(f.retryAfterSeconds()));
+      }
+      boolean closeAfter = f.kind() == ProxyFailure.Kind.BODY_TOO_LARGE;
+      if (closeAfter) {
+        response.putHeader("connection", "close");
+      }
+      written = response.end(Buffer.buffer(body(f)));
+      if (closeAfter) {
+        written = written.andThen(ar -> ctx.request().connection().close());
+      }
+    } else {
+      // The stream already started with a 200: say what went wrong in the stream itself.
+      written =
+          response
+              .write(Buffer.buffer("data: " + body(f) + "\n\n"))
+              .compose(v -> response.end(), err -> response.end());
+    }
+    return written.andThen(ar -> ctx.end(Phase.WRITE)).otherwiseEmpty();
+  }
+
+  /** Renders the OpenAI error body for {@code f}. */
+  public static String body(ProxyFailure f) {
+    StringWriter out = new StringWriter(160);
+    try (JsonGenerator g = JSON.createGenerator(out)) {
+      g.writeStartObject();
+      g.writeObjectFieldStart("error");
+      g.writeStringField("message", f.getMessage());
+      g.writeStringField("type", f.kind().type());
+      g.writeStringField("param", f.param());
+      g.writeStringField("code", f.kind().code());
+      g.writeEndObject();
+      g.writeEndObject();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return out.toString();
+  }
+
+  static ProxyFailure classify(Throwable t) {
+    if (t instanceof ProxyFailure pf) {
+      return pf;
+    }
+    return ProxyFailure.of(ProxyFailure.Kind.INTERNAL, "The proxy failed to handle the request.");
+  }
+
+  private static void markOpenPhases(RequestContext ctx, String code, boolean isError) {
+    for (Phase p : Phase.all()) {
+      if (ctx.isOpen(p) && p != Phase.WRITE) {
+        Span s = ctx.span(p);
+        s.setAttribute(RequestContext.ERROR_TYPE, code);
+        if (isError) {
+          s.setStatus(StatusCode.ERROR);
+        }
+      }
+    }
+  }
+}

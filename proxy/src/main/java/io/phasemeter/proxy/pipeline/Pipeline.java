@@ -1,0 +1,195 @@
+package io.phasemeter.proxy.pipeline;
+
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Tracer;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.propagation.TextMapGetter;
+import io.opentelemetry.context.propagation.TextMapPropagator;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.proxy.upstream.UpstreamPool;
+import io.vertx.core.Future;
+import io.vertx.core.MultiMap;
+import io.vertx.core.Vertx;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.json.JsonArray;
+import io.vertx.core.json.JsonObject;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One request, top to bottom: auth → receive → prepare → route → queue → generation → write, and
+ * every failure through {@link ErrorResponder}. Each phase is its own class; this one only orders
+ * them and makes sure each request ends exactly once.
+ */
+public final class Pipeline {
+  private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
+  private static final TextMapGetter<MultiMap> GETTER =
+      new TextMapGetter<>() {
+        @Override
+        public Iterable<String> keys(MultiMap carrier) {
+          return carrier.names();
+        }
+
+        @Override
+        public String get(MultiMap carrier, String key) {
+          return carrier == null ? null : carrier.get(key);
+        }
+      };
+
+  private final NanoClock clock;
+  private final Tracer tracer;
+  private final TextMapPropagator propagator;
+  private final List<RequestObserver> observers;
+  private final AuthPhase auth = new AuthPhase();
+  private final ReceivePhase receive;
+  private final PreparePhase prepare = new PreparePhase();
+  private final RoutePhase route;
+  private final QueuePhase queue = new QueuePhase();
+  private final GeneratePhase generate;
+  private final WritePhase write = new WritePhase();
+  private final ErrorResponder errors = new ErrorResponder();
+  private final List<UpstreamPool> upstreamPools = new ArrayList<>();
+  private final Map<String, SlotPool> slotPools = new LinkedHashMap<>();
+  private final Buffer modelsBody;
+  private final AtomicInteger inFlight = new AtomicInteger();
+
+  public Pipeline(
+      Vertx vertx,
+      ProxyConfig config,
+      OpenTelemetry openTelemetry,
+      NanoClock clock,
+      List<RequestObserver> observers) {
+    this.clock = clock;
+    this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
+    this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
+    this.observers = List.copyOf(observers);
+    for (ProxyConfig.Pool p : config.pools()) {
+      upstreamPools.add(new UpstreamPool(vertx, p));
+      slotPools.put(
+          p.name(), new SlotPool(p.name(), p.slots(), p.queue().max(), p.queue().timeout(), vertx));
+    }
+    this.receive = new ReceivePhase(config.limits().maxBodyBytes());
+    this.route = new RoutePhase(upstreamPools, slotPools);
+    this.generate = new GeneratePhase(vertx, propagator);
+    this.modelsBody = modelsBody(config);
+  }
+
+  /** Handles one request from the public listener. */
+  public void handle(HttpServerRequest req) {
+    long start = clock.nanoTime();
+    ApiRoute api = ApiRoute.forPath(req.path());
+    if (api == null) {
+      if ("/v1/models".equals(req.path())) {
+        if (req.method() == HttpMethod.GET) {
+          req.response().putHeader("content-type", "application/json").end(modelsBody);
+        } else {
+          reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "GET");
+        }
+      } else {
+        reject(req, ProxyFailure.Kind.UNKNOWN_URL, null);
+      }
+      return;
+    }
+    if (req.method() != HttpMethod.POST) {
+      reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "POST");
+      return;
+    }
+    req.pause();
+    Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
+    RequestContext ctx = new RequestContext(clock, tracer, req, api, parent, start);
+    inFlight.incrementAndGet();
+    req.response().closeHandler(v -> ctx.cancel());
+    auth.check(ctx, start);
+    receive
+        .receive(ctx)
+        .compose(
+            v -> {
+              prepare.prepare(ctx);
+              UpstreamPool pool = route.select(ctx);
+              if (ctx.isCancelled()) {
+                return Future.failedFuture(
+                    ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
+              }
+              return queue
+                  .acquire(ctx, route.slots(ctx))
+                  .compose(s -> generate.generate(ctx, pool));
+            })
+        .compose(v -> write.write(ctx))
+        .recover(t -> errors.respond(ctx, t))
+        .onComplete(ar -> finish(ctx));
+  }
+
+  private void finish(RequestContext ctx) {
+    ctx.finish(clock.nanoTime());
+    inFlight.decrementAndGet();
+    for (RequestObserver o : observers) {
+      try {
+        o.onFinished(ctx);
+      } catch (RuntimeException e) {
+        LOG.warn("request observer {} failed: {}", o.getClass().getName(), e.toString());
+      }
+    }
+  }
+
+  private void reject(HttpServerRequest req, ProxyFailure.Kind kind, String allow) {
+    String message =
+        kind == ProxyFailure.Kind.UNKNOWN_URL
+            ? "Unknown request URL: " + req.method() + " " + safePath(req.path()) + "."
+            : "Method " + req.method() + " is not allowed here; use " + allow + ".";
+    if (allow != null) {
+      req.response().putHeader("allow", allow);
+    }
+    req.response()
+        .setStatusCode(kind.status())
+        .putHeader("content-type", "application/json")
+        .end(ErrorResponder.body(ProxyFailure.of(kind, message)));
+  }
+
+  private static String safePath(String path) {
+    String p = path == null ? "" : path;
+    return p.length() > 200 ? p.substring(0, 200) + "…" : p;
+  }
+
+  private static Buffer modelsBody(ProxyConfig config) {
+    JsonArray data = new JsonArray();
+    long created = System.currentTimeMillis() / 1000;
+    for (ProxyConfig.Pool p : config.pools()) {
+      for (String m : p.models()) {
+        data.add(
+            new JsonObject()
+                .put("id", m)
+                .put("object", "model")
+                .put("created", created)
+                .put("owned_by", p.name()));
+      }
+    }
+    return new JsonObject().put("object", "list").put("data", data).toBuffer();
+  }
+
+  /** Requests between headers parsed and root end. */
+  public int inFlight() {
+    return inFlight.get();
+  }
+
+  /** The slot pool of each configured pool, by name. */
+  public Map<String, SlotPool> slotPools() {
+    return slotPools;
+  }
+
+  /** Closes the upstream clients. */
+  public Future<Void> close() {
+    List<Future<Void>> all = new ArrayList<>();
+    for (UpstreamPool p : upstreamPools) {
+      all.add(p.close());
+    }
+    return Future.all(all).mapEmpty();
+  }
+}

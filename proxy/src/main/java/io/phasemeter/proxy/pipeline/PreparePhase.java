@@ -1,0 +1,127 @@
+package io.phasemeter.proxy.pipeline;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.core.StreamReadFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.vertx.core.buffer.Buffer;
+import java.io.IOException;
+
+/**
+ * Phase {@code prepare}: parses and validates the JSON body and rewrites it for the upstream. The
+ * only rewrite: a streamed request that did not ask for usage gets {@code
+ * stream_options.include_usage: true} so token counts are known; the extra usage chunk is removed
+ * again on the way back. Otherwise the client's bytes are forwarded unchanged.
+ */
+final class PreparePhase {
+  static final ObjectMapper JSON =
+      new ObjectMapper(
+          JsonFactory.builder()
+              .disable(StreamReadFeature.INCLUDE_SOURCE_IN_LOCATION)
+              .streamReadConstraints(
+                  StreamReadConstraints.builder()
+                      .maxNestingDepth(128)
+                      .maxStringLength(64 << 20)
+                      .build())
+              .build());
+
+  void prepare(RequestContext ctx) {
+    ctx.begin(Phase.PREPARE);
+    String contentType = ctx.request().getHeader("content-type");
+    if (contentType != null && !contentType.toLowerCase().contains("json")) {
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.UNSUPPORTED_MEDIA_TYPE,
+          "Content-Type must be application/json (got " + sanitize(contentType) + ").");
+    }
+    JsonNode root;
+    try {
+      root = JSON.readTree(ctx.body.getBytes());
+    } catch (JsonProcessingException e) {
+      String where =
+          e.getLocation() == null
+              ? ""
+              : " (line "
+                  + e.getLocation().getLineNr()
+                  + ", column "
+                  + e.getLocation().getColumnNr()
+                  + ")";
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.INVALID_JSON,
+          "We could not parse the JSON body of your request" + where + ".");
+    } catch (IOException e) {
+      throw ProxyFailure.of(ProxyFailure.Kind.INVALID_JSON, "The request body could not be read.");
+    }
+    if (root == null || !root.isObject()) {
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.INVALID_REQUEST, "The request body must be a JSON object.");
+    }
+    JsonNode model = root.get("model");
+    if (model == null || !model.isTextual() || model.asText().isBlank()) {
+      throw ProxyFailure.ofParam(
+          ProxyFailure.Kind.INVALID_REQUEST,
+          "You must provide a model parameter (a non-empty string).",
+          "model");
+    }
+    ctx.model = model.asText();
+    if (ctx.route() == ApiRoute.CHAT) {
+      JsonNode messages = root.get("messages");
+      if (messages == null || !messages.isArray() || messages.isEmpty()) {
+        throw ProxyFailure.ofParam(
+            ProxyFailure.Kind.INVALID_REQUEST, "'messages' must be a non-empty array.", "messages");
+      }
+    } else {
+      JsonNode prompt = root.get("prompt");
+      if (prompt == null || !(prompt.isTextual() || prompt.isArray())) {
+        throw ProxyFailure.ofParam(
+            ProxyFailure.Kind.INVALID_REQUEST,
+            "'prompt' must be a string, an array of strings or an array of token ids.",
+            "prompt");
+      }
+    }
+    JsonNode stream = root.get("stream");
+    if (stream != null && !stream.isNull() && !stream.isBoolean()) {
+      throw ProxyFailure.ofParam(
+          ProxyFailure.Kind.INVALID_REQUEST, "'stream' must be a boolean.", "stream");
+    }
+    ctx.stream = stream != null && stream.asBoolean(false);
+    JsonNode maxTokens = root.get("max_tokens");
+    if (maxTokens == null || maxTokens.isNull()) {
+      maxTokens = root.get("max_completion_tokens");
+    }
+    if (maxTokens != null && !maxTokens.isNull()) {
+      if (!maxTokens.canConvertToLong() || !maxTokens.isIntegralNumber()) {
+        throw ProxyFailure.ofParam(
+            ProxyFailure.Kind.INVALID_REQUEST, "'max_tokens' must be an integer.", "max_tokens");
+      }
+      ctx.maxTokens = maxTokens.asLong();
+    }
+    ctx.upstreamBody = ctx.body;
+    if (ctx.stream) {
+      JsonNode options = root.get("stream_options");
+      JsonNode include = options == null ? null : options.get("include_usage");
+      ctx.clientWantsUsage = include != null && include.asBoolean(false);
+      if (!ctx.clientWantsUsage) {
+        ObjectNode obj = (ObjectNode) root;
+        ObjectNode so =
+            options != null && options.isObject()
+                ? (ObjectNode) options
+                : obj.putObject("stream_options");
+        so.put("include_usage", true);
+        try {
+          ctx.upstreamBody = Buffer.buffer(JSON.writeValueAsBytes(obj));
+        } catch (JsonProcessingException e) {
+          throw ProxyFailure.of(ProxyFailure.Kind.INTERNAL, "Could not rewrite the request.");
+        }
+      }
+    }
+    ctx.end(Phase.PREPARE);
+  }
+
+  private static String sanitize(String headerValue) {
+    String v = headerValue.length() > 64 ? headerValue.substring(0, 64) : headerValue;
+    return v.replaceAll("[^\\x20-\\x7e]", "?");
+  }
+}

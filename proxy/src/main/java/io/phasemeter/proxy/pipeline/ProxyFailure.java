@@ -1,0 +1,104 @@
+package io.phasemeter.proxy.pipeline;
+
+/**
+ * A typed failure anywhere in the pipeline. {@link ErrorResponder} is the one place that turns it
+ * into an OpenAI-style error; the message goes to the client only and must never carry prompt or
+ * completion text into spans or logs (spans get {@link Kind#code()} only).
+ */
+public final class ProxyFailure extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  /** Every way a request can fail, with its status, OpenAI error type and code, and outcome. */
+  public enum Kind {
+    INVALID_JSON(400, "invalid_request_error", "invalid_json", Outcome.CLIENT_ERROR),
+    INVALID_REQUEST(400, "invalid_request_error", "invalid_request", Outcome.CLIENT_ERROR),
+    UNSUPPORTED_MEDIA_TYPE(
+        415, "invalid_request_error", "unsupported_media_type", Outcome.CLIENT_ERROR),
+    MODEL_NOT_FOUND(404, "invalid_request_error", "model_not_found", Outcome.CLIENT_ERROR),
+    UNKNOWN_URL(404, "invalid_request_error", "unknown_url", Outcome.CLIENT_ERROR),
+    METHOD_NOT_ALLOWED(405, "invalid_request_error", "method_not_allowed", Outcome.CLIENT_ERROR),
+    BODY_TOO_LARGE(413, "invalid_request_error", "request_too_large", Outcome.CLIENT_ERROR),
+    QUEUE_FULL(429, "rate_limit_error", "queue_full", Outcome.REJECTED),
+    QUEUE_TIMEOUT(503, "server_error", "queue_timeout", Outcome.TIMEOUT),
+    UPSTREAM_UNAVAILABLE(502, "server_error", "upstream_unavailable", Outcome.UPSTREAM_ERROR),
+    UPSTREAM_ERROR(502, "server_error", "upstream_error", Outcome.UPSTREAM_ERROR),
+    UPSTREAM_OVERLOADED(503, "server_error", "upstream_overloaded", Outcome.UPSTREAM_ERROR),
+    UPSTREAM_MALFORMED(502, "server_error", "upstream_malformed_response", Outcome.UPSTREAM_ERROR),
+    UPSTREAM_DISCONNECTED(502, "server_error", "upstream_disconnected", Outcome.UPSTREAM_ERROR),
+    UPSTREAM_TIMEOUT(504, "server_error", "upstream_timeout", Outcome.TIMEOUT),
+    CLIENT_CANCELLED(499, "invalid_request_error", "client_cancelled", Outcome.CANCELLED),
+    INTERNAL(500, "server_error", "internal_error", Outcome.UPSTREAM_ERROR);
+
+    private final int status;
+    private final String type;
+    private final String code;
+    private final Outcome outcome;
+
+    Kind(int status, String type, String code, Outcome outcome) {
+      this.status = status;
+      this.type = type;
+      this.code = code;
+      this.outcome = outcome;
+    }
+
+    /** The HTTP status sent to the client. */
+    public int status() {
+      return status;
+    }
+
+    /** The OpenAI error {@code type}. */
+    public String type() {
+      return type;
+    }
+
+    /** The OpenAI error {@code code}, also the span's {@code error.type}. */
+    public String code() {
+      return code;
+    }
+
+    /** The request's outcome. */
+    public Outcome outcome() {
+      return outcome;
+    }
+  }
+
+  private final Kind kind;
+  private final String param;
+  private final long retryAfterSeconds;
+
+  private ProxyFailure(Kind kind, String message, String param, long retryAfterSeconds) {
+    super(message, null, false, false);
+    this.kind = kind;
+    this.param = param;
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+
+  /** A failure of {@code kind} with a message for the client. */
+  public static ProxyFailure of(Kind kind, String message) {
+    return new ProxyFailure(kind, message, null, -1);
+  }
+
+  /** A failure that names the request parameter at fault. */
+  public static ProxyFailure ofParam(Kind kind, String message, String param) {
+    return new ProxyFailure(kind, message, param, -1);
+  }
+
+  /** A failure that tells the client when to retry. */
+  public static ProxyFailure retryAfter(Kind kind, String message, long seconds) {
+    return new ProxyFailure(kind, message, null, seconds);
+  }
+
+  public Kind kind() {
+    return kind;
+  }
+
+  /** The OpenAI error {@code param}, or null. */
+  public String param() {
+    return param;
+  }
+
+  /** Seconds for {@code Retry-After}, or -1 for none. */
+  public long retryAfterSeconds() {
+    return retryAfterSeconds;
+  }
+}

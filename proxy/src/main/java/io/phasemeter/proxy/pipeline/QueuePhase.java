@@ -1,0 +1,56 @@
+package io.phasemeter.proxy.pipeline;
+
+import io.opentelemetry.api.trace.Span;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+
+/**
+ * Phase {@code queue}: waits for one of the pool's slots. Ends when the slot is granted or refused
+ * ({@code llm.queue.outcome}: acquired, timeout, rejected, cancelled); a client that leaves while
+ * waiting leaves the queue at once.
+ */
+final class QueuePhase {
+  Future<Void> acquire(RequestContext ctx, SlotPool slots) {
+    Span span = ctx.begin(Phase.QUEUE);
+    span.setAttribute("llm.model", ctx.modelLabel);
+    span.setAttribute("llm.pool", ctx.pool.name());
+    span.setAttribute("llm.priority", "normal");
+    SlotPool.Ticket ticket = slots.acquire();
+    span.setAttribute("llm.queue.depth_at_entry", (long) ticket.depthAtEntry());
+    ctx.onCancel(ticket::cancel);
+    Promise<Void> done = Promise.promise();
+    ticket
+        .future()
+        .onComplete(
+            ar -> {
+              if (ar.succeeded()) {
+                if (ctx.isFinished() || ctx.isCancelled()) {
+                  ar.result().release();
+                  span.setAttribute("llm.queue.outcome", "cancelled");
+                  ctx.end(Phase.QUEUE);
+                  done.tryFail(
+                      ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
+                  return;
+                }
+                ctx.slot = ar.result();
+                span.setAttribute("llm.queue.outcome", "acquired");
+                ctx.end(Phase.QUEUE);
+                done.complete();
+              } else {
+                ProxyFailure f = ErrorResponder.classify(ar.cause());
+                span.setAttribute("llm.queue.outcome", queueOutcome(f.kind()));
+                ctx.end(Phase.QUEUE);
+                done.fail(f);
+              }
+            });
+    return done.future();
+  }
+
+  private static String queueOutcome(ProxyFailure.Kind kind) {
+    return switch (kind) {
+      case QUEUE_TIMEOUT -> "timeout";
+      case QUEUE_FULL -> "rejected";
+      default -> "cancelled";
+    };
+  }
+}

@@ -1,0 +1,364 @@
+package io.phasemeter.proxy.pipeline;
+
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.api.trace.Tracer;
+import io.opentelemetry.context.Context;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.telemetry.NanoClock;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpServerResponse;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Everything one request accumulates on its way through the pipeline: the phase timestamps (on the
+ * proxy's monotonic clock), the spans, what was learnt about the request and the response, and how
+ * it ended. Confined to the request's event loop; only {@link #finish} ends it, exactly once.
+ */
+public final class RequestContext {
+  static final AttributeKey<String> LLM_PHASE = AttributeKey.stringKey("llm.phase");
+  static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
+
+  private static final Phase[] PHASES = Phase.all();
+
+  private final NanoClock clock;
+  private final Tracer tracer;
+  private final HttpServerRequest request;
+  private final ApiRoute route;
+  private final long rootStart;
+  private final Span rootSpan;
+  private final Context rootContext;
+  private final long[] phaseStart = new long[PHASES.length];
+  private final long[] phaseEnd = new long[PHASES.length];
+  private final Span[] phaseSpans = new Span[PHASES.length];
+
+  // What the request asked for.
+  Buffer body;
+  Buffer upstreamBody;
+  String model;
+  String modelLabel = "other";
+  boolean stream;
+  boolean clientWantsUsage;
+  long maxTokens = -1;
+  ProxyConfig.Pool pool;
+  ProxyConfig.Upstream upstream;
+  SlotPool.Slot slot;
+
+  // What the response showed.
+  int passthroughStatus;
+  String passthroughContentType;
+  Buffer responseBody;
+  long firstTokenAt = -1;
+  long lastTokenAt = -1;
+  long contentChunks;
+  long itlMaxNanos;
+  long inputTokens = -1;
+  long outputTokens = -1;
+  String finishReason;
+  int status;
+  Outcome outcome;
+  String errorType;
+
+  private Runnable cancelAction;
+  private boolean cancelled;
+  private boolean finished;
+  private long rootEnd = -1;
+
+  RequestContext(
+      NanoClock clock,
+      Tracer tracer,
+      HttpServerRequest request,
+      ApiRoute route,
+      Context parent,
+      long rootStart) {
+    this.clock = clock;
+    this.tracer = tracer;
+    this.request = request;
+    this.route = route;
+    this.rootStart = rootStart;
+    this.rootSpan =
+        tracer
+            .spanBuilder(route.spanName())
+            .setParent(parent)
+            .setSpanKind(SpanKind.SERVER)
+            .setStartTimestamp(clock.toEpochNanos(rootStart), TimeUnit.NANOSECONDS)
+            .setAttribute("http.request.method", "POST")
+            .setAttribute("http.route", route.path())
+            .setAttribute("url.path", route.path())
+            .setAttribute("gen_ai.operation.name", route.operation())
+            .startSpan();
+    this.rootContext = parent.with(rootSpan);
+    java.util.Arrays.fill(phaseStart, -1);
+    java.util.Arrays.fill(phaseEnd, -1);
+  }
+
+  /** The proxy clock's current reading. */
+  public long now() {
+    return clock.nanoTime();
+  }
+
+  /** Starts {@code phase} now. */
+  Span begin(Phase phase) {
+    return begin(phase, clock.nanoTime());
+  }
+
+  /** Starts {@code phase} at {@code at} and opens its span, a child of the root. */
+  Span begin(Phase phase, long at) {
+    int i = phase.ordinal();
+    phaseStart[i] = at;
+    Span span =
+        tracer
+            .spanBuilder(phase.spanName())
+            .setParent(rootContext)
+            .setSpanKind(phase.kind())
+            .setStartTimestamp(clock.toEpochNanos(at), TimeUnit.NANOSECONDS)
+            .setAttribute(LLM_PHASE, phase.label())
+            .startSpan();
+    phaseSpans[i] = span;
+    return span;
+  }
+
+  /** Ends {@code phase} now, if it is open. */
+  void end(Phase phase) {
+    end(phase, clock.nanoTime());
+  }
+
+  /** Ends {@code phase} at {@code at}, if it is open. */
+  void end(Phase phase, long at) {
+    int i = phase.ordinal();
+    Span span = phaseSpans[i];
+    if (span == null || phaseEnd[i] >= 0) {
+      return;
+    }
+    phaseEnd[i] = at;
+    span.end(clock.toEpochNanos(at), TimeUnit.NANOSECONDS);
+  }
+
+  /** The open span of {@code phase}, or null. */
+  Span span(Phase phase) {
+    return phaseSpans[phase.ordinal()];
+  }
+
+  /** Whether {@code phase} has started and not yet ended. */
+  boolean isOpen(Phase phase) {
+    int i = phase.ordinal();
+    return phaseSpans[i] != null && phaseEnd[i] < 0;
+  }
+
+  /** The phase's duration in nanoseconds, or -1 when it did not run to its end. */
+  public long phaseNanos(Phase phase) {
+    int i = phase.ordinal();
+    return phaseEnd[i] < 0 ? -1 : phaseEnd[i] - phaseStart[i];
+  }
+
+  /** Root start → root end, in nanoseconds (-1 while running). */
+  public long rootNanos() {
+    return rootEnd < 0 ? -1 : rootEnd - rootStart;
+  }
+
+  /** Root start → first content chunk written to the client, or -1. */
+  public long serverTtftNanos() {
+    return firstTokenAt < 0 ? -1 : firstTokenAt - rootStart;
+  }
+
+  /** vLLM's TPOT: (last token − first token) / (n − 1), or -1 when n ≤ 1. */
+  public long tpotNanos() {
+    long n = outputTokens > 0 ? outputTokens : contentChunks;
+    if (n <= 1 || firstTokenAt < 0 || lastTokenAt <= firstTokenAt) {
+      return -1;
+    }
+    return (lastTokenAt - firstTokenAt) / (n - 1);
+  }
+
+  /** Root minus the sum of the phases that ran (code between spans; large = a lost phase). */
+  public long unattributedNanos() {
+    long sum = 0;
+    for (Phase p : PHASES) {
+      long d = phaseNanos(p);
+      if (d > 0) {
+        sum += d;
+      }
+    }
+    return rootNanos() - sum;
+  }
+
+  /** Marks a content-bearing chunk handed to the client at {@code at}. */
+  void onContentChunk(long at) {
+    if (firstTokenAt < 0) {
+      firstTokenAt = at;
+    } else {
+      long gap = at - lastTokenAt;
+      if (gap > itlMaxNanos) {
+        itlMaxNanos = gap;
+      }
+    }
+    lastTokenAt = at;
+    contentChunks++;
+  }
+
+  /** What to run if the client goes away now (leave the queue, cancel the upstream). */
+  void onCancel(Runnable action) {
+    this.cancelAction = action;
+  }
+
+  /** Called when the client's connection closes before the response ended. */
+  void cancel() {
+    if (finished || cancelled) {
+      return;
+    }
+    cancelled = true;
+    Runnable action = cancelAction;
+    cancelAction = null;
+    if (action != null) {
+      action.run();
+    }
+  }
+
+  /** Whether the client went away. */
+  boolean isCancelled() {
+    return cancelled;
+  }
+
+  /** Whether {@link #finish} already ran. */
+  boolean isFinished() {
+    return finished;
+  }
+
+  /**
+   * Ends the request once: releases the slot, closes open phases, stamps the root and ends it. Safe
+   * to call from any failure path; later calls do nothing.
+   */
+  void finish(long at) {
+    if (finished) {
+      return;
+    }
+    finished = true;
+    cancelAction = null;
+    if (slot != null) {
+      slot.release();
+    }
+    for (Phase p : PHASES) {
+      if (isOpen(p)) {
+        end(p, at);
+      }
+    }
+    rootEnd = at;
+    if (outcome == null) {
+      outcome = Outcome.SUCCESS;
+    }
+    rootSpan.setAttribute("gen_ai.request.model", modelLabel);
+    if (pool != null) {
+      rootSpan.setAttribute("llm.pool", pool.name());
+    }
+    rootSpan.setAttribute("llm.outcome", outcome.label());
+    if (status > 0) {
+      rootSpan.setAttribute("http.response.status_code", (long) status);
+    }
+    rootSpan.setAttribute("llm.streaming", stream);
+    if (firstTokenAt >= 0) {
+      rootSpan.setAttribute("llm.server_ttft_ms", serverTtftNanos() / 1e6);
+    }
+    long tpot = tpotNanos();
+    if (tpot >= 0) {
+      rootSpan.setAttribute("llm.tpot_ms", tpot / 1e6);
+    }
+    if (contentChunks > 1) {
+      rootSpan.setAttribute(
+          "llm.itl_mean_ms", (lastTokenAt - firstTokenAt) / 1e6 / (contentChunks - 1));
+      rootSpan.setAttribute("llm.itl_max_ms", itlMaxNanos / 1e6);
+    }
+    if (inputTokens >= 0) {
+      rootSpan.setAttribute("gen_ai.usage.input_tokens", inputTokens);
+    }
+    if (outputTokens >= 0) {
+      rootSpan.setAttribute("gen_ai.usage.output_tokens", outputTokens);
+    }
+    if (errorType != null) {
+      rootSpan.setAttribute(ERROR_TYPE, errorType);
+      if (outcome != Outcome.CLIENT_ERROR && outcome != Outcome.CANCELLED) {
+        rootSpan.setStatus(StatusCode.ERROR);
+      }
+    }
+    rootSpan.end(clock.toEpochNanos(at), TimeUnit.NANOSECONDS);
+  }
+
+  /** Records generation facts on the generate span, if it ran. */
+  void annotateGeneration() {
+    Span gen = phaseSpans[Phase.GENERATION.ordinal()];
+    if (gen == null) {
+      return;
+    }
+    if (inputTokens >= 0) {
+      gen.setAttribute("gen_ai.usage.input_tokens", inputTokens);
+    }
+    if (outputTokens >= 0) {
+      gen.setAttribute("gen_ai.usage.output_tokens", outputTokens);
+    }
+    if (finishReason != null) {
+      gen.setAttribute(
+          AttributeKey.stringArrayKey("gen_ai.response.finish_reasons"), List.of(finishReason));
+    }
+  }
+
+  public HttpServerRequest request() {
+    return request;
+  }
+
+  public HttpServerResponse response() {
+    return request.response();
+  }
+
+  public ApiRoute route() {
+    return route;
+  }
+
+  public Span rootSpan() {
+    return rootSpan;
+  }
+
+  public long rootStart() {
+    return rootStart;
+  }
+
+  /** The configured model the request named, or {@code other}. */
+  public String modelLabel() {
+    return modelLabel;
+  }
+
+  /** The pool's name, or null before routing. */
+  public String poolName() {
+    return pool == null ? null : pool.name();
+  }
+
+  public boolean streaming() {
+    return stream;
+  }
+
+  public int status() {
+    return status;
+  }
+
+  public Outcome outcome() {
+    return outcome;
+  }
+
+  public String errorType() {
+    return errorType;
+  }
+
+  public long inputTokens() {
+    return inputTokens;
+  }
+
+  public long outputTokens() {
+    return outputTokens;
+  }
+
+  public String finishReason() {
+    return finishReason;
+  }
+}

@@ -1,0 +1,45 @@
+package io.phasemeter.proxy.pipeline;
+
+import io.phasemeter.proxy.upstream.UpstreamPool;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Phase {@code route}: picks the pool that serves the requested model, then an upstream in it. */
+final class RoutePhase {
+  private final Map<String, UpstreamPool> byModel = new HashMap<>();
+  private final Map<String, SlotPool> slotsByPool;
+
+  RoutePhase(List<UpstreamPool> pools, Map<String, SlotPool> slotsByPool) {
+    for (UpstreamPool p : pools) {
+      for (String m : p.config().models()) {
+        byModel.put(m, p);
+      }
+    }
+    this.slotsByPool = slotsByPool;
+  }
+
+  UpstreamPool select(RequestContext ctx) {
+    ctx.begin(Phase.ROUTE);
+    UpstreamPool pool = byModel.get(ctx.model);
+    if (pool == null) {
+      throw ProxyFailure.ofParam(
+          ProxyFailure.Kind.MODEL_NOT_FOUND,
+          "The model `" + truncate(ctx.model) + "` does not exist or you do not have access to it.",
+          "model");
+    }
+    ctx.modelLabel = ctx.model;
+    ctx.pool = pool.config();
+    ctx.upstream = pool.choose();
+    ctx.end(Phase.ROUTE);
+    return pool;
+  }
+
+  SlotPool slots(RequestContext ctx) {
+    return slotsByPool.get(ctx.pool.name());
+  }
+
+  private static String truncate(String s) {
+    return s.length() > 128 ? s.substring(0, 128) + "…" : s;
+  }
+}
