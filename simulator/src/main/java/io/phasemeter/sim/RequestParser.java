@@ -26,13 +26,15 @@ final class RequestParser {
 
   ParsedRequest parse(Endpoint endpoint, Buffer raw) {
     JsonObject body;
-    try {
-      Object value = raw == null || raw.length() == 0 ? null : raw.toJson();
-      if (!(value instanceof JsonObject)) {
+    String text = raw == null ? "" : raw.toString().strip();
+    if (!text.startsWith("{")) {
+      if (text.startsWith("[") || text.isEmpty()) {
         throw ApiError.badRequest("Request body must be a JSON object", null);
       }
-      body = (JsonObject) value;
-    } catch (DecodeException e) {
+    }
+    try {
+      body = new JsonObject(text);
+    } catch (DecodeException | ClassCastException e) {
       throw ApiError.badRequest("Invalid JSON in request body: " + firstLine(e.getMessage()), null);
     }
 
