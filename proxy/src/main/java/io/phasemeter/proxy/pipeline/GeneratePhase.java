@@ -253,6 +253,10 @@ final class GeneratePhase {
             if (over) {
               return;
             }
+            if (!parser.hasPending() && parser.pending().length() > 0) {
+              // Only the "\n" of a final "\r\n" is left: it belongs to the client too.
+              out.write(parser.pending());
+            }
             if (parser.hasPending() || !sawDone) {
               fail(
                   ProxyFailure.of(
@@ -370,8 +374,8 @@ final class GeneratePhase {
       over = true;
       stopTimers();
       ctx.onCancel(null);
-      ctx.end(Phase.GENERATION, lastByteAt);
       ctx.annotateGeneration();
+      ctx.end(Phase.GENERATION, lastByteAt);
       done.tryComplete();
     }
 

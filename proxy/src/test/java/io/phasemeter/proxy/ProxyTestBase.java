@@ -1,0 +1,235 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
+import io.opentelemetry.context.propagation.ContextPropagators;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
+import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.opentelemetry.sdk.trace.data.SpanData;
+import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
+import io.phasemeter.proxy.config.ConfigLoader;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.pipeline.Phase;
+import io.phasemeter.proxy.pipeline.RequestContext;
+import io.phasemeter.proxy.pipeline.SlotPool;
+import io.vertx.core.Handler;
+import io.vertx.core.MultiMap;
+import io.vertx.core.Vertx;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.RequestOptions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+
+/**
+ * Fixtures in the style of vertx-http-proxy's TestBase: {@link #startBackend} for a scripted
+ * upstream, {@link #startProxy} for a proxy with in-memory span export, {@link #call} for a client.
+ */
+public abstract class ProxyTestBase {
+  protected Vertx vertx;
+  protected InMemorySpanExporter spans;
+  protected OpenTelemetrySdk otel;
+  protected HttpClient client;
+  protected PhasemeterProxy proxy;
+  protected final List<Finished> finished = new CopyOnWriteArrayList<>();
+  private final List<HttpServer> backends = new ArrayList<>();
+
+  /** What a test can see of a finished request (the context itself must not be kept). */
+  public record Finished(
+      String outcome,
+      int status,
+      String errorType,
+      String model,
+      String pool,
+      boolean stream,
+      long rootNanos,
+      long ttftNanos,
+      long tpotNanos,
+      long unattributedNanos,
+      long inputTokens,
+      long outputTokens,
+      String finishReason,
+      Map<Phase, Long> phases) {
+
+    public double phaseMs(Phase p) {
+      Long n = phases.get(p);
+      return n == null ? -1 : n / 1e6;
+    }
+  }
+
+  /** A whole response as the client saw it. */
+  public record Response(int status, MultiMap headers, Buffer body) {
+    public String text() {
+      return body.toString();
+    }
+  }
+
+  @BeforeEach
+  void setUpBase() {
+    vertx = Vertx.vertx();
+    spans = InMemorySpanExporter.create();
+    otel =
+        OpenTelemetrySdk.builder()
+            .setTracerProvider(
+                SdkTracerProvider.builder()
+                    .addSpanProcessor(SimpleSpanProcessor.create(spans))
+                    .build())
+            .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
+            .build();
+    client = vertx.createHttpClient(new HttpClientOptions().setKeepAlive(false));
+  }
+
+  @AfterEach
+  void tearDownBase() throws Exception {
+    vertx.close().await(10, TimeUnit.SECONDS);
+    otel.close();
+  }
+
+  /** Starts a scripted upstream on a free port. */
+  protected int startBackend(Handler<HttpServerRequest> handler) throws Exception {
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(handler)
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    backends.add(server);
+    return server.actualPort();
+  }
+
+  /**
+   * A config with one pool in front of {@code upstreamPort}; {@code extra} is YAML for the pool.
+   */
+  protected static ProxyConfig config(int upstreamPort, int slots, String poolExtra) {
+    String yaml =
+        "listen: {host: 127.0.0.1, port: 0}\n"
+            + "admin: {host: 127.0.0.1, port: 0}\n"
+            + "pools:\n"
+            + "  - name: default\n"
+            + "    models: [sim-llama]\n"
+            + "    upstreams: [http://127.0.0.1:"
+            + upstreamPort
+            + "]\n"
+            + "    slots: "
+            + slots
+            + "\n"
+            + (poolExtra == null ? "" : poolExtra);
+    return ConfigLoader.parse(yaml, "test.yaml");
+  }
+
+  protected PhasemeterProxy startProxy(ProxyConfig config) throws Exception {
+    proxy =
+        PhasemeterProxy.builder(vertx, config)
+            .openTelemetry(otel)
+            .observer(ctx -> finished.add(snapshot(ctx)))
+            .start()
+            .await(10, TimeUnit.SECONDS);
+    return proxy;
+  }
+
+  private static Finished snapshot(RequestContext ctx) {
+    Map<Phase, Long> phases = new EnumMap<>(Phase.class);
+    for (Phase p : Phase.values()) {
+      long n = ctx.phaseNanos(p);
+      if (n >= 0) {
+        phases.put(p, n);
+      }
+    }
+    return new Finished(
+        ctx.outcome().label(),
+        ctx.status(),
+        ctx.errorType(),
+        ctx.modelLabel(),
+        ctx.poolName(),
+        ctx.streaming(),
+        ctx.rootNanos(),
+        ctx.serverTtftNanos(),
+        ctx.tpotNanos(),
+        ctx.unattributedNanos(),
+        ctx.inputTokens(),
+        ctx.outputTokens(),
+        ctx.finishReason(),
+        phases);
+  }
+
+  protected Response call(String path, String body) throws Exception {
+    return call(HttpMethod.POST, path, body, MultiMap.caseInsensitiveMultiMap());
+  }
+
+  protected Response call(HttpMethod method, String path, String body, MultiMap headers)
+      throws Exception {
+    RequestOptions options =
+        new RequestOptions()
+            .setMethod(method)
+            .setHost("127.0.0.1")
+            .setPort(proxy.port())
+            .setURI(path)
+            .setHeaders(headers);
+    if (body != null && !headers.contains("content-type")) {
+      options.putHeader("content-type", "application/json");
+    }
+    return client
+        .request(options)
+        .compose(req -> body == null ? req.send() : req.send(body))
+        .compose(resp -> resp.body().map(b -> new Response(resp.statusCode(), resp.headers(), b)))
+        .await(30, TimeUnit.SECONDS);
+  }
+
+  protected static String chat(String content, boolean stream) {
+    return "{\"model\":\"sim-llama\",\"stream\":"
+        + stream
+        + ",\"messages\":[{\"role\":\"user\",\"content\":\""
+        + content
+        + "\"}],\"max_tokens\":8}";
+  }
+
+  /** Waits until {@code n} requests finished (observers run after the response ended). */
+  protected List<Finished> awaitFinished(int n) {
+    Awaitility.await().atMost(Duration.ofSeconds(20)).until(() -> finished.size() >= n);
+    return List.copyOf(finished);
+  }
+
+  /** Waits until the in-memory exporter holds {@code n} root spans and returns all spans. */
+  protected List<SpanData> awaitRoots(int n) {
+    Awaitility.await()
+        .atMost(Duration.ofSeconds(20))
+        .until(
+            () ->
+                spans.getFinishedSpanItems().stream()
+                        .filter(
+                            s ->
+                                !s.getParentSpanContext().isValid()
+                                    || s.getParentSpanContext().isRemote())
+                        .count()
+                    >= n);
+    return spans.getFinishedSpanItems();
+  }
+
+  /** Asserts the pool holds no slot and no waiter and nothing is in flight. */
+  protected void assertIdle() {
+    Awaitility.await()
+        .atMost(Duration.ofSeconds(10))
+        .untilAsserted(
+            () -> {
+              assertThat(proxy.inFlight()).isZero();
+              for (SlotPool p : proxy.slotPools().values()) {
+                assertThat(p.inUse()).as("slots in use in " + p.name()).isZero();
+                assertThat(p.queueDepth()).as("queue depth of " + p.name()).isZero();
+              }
+            });
+  }
+}
