@@ -172,6 +172,16 @@ public abstract class ProxyTestBase {
 
   protected Response call(HttpMethod method, String path, String body, MultiMap headers)
       throws Exception {
+    return callAsync(method, path, body, headers).await(30, TimeUnit.SECONDS);
+  }
+
+  /** Sends a request without waiting; completes with the whole response. */
+  protected io.vertx.core.Future<Response> callAsync(String path, String body) {
+    return callAsync(HttpMethod.POST, path, body, MultiMap.caseInsensitiveMultiMap());
+  }
+
+  protected io.vertx.core.Future<Response> callAsync(
+      HttpMethod method, String path, String body, MultiMap headers) {
     RequestOptions options =
         new RequestOptions()
             .setMethod(method)
@@ -185,8 +195,7 @@ public abstract class ProxyTestBase {
     return client
         .request(options)
         .compose(req -> body == null ? req.send() : req.send(body))
-        .compose(resp -> resp.body().map(b -> new Response(resp.statusCode(), resp.headers(), b)))
-        .await(30, TimeUnit.SECONDS);
+        .compose(resp -> resp.body().map(b -> new Response(resp.statusCode(), resp.headers(), b)));
   }
 
   protected static String chat(String content, boolean stream) {
