@@ -189,7 +189,8 @@ final class Engine {
           // A hung engine: the slot stays taken until the client goes away.
           return;
         }
-        s.dueNanos += s.stallNanos;
+        // Silence is measured from the token actually sent, even when that one was late.
+        s.dueNanos = Math.max(s.dueNanos, now) + s.stallNanos;
       }
       s.dueNanos += cost.decodeStepNanos(running.size(), s.decodeStepOverrideMs);
     }
