@@ -51,6 +51,7 @@ public abstract class ProxyTestBase {
   /** What a test can see of a finished request (the context itself must not be kept). */
   public record Finished(
       String outcome,
+      long rootStart,
       int status,
       String errorType,
       String model,
@@ -151,6 +152,7 @@ public abstract class ProxyTestBase {
     }
     return new Finished(
         ctx.outcome().label(),
+        ctx.rootStart(),
         ctx.status(),
         ctx.errorType(),
         ctx.modelLabel(),
