@@ -1,0 +1,162 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.opentelemetry.sdk.trace.data.SpanData;
+import io.vertx.core.MultiMap;
+import io.vertx.core.http.HttpMethod;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Prompts, completions and keys never reach spans or logs: a canary string is sent in every place a
+ * user can put text — prompt, completion, API key, model name, malformed JSON, an upstream error
+ * body, a traceparent — through success and failure paths, then searched for in every span
+ * attribute, span name, event and status, and in everything logged (SLF4J to stderr and JUL).
+ */
+class PrivacyTest extends ProxyTestBase {
+  private static final String CANARY = "CANARY-7f3a9c-secret";
+
+  private final ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+  private final List<String> julLines = new ArrayList<>();
+  private PrintStream originalErr;
+  private Handler julHandler;
+
+  @BeforeEach
+  void captureLogs() {
+    originalErr = System.err;
+    System.setErr(
+        new PrintStream(new TeeStream(stderr, originalErr), true, StandardCharsets.UTF_8));
+    julHandler =
+        new Handler() {
+          @Override
+          public void publish(LogRecord r) {
+            julLines.add(r.getMessage() + " " + r.getParameters() + " " + r.getThrown());
+          }
+
+          @Override
+          public void flush() {}
+
+          @Override
+          public void close() {}
+        };
+    Logger.getLogger("").addHandler(julHandler);
+  }
+
+  @AfterEach
+  void restoreLogs() {
+    System.setErr(originalErr);
+    Logger.getLogger("").removeHandler(julHandler);
+  }
+
+  @Test
+  void canaryNeverReachesSpansOrLogs() throws Exception {
+    String completionWithCanary =
+        VllmScript.ROLE
+            + VllmScript.content(CANARY)
+            + VllmScript.FINISH
+            + VllmScript.USAGE
+            + VllmScript.DONE;
+    int port =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        body -> {
+                          String text = body.toString();
+                          if (text.contains("\"fail\"")) {
+                            req.response()
+                                .setStatusCode(500)
+                                .end("{\"error\":\"upstream saw " + CANARY + "\"}");
+                          } else if (text.contains("\"stream\":true")) {
+                            req.response()
+                                .setChunked(true)
+                                .putHeader("content-type", "text/event-stream")
+                                .end(completionWithCanary);
+                          } else {
+                            req.response()
+                                .putHeader("content-type", "application/json")
+                                .end(VllmScript.COMPLETION.replace("Hello", CANARY));
+                          }
+                        }));
+    startProxy(config(port, 2, null));
+    MultiMap h =
+        MultiMap.caseInsensitiveMultiMap()
+            .add("authorization", "Bearer sk-" + CANARY)
+            .add("x-api-key", CANARY)
+            .add("traceparent", "00-" + CANARY + "-01");
+
+    Response streamed = call(HttpMethod.POST, "/v1/chat/completions", chat(CANARY, true), h);
+    assertThat(streamed.text()).as("the client does get the completion").contains(CANARY);
+    Response whole = call(HttpMethod.POST, "/v1/chat/completions", chat(CANARY, false), h);
+    assertThat(whole.text()).contains(CANARY);
+    call(
+        HttpMethod.POST,
+        "/v1/chat/completions",
+        "{\"model\":\"sim-llama\",\"fail\":1,\"messages\":[{\"role\":\"user\",\"content\":\""
+            + CANARY
+            + "\"}]}",
+        h);
+    call(
+        HttpMethod.POST,
+        "/v1/chat/completions",
+        "{\"model\":\"" + CANARY + "\",\"messages\":[1]}",
+        h);
+    call(HttpMethod.POST, "/v1/chat/completions", "{\"model\":\"sim-llama\", " + CANARY, h);
+    call(
+        HttpMethod.POST,
+        "/v1/completions",
+        "{\"model\":\"sim-llama\",\"prompt\":\"" + CANARY + "\",\"stream\":true}",
+        h);
+    call(HttpMethod.GET, "/v1/" + CANARY, null, h);
+
+    List<SpanData> all = awaitRoots(6);
+    awaitFinished(6);
+    assertThat(all).hasSizeGreaterThan(30);
+    for (SpanData s : all) {
+      assertThat(s.getName()).doesNotContain(CANARY);
+      s.getAttributes()
+          .forEach(
+              (k, v) ->
+                  assertThat(String.valueOf(v)).as(s.getName() + " " + k).doesNotContain(CANARY));
+      assertThat(String.valueOf(s.getStatus())).doesNotContain(CANARY);
+      s.getEvents().forEach(e -> assertThat(e.toString()).doesNotContain(CANARY));
+    }
+    System.err.flush();
+    String logged = stderr.toString(StandardCharsets.UTF_8) + String.join("\n", julLines);
+    assertThat(logged).as("something was logged at all").contains("upstream failure");
+    assertThat(logged).doesNotContain(CANARY);
+  }
+
+  /** Writes to the capture and still to the real stderr. */
+  private static final class TeeStream extends java.io.OutputStream {
+    private final java.io.OutputStream a;
+    private final java.io.OutputStream b;
+
+    TeeStream(java.io.OutputStream a, java.io.OutputStream b) {
+      this.a = a;
+      this.b = b;
+    }
+
+    @Override
+    public synchronized void write(int c) throws java.io.IOException {
+      a.write(c);
+      b.write(c);
+    }
+
+    @Override
+    public synchronized void write(byte[] buf, int off, int len) throws java.io.IOException {
+      a.write(buf, off, len);
+      b.write(buf, off, len);
+    }
+  }
+}
