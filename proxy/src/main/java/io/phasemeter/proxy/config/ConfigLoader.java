@@ -76,7 +76,7 @@ public final class ConfigLoader {
                 + ": not valid YAML at line "
                 + e.getLocation().getLineNr()
                 + ": "
-                + e.getOriginalMessage());
+                + oneLine(e.getOriginalMessage()));
       } catch (IOException e) {
         throw new ConfigException(source + ": cannot read (" + e.getMessage() + ")");
       }
@@ -184,7 +184,7 @@ public final class ConfigLoader {
         throw new ConfigException(envName + ": index " + idx + " is out of range");
       }
       if (tokens.size() == 1) {
-        arr.set(idx, scalar(raw, envName));
+        arr.set(idx, scalar(arr.get(idx), raw, envName));
       } else {
         setPath(arr.get(idx), tokens.subList(1, tokens.size()), raw, envName);
       }
@@ -208,7 +208,7 @@ public final class ConfigLoader {
             }
             obj.set(key, list);
           } else {
-            obj.set(key, scalar(raw, envName));
+            obj.set(key, scalar(current, raw, envName));
           }
         } else {
           setPath(obj.get(key), tokens.subList(n, tokens.size()), raw, envName);
@@ -219,13 +219,28 @@ public final class ConfigLoader {
     throw new ConfigException(envName + ": does not name a configuration key");
   }
 
-  private static JsonNode scalar(String raw, String envName) {
+  private static JsonNode scalar(JsonNode current, String raw, String envName) {
+    if (current != null && current.isTextual()) {
+      // A text key takes the variable verbatim: YAML would turn a token 0123 into 83.
+      return JsonNodeFactory.instance.textNode(raw);
+    }
     try {
       JsonNode n = YAML.readTree(raw.isEmpty() ? "\"\"" : raw);
       return n == null || n.isMissingNode() ? JsonNodeFactory.instance.nullNode() : n;
     } catch (JsonProcessingException e) {
       return JsonNodeFactory.instance.textNode(raw);
     }
+  }
+
+  /** SnakeYAML's message spans lines (context, snippet, caret); keep its unindented lines. */
+  private static String oneLine(String message) {
+    StringBuilder sb = new StringBuilder();
+    for (String line : message.split("\\R")) {
+      if (!line.isBlank() && !Character.isWhitespace(line.charAt(0))) {
+        sb.append(sb.length() == 0 ? "" : "; ").append(line.trim());
+      }
+    }
+    return sb.length() == 0 ? message.replaceAll("\\s+", " ").trim() : sb.toString();
   }
 
   private static ProxyConfig bind(JsonNode tree, String source) {

@@ -1,0 +1,358 @@
+package io.phasemeter.proxy.config;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.phasemeter.proxy.config.ProxyConfig.Pool;
+import io.phasemeter.proxy.config.ProxyConfig.Upstream;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.assertj.core.api.AbstractThrowableAssert;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ConfigLoaderTest {
+
+  @TempDir Path dir;
+
+  private Path write(String yaml) throws IOException {
+    Path file = dir.resolve("proxy.yaml");
+    Files.writeString(file, yaml);
+    return file;
+  }
+
+  /**
+   * Asserts the failure is one {@link ConfigException} line naming {@code file} and {@code key}.
+   */
+  private AbstractThrowableAssert<?, ?> failsNaming(String yaml, String key) throws IOException {
+    Path file = write(yaml);
+    return assertThatThrownBy(() -> ConfigLoader.load(file, Map.of()))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith(file + ": ")
+        .hasMessageContaining(key)
+        .satisfies(e -> assertThat(e.getMessage()).doesNotContain("\n", "\r"));
+  }
+
+  @Test
+  void builtInDefaults() {
+    ProxyConfig c = ConfigLoader.load(null, Map.of());
+
+    assertThat(c).isEqualTo(ConfigLoader.defaults());
+    assertThat(c.listen()).isEqualTo(new ProxyConfig.Listen("0.0.0.0", 8080));
+    assertThat(c.admin()).isEqualTo(new ProxyConfig.Admin("127.0.0.1", 9464, ""));
+    assertThat(c.limits().maxBodyBytes()).isEqualTo(10_485_760L);
+    assertThat(c.auth()).isEqualTo(new ProxyConfig.Auth(false, null));
+    assertThat(c.pools()).hasSize(1);
+    Pool p = c.pools().get(0);
+    assertThat(p.name()).isEqualTo("default");
+    assertThat(p.models()).containsExactly("sim-llama");
+    assertThat(p.upstreams()).containsExactly("http://127.0.0.1:8000");
+    assertThat(p.slots()).isEqualTo(64);
+    assertThat(p.queue()).isEqualTo(new ProxyConfig.Queue(1000, Duration.ofSeconds(30)));
+    assertThat(p.timeouts())
+        .isEqualTo(
+            new ProxyConfig.Timeouts(
+                Duration.ofSeconds(2), Duration.ofSeconds(120), Duration.ofSeconds(30)));
+    assertThat(c.telemetry().serviceName()).isEqualTo("phasemeter-proxy");
+    assertThat(c.telemetry().otlp()).isEqualTo(new ProxyConfig.Otlp(null, "http/protobuf"));
+    assertThat(c.telemetry().sampling())
+        .isEqualTo(new ProxyConfig.Sampling(1.0, true, Duration.ofSeconds(2)));
+    assertThat(c.telemetry().records())
+        .isEqualTo(new ProxyConfig.Records(100_000, Duration.ofMinutes(10)));
+    assertThat(c.poolFor("sim-llama")).isSameAs(p);
+    assertThat(c.poolFor("gpt-4")).isNull();
+  }
+
+  @Test
+  void emptyFileMeansDefaults() throws IOException {
+    assertThat(ConfigLoader.load(write(""), Map.of())).isEqualTo(ConfigLoader.defaults());
+    assertThat(ConfigLoader.load(write("# nothing set\n"), Map.of()))
+        .isEqualTo(ConfigLoader.defaults());
+  }
+
+  @Test
+  void userFileIsMergedOntoDefaults() throws IOException {
+    Path file =
+        write(
+            """
+            listen: {port: 9000}
+            telemetry:
+              sampling: {ratio: 0.25}
+            pools:
+              - name: llama
+                models: [llama-8b, llama-8b-instruct]
+                upstreams: [http://gpu1:8000, http://gpu2:8000]
+                slots: 16
+              - name: mistral
+                models: [mistral-7b]
+                upstreams: [https://mistral.internal/v1]
+                queue: {max: 10}
+                timeouts: {first_token: 5s}
+            """);
+
+    ProxyConfig c = ConfigLoader.load(file, Map.of());
+
+    assertThat(c.listen()).isEqualTo(new ProxyConfig.Listen("0.0.0.0", 9000));
+    assertThat(c.admin().port()).isEqualTo(9464);
+    assertThat(c.telemetry().sampling())
+        .isEqualTo(new ProxyConfig.Sampling(0.25, true, Duration.ofSeconds(2)));
+    assertThat(c.telemetry().serviceName()).isEqualTo("phasemeter-proxy");
+    assertThat(c.pools()).extracting(Pool::name).containsExactly("llama", "mistral");
+
+    Pool llama = c.pools().get(0);
+    assertThat(llama.models()).containsExactly("llama-8b", "llama-8b-instruct");
+    assertThat(llama.upstreams()).containsExactly("http://gpu1:8000", "http://gpu2:8000");
+    assertThat(llama.slots()).isEqualTo(16);
+    assertThat(llama.queue()).isEqualTo(new ProxyConfig.Queue(1000, Duration.ofSeconds(30)));
+    assertThat(llama.timeouts())
+        .isEqualTo(
+            new ProxyConfig.Timeouts(
+                Duration.ofSeconds(2), Duration.ofSeconds(120), Duration.ofSeconds(30)));
+
+    Pool mistral = c.pools().get(1);
+    assertThat(mistral.slots()).isEqualTo(64);
+    assertThat(mistral.queue()).isEqualTo(new ProxyConfig.Queue(10, Duration.ofSeconds(30)));
+    assertThat(mistral.timeouts())
+        .isEqualTo(
+            new ProxyConfig.Timeouts(
+                Duration.ofSeconds(2), Duration.ofSeconds(5), Duration.ofSeconds(30)));
+    assertThat(c.poolFor("mistral-7b")).isSameAs(mistral);
+    assertThat(mistral.upstreamAddresses())
+        .containsExactly(
+            new Upstream("https://mistral.internal/v1", "mistral.internal", 443, true, ""));
+  }
+
+  @Test
+  void parseNamesTheGivenSource() {
+    ProxyConfig c = ConfigLoader.parse("listen: {port: 7000}\n", "inline.yaml");
+
+    assertThat(c.listen().port()).isEqualTo(7000);
+    assertThatThrownBy(() -> ConfigLoader.parse("listen: {prot: 1}\n", "inline.yaml"))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith("inline.yaml: ")
+        .hasMessageContaining("prot");
+  }
+
+  @Test
+  void environmentOverridesTheFile() throws IOException {
+    Path file = write("listen: {port: 9000}\nlimits: {max_body_bytes: 100}\n");
+
+    ProxyConfig c =
+        ConfigLoader.load(
+            file,
+            Map.of(
+                "PHASEMETER_LISTEN_PORT", "9090",
+                "PHASEMETER_LIMITS_MAX_BODY_BYTES", "5",
+                "PHASEMETER_POOLS_0_SLOTS", "8",
+                "PHASEMETER_POOLS_0_UPSTREAMS", "http://a:1,http://b:2",
+                "PHASEMETER_TELEMETRY_SAMPLING_KEEP_SLOWER_THAN", "500ms",
+                "PHASEMETER_TELEMETRY_OTLP_ENDPOINT", "http://collector:4318",
+                "PHASEMETER_ADMIN_TOKEN", "s3cret",
+                "HOME", "/root",
+                "OTEL_SERVICE_NAME", "ignored-here"));
+
+    assertThat(c.listen().port()).isEqualTo(9090);
+    assertThat(c.limits().maxBodyBytes()).isEqualTo(5);
+    assertThat(c.pools().get(0).slots()).isEqualTo(8);
+    assertThat(c.pools().get(0).upstreams()).containsExactly("http://a:1", "http://b:2");
+    assertThat(c.telemetry().sampling().keepSlowerThan()).isEqualTo(Duration.ofMillis(500));
+    assertThat(c.telemetry().otlp().endpoint()).isEqualTo("http://collector:4318");
+    assertThat(c.admin().token()).isEqualTo("s3cret");
+    assertThat(c.telemetry().serviceName()).isEqualTo("phasemeter-proxy");
+  }
+
+  @Test
+  void environmentAloneOverridesDefaults() {
+    ProxyConfig c = ConfigLoader.load(null, Map.of("PHASEMETER_POOLS_0_MODELS", "a, b"));
+
+    assertThat(c.pools().get(0).models()).containsExactly("a", "b");
+  }
+
+  @Test
+  void textValuesFromTheEnvironmentStayText() {
+    ProxyConfig c =
+        ConfigLoader.load(
+            null,
+            Map.of(
+                "PHASEMETER_ADMIN_TOKEN", "0123",
+                "PHASEMETER_POOLS_0_NAME", "007",
+                "PHASEMETER_POOLS_0_MODELS_0", "0x10",
+                "PHASEMETER_TELEMETRY_SERVICE_NAME", "true"));
+
+    assertThat(c.admin().token()).isEqualTo("0123");
+    assertThat(c.pools().get(0).name()).isEqualTo("007");
+    assertThat(c.pools().get(0).models()).containsExactly("0x10");
+    assertThat(c.telemetry().serviceName()).isEqualTo("true");
+  }
+
+  @Test
+  void environmentVariableNamingNoKeyIsAnError() {
+    assertThatThrownBy(() -> ConfigLoader.load(null, Map.of("PHASEMETER_LISTEN_PROT", "1")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("PHASEMETER_LISTEN_PROT");
+    assertThatThrownBy(() -> ConfigLoader.load(null, Map.of("PHASEMETER_NOPE", "1")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("PHASEMETER_NOPE");
+    assertThatThrownBy(() -> ConfigLoader.load(null, Map.of("PHASEMETER_POOLS_3_SLOTS", "1")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("PHASEMETER_POOLS_3_SLOTS")
+        .hasMessageContaining("out of range");
+    assertThatThrownBy(() -> ConfigLoader.load(null, Map.of("PHASEMETER_POOLS_X_SLOTS", "1")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("PHASEMETER_POOLS_X_SLOTS");
+  }
+
+  @Test
+  void environmentValueIsValidatedLikeTheFile() {
+    assertThatThrownBy(() -> ConfigLoader.load(null, Map.of("PHASEMETER_POOLS_0_SLOTS", "0")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("slots");
+  }
+
+  @Test
+  void unknownKey() throws IOException {
+    failsNaming("listen: {prot: 1}\n", "prot").hasMessageContaining("listen");
+    failsNaming("lisen: {port: 1}\n", "lisen");
+    failsNaming("pools: [{name: a, models: [m], upstreams: ['http://h'], slot: 2}]\n", "slot");
+  }
+
+  @Test
+  void slotsMustBePositive() throws IOException {
+    failsNaming("pools: [{name: a, models: [m], upstreams: ['http://h'], slots: 0}]\n", "slots")
+        .hasMessageContaining("pools[0]");
+  }
+
+  @Test
+  void badDuration() throws IOException {
+    failsNaming(
+            "pools: [{name: a, models: [m], upstreams: ['http://h'], queue: {timeout: 3 parsecs}}]\n",
+            "timeout")
+        .hasMessageContaining("pools[0]")
+        .hasMessageContaining("3 parsecs");
+    failsNaming("telemetry: {records: {ttl: soon}}\n", "ttl");
+  }
+
+  @Test
+  void invalidUpstreamUrl() throws IOException {
+    failsNaming("pools: [{name: a, models: [m], upstreams: ['ftp://x']}]\n", "upstreams")
+        .hasMessageContaining("ftp://x");
+    failsNaming("pools: [{name: a, models: [m], upstreams: ['http://bad host']}]\n", "upstreams");
+    failsNaming("pools: [{name: a, models: [m], upstreams: []}]\n", "upstreams");
+  }
+
+  @Test
+  void duplicatePoolName() throws IOException {
+    failsNaming(
+            """
+            pools:
+              - {name: a, models: [m1], upstreams: ['http://h']}
+              - {name: a, models: [m2], upstreams: ['http://h']}
+            """,
+            "pools")
+        .hasMessageContaining("'a'");
+  }
+
+  @Test
+  void modelInTwoPools() throws IOException {
+    failsNaming(
+            """
+            pools:
+              - {name: a, models: [m1, shared], upstreams: ['http://h']}
+              - {name: b, models: [shared], upstreams: ['http://h']}
+            """,
+            "pools")
+        .hasMessageContaining("'shared'");
+  }
+
+  @Test
+  void badProtocol() throws IOException {
+    failsNaming("telemetry: {otlp: {protocol: carrier-pigeon}}\n", "telemetry.otlp.protocol")
+        .hasMessageContaining("carrier-pigeon");
+  }
+
+  @Test
+  void badOtlpEndpoint() throws IOException {
+    failsNaming("telemetry: {otlp: {endpoint: 'not a url'}}\n", "telemetry.otlp.endpoint");
+  }
+
+  @Test
+  void ratioAboveOne() throws IOException {
+    failsNaming("telemetry: {sampling: {ratio: 1.5}}\n", "telemetry.sampling.ratio")
+        .hasMessageContaining("1.5");
+  }
+
+  @Test
+  void invalidYaml() throws IOException {
+    failsNaming("listen: {port: 1\nadmin: [\n", "not valid YAML at line 2")
+        .hasMessageContaining("expected ',' or '}'");
+    failsNaming("listen:\n  port: 1\n port: 2\n", "YAML");
+  }
+
+  @Test
+  void wrongTypeNamesTheKey() throws IOException {
+    failsNaming("listen: {port: many}\n", "listen.port");
+  }
+
+  @Test
+  void missingFile() {
+    Path missing = dir.resolve("absent.yaml");
+
+    assertThatThrownBy(() -> ConfigLoader.load(missing, Map.of()))
+        .isInstanceOf(ConfigException.class)
+        .hasMessage(missing + ": file not found");
+  }
+
+  @Test
+  void authWithoutKeysFile() throws IOException {
+    failsNaming("auth: {enabled: true}\n", "auth.keys_file");
+  }
+
+  @Test
+  void topLevelMustBeAMapping() throws IOException {
+    failsNaming("- listen\n- admin\n", "top level");
+    failsNaming("just words\n", "top level");
+  }
+
+  @Test
+  void adminMustNotShareTheListenPort() throws IOException {
+    failsNaming("listen: {host: 127.0.0.1, port: 9464}\n", "admin.port");
+  }
+
+  @Test
+  void upstreamDefaultsPortsAndStripsTheApiPrefix() {
+    assertThat(Upstream.parse("http://h")).isEqualTo(new Upstream("http://h", "h", 80, false, ""));
+    assertThat(Upstream.parse("https://h"))
+        .isEqualTo(new Upstream("https://h", "h", 443, true, ""));
+    assertThat(Upstream.parse(" http://h:8000/ "))
+        .isEqualTo(new Upstream("http://h:8000/", "h", 8000, false, ""));
+    assertThat(Upstream.parse("http://h:8000/v1").basePath()).isEmpty();
+    assertThat(Upstream.parse("http://h:8000/v1/").basePath()).isEmpty();
+    assertThat(Upstream.parse("http://h:1/prefix").basePath()).isEqualTo("/prefix");
+    assertThat(Upstream.parse("http://h:1/prefix/v1/").basePath()).isEqualTo("/prefix");
+    assertThat(Upstream.parse("HTTPS://h:1").tls()).isTrue();
+    assertThat(Upstream.parse("http://10.0.0.5:8000").authority()).isEqualTo("10.0.0.5:8000");
+  }
+
+  @Test
+  void upstreamRejectsWhatIsNotHttp() {
+    for (String bad : List.of("ftp://x", "h:8000", "http://", "http://a b", "")) {
+      assertThatThrownBy(() -> Upstream.parse(bad))
+          .as(bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("upstreams");
+    }
+  }
+
+  @Test
+  void copiesKeepEverythingElse() {
+    ProxyConfig c = ConfigLoader.defaults();
+
+    assertThat(c.withListenPort(0).withAdminPort(0).listen().port()).isZero();
+    assertThat(c.withListenPort(0).pools()).isEqualTo(c.pools());
+    assertThat(c.withLimits(new ProxyConfig.Limits(7)).limits().maxBodyBytes()).isEqualTo(7);
+  }
+}
