@@ -245,6 +245,127 @@ class StreamingRelayTest extends ProxyTestBase {
         .isEqualTo("cancelled");
   }
 
+  @Test
+  void slowClientPausesTheUpstreamInsteadOfBufferingWithoutBound() throws Exception {
+    long cap = 512L << 20; // the upstream would send 512 MiB if nothing held it back
+    java.util.concurrent.atomic.AtomicLong written = new java.util.concurrent.atomic.AtomicLong();
+    Buffer event = Buffer.buffer(VllmScript.content("x".repeat(1000)));
+    AtomicBoolean upstreamClosed = new AtomicBoolean();
+    int port =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b -> {
+                          var resp = req.response();
+                          resp.setChunked(true).putHeader("content-type", "text/event-stream");
+                          resp.closeHandler(v -> upstreamClosed.set(true));
+                          Runnable[] pump = new Runnable[1];
+                          pump[0] =
+                              () -> {
+                                while (!resp.closed()
+                                    && !resp.writeQueueFull()
+                                    && written.get() < cap) {
+                                  resp.write(event);
+                                  written.addAndGet(event.length());
+                                }
+                                if (!resp.closed() && written.get() < cap) {
+                                  resp.drainHandler(v -> pump[0].run());
+                                }
+                              };
+                          resp.write(VllmScript.ROLE);
+                          pump[0].run();
+                        }));
+    startProxy(config(port, 1, null));
+    HttpClientRequest req =
+        client
+            .request(
+                new RequestOptions()
+                    .setMethod(HttpMethod.POST)
+                    .setHost("127.0.0.1")
+                    .setPort(proxy.port())
+                    .setURI("/v1/chat/completions"))
+            .await(5, TimeUnit.SECONDS);
+    req.putHeader("content-type", "application/json");
+    HttpClientResponse resp = req.send(chat("hi", true)).await(5, TimeUnit.SECONDS);
+    resp.pause(); // a client that stops reading
+
+    // Wait until the upstream stops making progress: it is held back by the proxy.
+    long[] last = {-1};
+    Awaitility.await()
+        .atMost(java.time.Duration.ofSeconds(20))
+        .pollInterval(java.time.Duration.ofMillis(500))
+        .until(
+            () -> {
+              long now = written.get();
+              boolean stable = now == last[0] && now > 0;
+              last[0] = now;
+              return stable;
+            });
+    // Kernel socket buffers on both loopback hops plus Vert.x write queues: a few MiB, not 512.
+    System.out.printf("slow client: upstream held back after %d bytes%n", written.get());
+    assertThat(written.get()).isLessThan(64L << 20);
+    assertThat(proxy.slotPools().get("default").inUse()).isEqualTo(1);
+
+    req.connection().close();
+    Awaitility.await().atMost(java.time.Duration.ofSeconds(10)).untilTrue(upstreamClosed);
+    assertThat(awaitFinished(1).get(0).outcome()).isEqualTo("cancelled");
+    assertIdle();
+  }
+
+  @Test
+  void clientLeavingTheQueueFreesItsPlaceAtOnce() throws Exception {
+    Promise<Void> release = Promise.promise();
+    int port =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b ->
+                            release
+                                .future()
+                                .onComplete(
+                                    v ->
+                                        req.response()
+                                            .putHeader("content-type", "application/json")
+                                            .end(VllmScript.COMPLETION))));
+    startProxy(config(port, 1, null));
+    var first = callAsync("/v1/chat/completions", chat("a", false));
+    Awaitility.await().until(() -> proxy.slotPools().get("default").inUse() == 1);
+    HttpClientRequest waiting =
+        client
+            .request(
+                new RequestOptions()
+                    .setMethod(HttpMethod.POST)
+                    .setHost("127.0.0.1")
+                    .setPort(proxy.port())
+                    .setURI("/v1/chat/completions"))
+            .await(5, TimeUnit.SECONDS);
+    waiting.putHeader("content-type", "application/json");
+    waiting.send(chat("b", false));
+    Awaitility.await().until(() -> proxy.slotPools().get("default").queueDepth() == 1);
+    waiting.connection().close();
+    Awaitility.await().until(() -> proxy.slotPools().get("default").queueDepth() == 0);
+    Finished gone = awaitFinished(1).get(0);
+    assertThat(gone.outcome()).isEqualTo("cancelled");
+    assertThat(gone.phases()).containsKey(Phase.QUEUE).doesNotContainKey(Phase.GENERATION);
+    release.complete();
+    assertThat(first.await(10, TimeUnit.SECONDS).status()).isEqualTo(200);
+    assertIdle();
+    SpanData queueSpan =
+        spans.getFinishedSpanItems().stream()
+            .filter(
+                s ->
+                    s.getName().equals("inference.acquire_slot")
+                        && "cancelled"
+                            .equals(
+                                s.getAttributes().get(AttributeKey.stringKey("llm.queue.outcome"))))
+            .findFirst()
+            .orElseThrow();
+    assertThat(queueSpan.getAttributes().get(AttributeKey.longKey("llm.queue.depth_at_entry")))
+        .isEqualTo(0L);
+  }
+
   static SpanData rootOf(List<SpanData> all) {
     return all.stream()
         .filter(s -> s.getKind() == SpanKind.SERVER)
