@@ -3,7 +3,9 @@ package io.phasemeter.proxy.telemetry;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.SpanContext;
+import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.sdk.common.CompletableResultCode;
@@ -11,6 +13,8 @@ import io.opentelemetry.sdk.trace.ReadWriteSpan;
 import io.opentelemetry.sdk.trace.ReadableSpan;
 import io.opentelemetry.sdk.trace.SpanProcessor;
 import io.opentelemetry.sdk.trace.data.SpanData;
+import io.opentelemetry.sdk.trace.samplers.Sampler;
+import io.opentelemetry.sdk.trace.samplers.SamplingDecision;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,6 +33,7 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
 
   private final SpanProcessor delegate;
   private final double ratio;
+  private final Sampler ratioSampler;
   private final boolean keepErrors;
   private final long keepSlowerThanNanos;
   private final Cache<String, List<ReadableSpan>> pending;
@@ -51,6 +56,7 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
       int maxPendingRoots) {
     this.delegate = delegate;
     this.ratio = ratio;
+    this.ratioSampler = Sampler.traceIdRatioBased(ratio);
     this.keepErrors = keepErrors;
     this.keepSlowerThanNanos = keepSlowerThan.toNanos();
     this.pending =
@@ -118,7 +124,10 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     return withinRatio(root.getSpanContext().getTraceId());
   }
 
-  /** Same rule as the SDK's trace-id ratio sampler: the low 63 bits of the id's last 16 hex. */
+  /**
+   * The SDK's own trace-id ratio sampler decides (it takes the absolute value of the id's low 64
+   * bits, not the low 63), so a trace is kept exactly where a ratio sampler upstream keeps it.
+   */
   private boolean withinRatio(String traceId) {
     if (ratio >= 1.0) {
       return true;
@@ -126,8 +135,11 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     if (ratio <= 0.0) {
       return false;
     }
-    long low = Long.parseUnsignedLong(traceId.substring(16), 16) & Long.MAX_VALUE;
-    return low < (long) (ratio * Long.MAX_VALUE);
+    return ratioSampler
+            .shouldSample(
+                Context.root(), traceId, "", SpanKind.SERVER, Attributes.empty(), List.of())
+            .getDecision()
+        == SamplingDecision.RECORD_AND_SAMPLE;
   }
 
   private static String key(String traceId, String spanId) {
