@@ -1,0 +1,131 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ProxyMainTest {
+
+  @TempDir Path dir;
+
+  private final StringWriter out = new StringWriter();
+  private final StringWriter err = new StringWriter();
+
+  private int run(String... args) {
+    return ProxyMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+        .execute(args);
+  }
+
+  private Path write(String yaml) throws IOException {
+    Path file = dir.resolve("proxy.yaml");
+    Files.writeString(file, yaml);
+    return file;
+  }
+
+  private String errLine() {
+    assertThat(err.toString().lines()).hasSize(1);
+    return err.toString().strip();
+  }
+
+  @Test
+  void helpNamesTheConfigFileAndTheEnvironmentOverrides() {
+    assertThat(run("--help")).isZero();
+
+    assertThat(out.toString()).contains("--config", "--check", "PHASEMETER_", "OTEL_");
+    assertThat(err.toString()).isEmpty();
+  }
+
+  @Test
+  void version() {
+    assertThat(run("--version")).isZero();
+
+    assertThat(out.toString()).startsWith("phasemeter-proxy ");
+  }
+
+  @Test
+  void checkPrintsThePools() throws IOException {
+    Path file =
+        write(
+            """
+            pools:
+              - name: llama
+                models: [llama-8b]
+                upstreams: [http://gpu1:8000, http://gpu2:8000]
+                slots: 16
+                queue: {max: 50}
+              - name: small
+                models: [tiny]
+                upstreams: [http://cpu:8001]
+            """);
+
+    assertThat(run("--check", "--config", file.toString())).isZero();
+
+    assertThat(out.toString().lines())
+        .containsExactly(
+            "pool llama: models [llama-8b] -> http://gpu1:8000, http://gpu2:8000"
+                + " (16 slots, queue 50)",
+            "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000)");
+    assertThat(err.toString()).isEmpty();
+  }
+
+  @Test
+  void badConfigIsOneLineAndExitCodeTwo() throws IOException {
+    Path file = write("pools: [{name: a, models: [m], upstreams: ['http://h'], slots: 0}]\n");
+
+    assertThat(run("--check", "-c", file.toString())).isEqualTo(2);
+
+    assertThat(errLine()).startsWith("phasemeter proxy: " + file + ": ").contains("slots");
+    assertThat(out.toString()).isEmpty();
+  }
+
+  @Test
+  void unknownKeyIsOneLine() throws IOException {
+    Path file = write("listen: {prot: 1}\n");
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine()).startsWith("phasemeter proxy: " + file + ": ").contains("prot");
+  }
+
+  @Test
+  void invalidYamlIsOneLine() throws IOException {
+    Path file = write("listen: {port: 1\nadmin: [\n");
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine()).startsWith("phasemeter proxy: " + file + ": not valid YAML");
+  }
+
+  @Test
+  void missingExplicitFileIsAnError() {
+    Path missing = dir.resolve("nope.yaml");
+
+    assertThat(run("--check", "--config", missing.toString())).isEqualTo(2);
+
+    assertThat(errLine()).isEqualTo("phasemeter proxy: " + missing + ": file not found");
+  }
+
+  @Test
+  void unknownOptionExitsTwo() {
+    assertThat(run("--frobnicate")).isEqualTo(2);
+
+    assertThat(err.toString()).contains("--frobnicate");
+  }
+
+  @Test
+  void authIsRefusedWithAClearLine() throws IOException {
+    Path file = write("auth: {enabled: true, keys_file: keys.yaml}\n");
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine())
+        .startsWith("phasemeter proxy: " + file + ": auth.enabled")
+        .contains("not available", "false");
+  }
+}
