@@ -1,35 +1,73 @@
 package io.phasemeter.proxy;
 
 import io.opentelemetry.api.OpenTelemetry;
+import io.phasemeter.proxy.admin.AdminServer;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.Pipeline;
 import io.phasemeter.proxy.pipeline.RequestObserver;
 import io.phasemeter.proxy.pipeline.SlotPool;
+import io.phasemeter.proxy.telemetry.ExportPolicy;
+import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.proxy.telemetry.ProxyMetrics;
+import io.phasemeter.proxy.telemetry.RecordFeed;
+import io.phasemeter.proxy.telemetry.RecordStore;
+import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
+import io.vertx.core.json.JsonArray;
 import java.io.IOException;
 import java.io.InputStream;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 
 /**
  * The measuring reverse proxy: the public OpenAI-compatible listener in front of the configured
- * pools. Everything it needs comes in through {@link #builder}; nothing is global, so tests can run
- * two side by side.
+ * pools, and the admin listener with metrics, records and live stats. Everything it needs comes in
+ * through {@link #builder}; nothing is global, so tests can run two side by side.
  */
 public final class PhasemeterProxy {
+  /** Rolling quantiles advance in slices of this length. */
+  static final Duration STATS_SLICE = Duration.ofSeconds(10);
+
+  /** Records buffered per feed subscriber before they are dropped for it. */
+  static final int FEED_BUFFER = 4096;
+
+  private final Vertx vertx;
   private final Pipeline pipeline;
   private final HttpServer server;
+  private final AdminServer admin;
+  private final ProxyMetrics metrics;
+  private final RecordStore records;
+  private final LiveStats stats;
+  private final long rotateTimer;
+  private final AtomicBoolean closed = new AtomicBoolean();
 
-  private PhasemeterProxy(Pipeline pipeline, HttpServer server) {
+  private PhasemeterProxy(
+      Vertx vertx,
+      Pipeline pipeline,
+      HttpServer server,
+      AdminServer admin,
+      ProxyMetrics metrics,
+      RecordStore records,
+      LiveStats stats,
+      long rotateTimer) {
+    this.vertx = vertx;
     this.pipeline = pipeline;
     this.server = server;
+    this.admin = admin;
+    this.metrics = metrics;
+    this.records = records;
+    this.stats = stats;
+    this.rotateTimer = rotateTimer;
   }
 
   /** Starts building a proxy for {@code config} on {@code vertx}. */
@@ -42,6 +80,11 @@ public final class PhasemeterProxy {
     return server.actualPort();
   }
 
+  /** The admin listener's bound port. */
+  public int adminPort() {
+    return admin.port();
+  }
+
   /** Requests currently between headers parsed and root end. */
   public int inFlight() {
     return pipeline.inFlight();
@@ -52,9 +95,28 @@ public final class PhasemeterProxy {
     return pipeline.slotPools();
   }
 
-  /** Stops listening and closes the upstream clients. */
+  public ProxyMetrics metrics() {
+    return metrics;
+  }
+
+  public RecordStore records() {
+    return records;
+  }
+
+  public LiveStats stats() {
+    return stats;
+  }
+
+  /** Stops both listeners and closes the upstream clients. */
   public Future<Void> close() {
-    return server.close().compose(v -> pipeline.close());
+    if (!closed.compareAndSet(false, true)) {
+      return Future.succeededFuture();
+    }
+    vertx.cancelTimer(rotateTimer);
+    return Future.join(server.close(), admin.close())
+        .compose(v -> pipeline.close())
+        .onComplete(v -> metrics.close())
+        .mapEmpty();
   }
 
   /** The version of this build. */
@@ -71,12 +133,16 @@ public final class PhasemeterProxy {
     }
   }
 
-  /** Collects the proxy's collaborators; {@link #start()} binds the listener. */
+  /** Collects the proxy's collaborators; {@link #start()} binds the listeners. */
   public static final class Builder {
     private final Vertx vertx;
     private final ProxyConfig config;
     private OpenTelemetry openTelemetry = OpenTelemetry.noop();
     private NanoClock clock = NanoClock.system();
+    private ProxyMetrics metrics;
+    private Duration longestWindow = Duration.ofMinutes(10);
+    private Function<RollingQuantiles, Function<Duration, JsonArray>> budgets =
+        q -> w -> new JsonArray();
     private final List<RequestObserver> observers = new ArrayList<>();
 
     private Builder(Vertx vertx, ProxyConfig config) {
@@ -96,15 +162,54 @@ public final class PhasemeterProxy {
       return this;
     }
 
+    /** The metrics to record into (default: a fresh registry owned by the proxy). */
+    public Builder metrics(ProxyMetrics metrics) {
+      this.metrics = Objects.requireNonNull(metrics);
+      return this;
+    }
+
+    /**
+     * Live budget status: given the rolling quantiles, a function from a window to the budgets'
+     * JSON status; {@code longestWindow} is how far back the quantiles must reach.
+     */
+    public Builder budgets(
+        Duration longestWindow, Function<RollingQuantiles, Function<Duration, JsonArray>> status) {
+      this.longestWindow = Objects.requireNonNull(longestWindow);
+      this.budgets = Objects.requireNonNull(status);
+      return this;
+    }
+
     /** Adds an observer told about every finished request. */
     public Builder observer(RequestObserver observer) {
       observers.add(Objects.requireNonNull(observer));
       return this;
     }
 
-    /** Binds the public listener and completes with the running proxy. */
+    /** Binds both listeners and completes with the running proxy. */
     public Future<PhasemeterProxy> start() {
-      Pipeline pipeline = new Pipeline(vertx, config, openTelemetry, clock, observers);
+      ProxyMetrics m = metrics != null ? metrics : ProxyMetrics.create();
+      ProxyConfig.Telemetry t = config.telemetry();
+      ExportPolicy policy =
+          new ExportPolicy(
+              t.sampling().ratio(), t.sampling().keepErrors(), t.sampling().keepSlowerThan());
+      RecordFeed feed = new RecordFeed(FEED_BUFFER, m::recordDropped);
+      RecordStore records = new RecordStore(t.records().max(), t.records().ttl(), feed, policy);
+      int slices =
+          (int)
+              Math.max(
+                  6, (longestWindow.toNanos() + STATS_SLICE.toNanos() - 1) / STATS_SLICE.toNanos());
+      RollingQuantiles quantiles = new RollingQuantiles(STATS_SLICE, slices, 4096);
+      LiveStats stats = new LiveStats(quantiles);
+      List<RequestObserver> all = new ArrayList<>();
+      all.add(m);
+      all.add(records);
+      all.add(stats);
+      all.addAll(observers);
+      Pipeline pipeline = new Pipeline(vertx, config, openTelemetry, clock, all);
+      m.bindPipeline(pipeline::inFlight, pipeline.slotPools());
+      m.bindExportedRatio(records::exportedRatio);
+      AtomicBoolean listening = new AtomicBoolean();
+      long rotate = vertx.setPeriodic(STATS_SLICE.toMillis(), id -> quantiles.rotate());
       HttpServerOptions options =
           new HttpServerOptions()
               .setHost(config.listen().host())
@@ -114,11 +219,38 @@ public final class PhasemeterProxy {
               .setCompressionSupported(false)
               .setMaxInitialLineLength(8192)
               .setMaxHeaderSize(16384);
-      return vertx
-          .createHttpServer(options)
-          .requestHandler(pipeline::handle)
-          .listen()
-          .map(server -> new PhasemeterProxy(pipeline, server));
+      AdminServer.Sources sources =
+          new AdminServer.Sources(
+              m.registry(), records, quantiles, budgets.apply(quantiles), listening::get);
+      Future<HttpServer> publicServer =
+          vertx.createHttpServer(options).requestHandler(pipeline::handle).listen();
+      Future<AdminServer> adminServer = AdminServer.start(vertx, config.admin(), sources);
+      return Future.all(publicServer, adminServer)
+          .map(
+              v -> {
+                listening.set(true);
+                return new PhasemeterProxy(
+                    vertx,
+                    pipeline,
+                    publicServer.result(),
+                    adminServer.result(),
+                    m,
+                    records,
+                    stats,
+                    rotate);
+              })
+          .onFailure(
+              err -> {
+                vertx.cancelTimer(rotate);
+                if (publicServer.succeeded()) {
+                  publicServer.result().close();
+                }
+                if (adminServer.succeeded()) {
+                  adminServer.result().close();
+                }
+                pipeline.close();
+                m.close();
+              });
     }
   }
 }

@@ -47,7 +47,7 @@ public final class Pipeline {
   private final NanoClock clock;
   private final Tracer tracer;
   private final TextMapPropagator propagator;
-  private final List<RequestObserver> observers;
+  private final RequestObserver[] observers;
   private final AuthPhase auth = new AuthPhase();
   private final ReceivePhase receive;
   private final PreparePhase prepare = new PreparePhase();
@@ -70,7 +70,7 @@ public final class Pipeline {
     this.clock = clock;
     this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
     this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
-    this.observers = List.copyOf(observers);
+    this.observers = observers.toArray(new RequestObserver[0]);
     for (ProxyConfig.Pool p : config.pools()) {
       upstreamPools.add(new UpstreamPool(vertx, p));
       slotPools.put(
@@ -104,7 +104,7 @@ public final class Pipeline {
     }
     req.pause();
     Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
-    RequestContext ctx = new RequestContext(clock, tracer, req, api, parent, start);
+    RequestContext ctx = new RequestContext(clock, tracer, observers, req, api, parent, start);
     inFlight.incrementAndGet();
     req.response().closeHandler(v -> ctx.cancel());
     auth.check(ctx, start);

@@ -27,6 +27,7 @@ public final class RequestContext {
 
   private final NanoClock clock;
   private final Tracer tracer;
+  private final RequestObserver[] observers;
   private final HttpServerRequest request;
   private final ApiRoute route;
   private final long rootStart;
@@ -71,12 +72,14 @@ public final class RequestContext {
   RequestContext(
       NanoClock clock,
       Tracer tracer,
+      RequestObserver[] observers,
       HttpServerRequest request,
       ApiRoute route,
       Context parent,
       long rootStart) {
     this.clock = clock;
     this.tracer = tracer;
+    this.observers = observers;
     this.request = request;
     this.route = route;
     this.rootStart = rootStart;
@@ -194,6 +197,9 @@ public final class RequestContext {
       long gap = at - lastTokenAt;
       if (gap > itlMaxNanos) {
         itlMaxNanos = gap;
+      }
+      for (RequestObserver o : observers) {
+        o.onInterTokenGap(this, gap);
       }
     }
     lastTokenAt = at;
@@ -318,6 +324,26 @@ public final class RequestContext {
 
   public Span rootSpan() {
     return rootSpan;
+  }
+
+  /** The W3C trace id of this request (the incoming one, or a new one). */
+  public String traceId() {
+    return rootSpan.getSpanContext().getTraceId();
+  }
+
+  /** The root span's id. */
+  public String spanId() {
+    return rootSpan.getSpanContext().getSpanId();
+  }
+
+  /** The span of {@code phase}, or null when the phase did not run. */
+  public Span phaseSpan(Phase phase) {
+    return phaseSpans[phase.ordinal()];
+  }
+
+  /** Whether the request failed (any outcome but success). */
+  public boolean failed() {
+    return outcome != null && outcome != Outcome.SUCCESS;
   }
 
   public long rootStart() {

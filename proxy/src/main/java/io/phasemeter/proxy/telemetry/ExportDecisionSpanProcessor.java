@@ -3,18 +3,13 @@ package io.phasemeter.proxy.telemetry;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.opentelemetry.api.common.AttributeKey;
-import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.SpanContext;
-import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.sdk.common.CompletableResultCode;
 import io.opentelemetry.sdk.trace.ReadWriteSpan;
 import io.opentelemetry.sdk.trace.ReadableSpan;
 import io.opentelemetry.sdk.trace.SpanProcessor;
-import io.opentelemetry.sdk.trace.data.SpanData;
-import io.opentelemetry.sdk.trace.samplers.Sampler;
-import io.opentelemetry.sdk.trace.samplers.SamplingDecision;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,10 +27,7 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
   private static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
 
   private final SpanProcessor delegate;
-  private final double ratio;
-  private final Sampler ratioSampler;
-  private final boolean keepErrors;
-  private final long keepSlowerThanNanos;
+  private final ExportPolicy policy;
   private final Cache<String, List<ReadableSpan>> pending;
   private final LongAdder roots = new LongAdder();
   private final LongAdder exportedRoots = new LongAdder();
@@ -55,10 +47,7 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
       Duration keepSlowerThan,
       int maxPendingRoots) {
     this.delegate = delegate;
-    this.ratio = ratio;
-    this.ratioSampler = Sampler.traceIdRatioBased(ratio);
-    this.keepErrors = keepErrors;
-    this.keepSlowerThanNanos = keepSlowerThan.toNanos();
+    this.policy = new ExportPolicy(ratio, keepErrors, keepSlowerThan);
     this.pending =
         Caffeine.newBuilder()
             .maximumSize(maxPendingRoots)
@@ -108,38 +97,11 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
   }
 
   private boolean keep(ReadableSpan root) {
-    if (keepErrors) {
-      SpanData data = root.toSpanData();
-      if (data.getStatus().getStatusCode() == StatusCode.ERROR) {
-        return true;
-      }
-      String outcome = root.getAttribute(OUTCOME);
-      if (outcome != null && !outcome.equals("success")) {
-        return true;
-      }
-    }
-    if (root.getLatencyNanos() >= keepSlowerThanNanos) {
-      return true;
-    }
-    return withinRatio(root.getSpanContext().getTraceId());
-  }
-
-  /**
-   * The SDK's own trace-id ratio sampler decides (it takes the absolute value of the id's low 64
-   * bits, not the low 63), so a trace is kept exactly where a ratio sampler upstream keeps it.
-   */
-  private boolean withinRatio(String traceId) {
-    if (ratio >= 1.0) {
-      return true;
-    }
-    if (ratio <= 0.0) {
-      return false;
-    }
-    return ratioSampler
-            .shouldSample(
-                Context.root(), traceId, "", SpanKind.SERVER, Attributes.empty(), List.of())
-            .getDecision()
-        == SamplingDecision.RECORD_AND_SAMPLE;
+    String outcome = root.getAttribute(OUTCOME);
+    boolean failed =
+        root.toSpanData().getStatus().getStatusCode() == StatusCode.ERROR
+            || (outcome != null && !outcome.equals("success"));
+    return policy.keep(failed, root.getLatencyNanos(), root.getSpanContext().getTraceId());
   }
 
   private static String key(String traceId, String spanId) {

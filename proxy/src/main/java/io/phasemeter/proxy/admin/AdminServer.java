@@ -1,0 +1,196 @@
+package io.phasemeter.proxy.admin;
+
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.telemetry.RecordStore;
+import io.phasemeter.proxy.telemetry.RollingQuantiles;
+import io.prometheus.metrics.expositionformats.ExpositionFormats;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerOptions;
+import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.json.JsonArray;
+import io.vertx.core.json.JsonObject;
+import io.vertx.ext.web.Router;
+import io.vertx.ext.web.RoutingContext;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.Map;
+import java.util.function.BooleanSupplier;
+import java.util.function.Function;
+import java.util.regex.Pattern;
+
+/**
+ * The admin listener (DESIGN.md §5), separate from the public one and by default on loopback:
+ * {@code /metrics} (Prometheus text, or OpenMetrics with exemplars when the scraper asks for it),
+ * {@code /health/live}, {@code /health/ready}, {@code /admin/records/{traceId}}, {@code
+ * /admin/records/stream} and {@code /admin/stats}. With a token configured every path but health
+ * needs {@code Authorization: Bearer <token>}.
+ */
+public final class AdminServer {
+  private static final Pattern TRACE_ID = Pattern.compile("[0-9a-f]{32}");
+
+  /** More feed subscribers than this get 429: each one holds a bounded buffer. */
+  static final int MAX_SUBSCRIBERS = 32;
+
+  private final HttpServer server;
+
+  private AdminServer(HttpServer server) {
+    this.server = server;
+  }
+
+  /** What the admin endpoints read. */
+  public record Sources(
+      PrometheusMeterRegistry registry,
+      RecordStore records,
+      RollingQuantiles quantiles,
+      Function<Duration, JsonArray> budgetStatus,
+      BooleanSupplier ready) {}
+
+  /** Starts the admin listener. */
+  public static Future<AdminServer> start(Vertx vertx, ProxyConfig.Admin config, Sources sources) {
+    Router router = Router.router(vertx);
+    byte[] token = config.token().getBytes(StandardCharsets.UTF_8);
+    ExpositionFormats formats = ExpositionFormats.init();
+    router
+        .get("/health/live")
+        .handler(rc -> json(rc.response(), 200, new JsonObject().put("status", "UP")));
+    router
+        .get("/health/ready")
+        .handler(
+            rc -> {
+              boolean ready = sources.ready().getAsBoolean();
+              json(
+                  rc.response(),
+                  ready ? 200 : 503,
+                  new JsonObject().put("status", ready ? "UP" : "DOWN"));
+            });
+    router.route().handler(rc -> authorize(rc, token));
+    router
+        .get("/metrics")
+        .handler(
+            rc -> {
+              String accept = rc.request().getHeader("accept");
+              String body = sources.registry().scrape(accept);
+              rc.response()
+                  .putHeader("content-type", formats.findWriter(accept).getContentType())
+                  .end(body);
+            });
+    router
+        .get("/admin/records/stream")
+        .handler(
+            rc -> {
+              if (sources.records().feed().subscribers() >= MAX_SUBSCRIBERS) {
+                error(rc.response(), 429, "Too many record feed subscribers.");
+                return;
+              }
+              HttpServerResponse resp = rc.response();
+              resp.setChunked(true)
+                  .putHeader("content-type", "text/event-stream")
+                  .putHeader("cache-control", "no-cache")
+                  .write(": phasemeter record feed, schema v1\n\n");
+              sources.records().feed().subscribe(vertx.getOrCreateContext(), resp);
+            });
+    router
+        .get("/admin/records/:traceId")
+        .handler(
+            rc -> {
+              String id = rc.pathParam("traceId");
+              if (id == null || !TRACE_ID.matcher(id).matches()) {
+                error(rc.response(), 400, "A trace id is 32 lowercase hex digits.");
+                return;
+              }
+              String record = sources.records().get(id);
+              if (record == null) {
+                error(
+                    rc.response(), 404, "No record for trace " + id + " (expired or never seen).");
+                return;
+              }
+              rc.response().putHeader("content-type", "application/json").end(record);
+            });
+    router
+        .get("/admin/stats")
+        .handler(
+            rc -> {
+              Duration window;
+              try {
+                String w = rc.request().getParam("window");
+                window =
+                    w == null
+                        ? Duration.ofMinutes(1)
+                        : io.phasemeter.proxy.config.Durations.parse(w);
+              } catch (IllegalArgumentException e) {
+                error(rc.response(), 400, e.getMessage());
+                return;
+              }
+              json(rc.response(), 200, stats(sources, window));
+            });
+    router.route().last().handler(rc -> error(rc.response(), 404, "Unknown admin path."));
+    HttpServerOptions options =
+        new HttpServerOptions().setHost(config.host()).setPort(config.port()).setTcpNoDelay(true);
+    return vertx.createHttpServer(options).requestHandler(router).listen().map(AdminServer::new);
+  }
+
+  private static JsonObject stats(Sources sources, Duration window) {
+    JsonArray series = new JsonArray();
+    for (Map.Entry<RollingQuantiles.Key, RollingQuantiles.Summary> e :
+        sources.quantiles().summaries(window).entrySet()) {
+      RollingQuantiles.Summary s = e.getValue();
+      series.add(
+          new JsonObject()
+              .put("model", e.getKey().model())
+              .put("pool", e.getKey().pool())
+              .put("phase", e.getKey().phase())
+              .put("count", s.count())
+              .put("p50_ms", s.p50())
+              .put("p95_ms", s.p95())
+              .put("p99_ms", s.p99())
+              .put("max_ms", s.max()));
+    }
+    return new JsonObject()
+        .put("window_s", window.toSeconds())
+        .put("note", "latency quantiles over successful requests; 1% resolution")
+        .put("series", series)
+        .put("budgets", sources.budgetStatus().apply(window));
+  }
+
+  private static void authorize(RoutingContext rc, byte[] token) {
+    if (token.length == 0) {
+      rc.next();
+      return;
+    }
+    String header = rc.request().getHeader("authorization");
+    byte[] given =
+        header != null && header.regionMatches(true, 0, "Bearer ", 0, 7)
+            ? header.substring(7).trim().getBytes(StandardCharsets.UTF_8)
+            : new byte[0];
+    if (MessageDigest.isEqual(given, token)) {
+      rc.next();
+    } else {
+      rc.response().putHeader("www-authenticate", "Bearer");
+      error(rc.response(), 401, "The admin endpoints need Authorization: Bearer <admin.token>.");
+    }
+  }
+
+  private static void json(HttpServerResponse resp, int status, JsonObject body) {
+    resp.setStatusCode(status).putHeader("content-type", "application/json").end(body.toBuffer());
+  }
+
+  private static void error(HttpServerResponse resp, int status, String message) {
+    json(
+        resp,
+        status,
+        new JsonObject()
+            .put("error", new JsonObject().put("message", message).put("code", status)));
+  }
+
+  public int port() {
+    return server.actualPort();
+  }
+
+  public Future<Void> close() {
+    return server.close();
+  }
+}

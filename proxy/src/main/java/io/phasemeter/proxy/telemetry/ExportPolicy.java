@@ -1,0 +1,67 @@
+package io.phasemeter.proxy.telemetry;
+
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.sdk.trace.samplers.Sampler;
+import io.opentelemetry.sdk.trace.samplers.SamplingDecision;
+import java.time.Duration;
+import java.util.Collections;
+
+/**
+ * Which finished requests have their traces exported (DESIGN.md §3): all that did not succeed, all
+ * at least as slow as a threshold, and a ratio of the rest chosen by trace id, the same way the
+ * SDK's trace-id ratio sampler chooses. A pure function, so the record of a request can state the
+ * same decision the span processor made.
+ */
+public final class ExportPolicy {
+  private final double ratio;
+  private final Sampler ratioSampler;
+  private final boolean keepErrors;
+  private final long keepSlowerThanNanos;
+
+  public ExportPolicy(double ratio, boolean keepErrors, Duration keepSlowerThan) {
+    this.ratio = ratio;
+    this.ratioSampler = Sampler.traceIdRatioBased(ratio);
+    this.keepErrors = keepErrors;
+    this.keepSlowerThanNanos = keepSlowerThan.toNanos();
+  }
+
+  /** Whether a request with these facts is exported. */
+  public boolean keep(boolean failed, long rootNanos, String traceId) {
+    if (keepErrors && failed) {
+      return true;
+    }
+    if (rootNanos >= keepSlowerThanNanos) {
+      return true;
+    }
+    return withinRatio(traceId);
+  }
+
+  /** The SDK's own trace-id ratio rule, so the choice matches any ratio sampler upstream. */
+  boolean withinRatio(String traceId) {
+    if (traceId == null || traceId.length() != 32) {
+      return false;
+    }
+    return ratioSampler
+            .shouldSample(
+                Context.root(),
+                traceId,
+                "request",
+                SpanKind.SERVER,
+                Attributes.empty(),
+                Collections.emptyList())
+            .getDecision()
+        == SamplingDecision.RECORD_AND_SAMPLE;
+  }
+
+  /** A human description, for reports that must state their sampling. */
+  public String describe() {
+    return "ratio="
+        + ratio
+        + ", keep_errors="
+        + keepErrors
+        + ", keep_slower_than_ms="
+        + keepSlowerThanNanos / 1_000_000;
+  }
+}

@@ -1,0 +1,56 @@
+package io.phasemeter.proxy.telemetry;
+
+import io.phasemeter.proxy.pipeline.Outcome;
+import io.phasemeter.proxy.pipeline.Phase;
+import io.phasemeter.proxy.pipeline.RequestContext;
+import io.phasemeter.proxy.pipeline.RequestObserver;
+
+/**
+ * Feeds the rolling-window quantiles behind {@code /admin/stats} and {@code llm_budget_ratio}.
+ * Latency quantiles are over successful requests only (DESIGN.md §2); series are named as budgets
+ * name them: the phases, {@code gateway}, {@code unattributed}, {@code total}, {@code ttft}, {@code
+ * tpot} and {@code itl}.
+ */
+public final class LiveStats implements RequestObserver {
+  private final RollingQuantiles quantiles;
+
+  public LiveStats(RollingQuantiles quantiles) {
+    this.quantiles = quantiles;
+  }
+
+  public RollingQuantiles quantiles() {
+    return quantiles;
+  }
+
+  @Override
+  public void onFinished(RequestContext ctx) {
+    if (ctx.outcome() != Outcome.SUCCESS) {
+      return;
+    }
+    String model = ctx.modelLabel();
+    String pool = ctx.poolName();
+    quantiles.record(model, pool, "total", ctx.rootNanos());
+    if (ctx.serverTtftNanos() >= 0) {
+      quantiles.record(model, pool, "ttft", ctx.serverTtftNanos());
+    }
+    if (ctx.tpotNanos() >= 0) {
+      quantiles.record(model, pool, "tpot", ctx.tpotNanos());
+    }
+    long gateway = ProxyMetrics.gatewayNanos(ctx);
+    if (gateway >= 0) {
+      quantiles.record(model, pool, "gateway", gateway);
+    }
+    quantiles.record(model, pool, "unattributed", Math.max(0, ctx.unattributedNanos()));
+    for (Phase p : Phase.values()) {
+      long n = ctx.phaseNanos(p);
+      if (n >= 0) {
+        quantiles.record(model, pool, p.label(), n);
+      }
+    }
+  }
+
+  @Override
+  public void onInterTokenGap(RequestContext ctx, long gapNanos) {
+    quantiles.record(ctx.modelLabel(), ctx.poolName(), "itl", gapNanos);
+  }
+}

@@ -1,0 +1,268 @@
+package io.phasemeter.proxy.telemetry;
+
+import io.micrometer.core.instrument.Clock;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
+import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
+import io.micrometer.core.instrument.binder.system.UptimeMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Scope;
+import io.phasemeter.proxy.pipeline.Phase;
+import io.phasemeter.proxy.pipeline.RequestContext;
+import io.phasemeter.proxy.pipeline.RequestObserver;
+import io.phasemeter.proxy.pipeline.SlotPool;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.DoubleSupplier;
+import java.util.function.IntSupplier;
+
+/**
+ * The Prometheus metrics of DESIGN.md §4. Histograms are recorded while the request's span (or the
+ * phase's span) is current, so each carries an exemplar pointing at its trace. Labels come only
+ * from configuration: a model that no pool serves is {@code other}, a request that never reached a
+ * pool is in pool {@code none}; the number of series is bounded by the config, not the traffic.
+ */
+public final class ProxyMetrics implements RequestObserver, AutoCloseable {
+  /** The pool label of a request that failed before routing. */
+  public static final String NO_POOL = "none";
+
+  private final PrometheusMeterRegistry registry;
+  private final JvmGcMetrics gcMetrics = new JvmGcMetrics();
+  private final Map<String, Timer> timers = new ConcurrentHashMap<>();
+  private final Map<String, Counter> counters = new ConcurrentHashMap<>();
+  private final Counter droppedRecords;
+  private final Counter droppedSpans;
+
+  private ProxyMetrics(PrometheusMeterRegistry registry) {
+    this.registry = registry;
+    new JvmMemoryMetrics().bindTo(registry);
+    gcMetrics.bindTo(registry);
+    new JvmThreadMetrics().bindTo(registry);
+    new ClassLoaderMetrics().bindTo(registry);
+    new ProcessorMetrics().bindTo(registry);
+    new UptimeMetrics().bindTo(registry);
+    this.droppedRecords = dropped("records");
+    this.droppedSpans = dropped("spans");
+  }
+
+  /** A registry whose histograms take exemplars from the current OpenTelemetry span. */
+  public static ProxyMetrics create() {
+    return new ProxyMetrics(
+        new PrometheusMeterRegistry(
+            PrometheusConfig.DEFAULT,
+            new PrometheusRegistry(),
+            Clock.SYSTEM,
+            new OtelExemplarContext()));
+  }
+
+  public PrometheusMeterRegistry registry() {
+    return registry;
+  }
+
+  /** Gauges that read live state: requests in flight and, per pool, queue and slots. */
+  public void bindPipeline(IntSupplier inFlight, Map<String, SlotPool> pools) {
+    Gauge.builder("llm.requests.in_flight", inFlight, IntSupplier::getAsInt)
+        .description("Requests between headers parsed and response end")
+        .register(registry);
+    for (SlotPool p : pools.values()) {
+      Tags pool = Tags.of("llm.pool", p.name());
+      Gauge.builder("llm.queue.depth", p, SlotPool::queueDepth)
+          .tags(pool)
+          .description("Requests waiting for a slot")
+          .register(registry);
+      Gauge.builder("llm.slots.in_use", p, SlotPool::inUse)
+          .tags(pool)
+          .description("Upstream requests running")
+          .register(registry);
+      Gauge.builder("llm.slots.capacity", p, SlotPool::capacity)
+          .tags(pool)
+          .description("Configured slots")
+          .register(registry);
+    }
+  }
+
+  /** The share of finished requests whose traces were exported. */
+  public void bindExportedRatio(DoubleSupplier ratio) {
+    Gauge.builder("llm.traces.exported.ratio", ratio, DoubleSupplier::getAsDouble)
+        .description("Share of finished requests whose traces were exported")
+        .register(registry);
+  }
+
+  /** Counts a record that a slow feed subscriber could not take. */
+  public void recordDropped() {
+    droppedRecords.increment();
+  }
+
+  /** Counts spans lost before export (queue full, export failed, orphaned). */
+  public void spansDropped(long n) {
+    if (n > 0) {
+      droppedSpans.increment(n);
+    }
+  }
+
+  @Override
+  public void onFinished(RequestContext ctx) {
+    String model = ctx.modelLabel();
+    String pool = ctx.poolName() == null ? NO_POOL : ctx.poolName();
+    try (Scope root = ctx.rootSpan().makeCurrent()) {
+      timer(
+              "gen_ai.server.request.duration",
+              Buckets.REQUEST,
+              "gen_ai.operation.name",
+              ctx.route().operation(),
+              "gen_ai.request.model",
+              model,
+              "llm.pool",
+              pool,
+              "outcome",
+              ctx.outcome().label(),
+              "llm.streaming",
+              Boolean.toString(ctx.streaming()))
+          .record(ctx.rootNanos(), TimeUnit.NANOSECONDS);
+      if (ctx.serverTtftNanos() >= 0) {
+        timer(
+                "gen_ai.server.time_to_first_token",
+                Buckets.TTFT,
+                "gen_ai.request.model",
+                model,
+                "llm.pool",
+                pool)
+            .record(ctx.serverTtftNanos(), TimeUnit.NANOSECONDS);
+      }
+      if (ctx.tpotNanos() >= 0) {
+        timer(
+                "gen_ai.server.time_per_output_token",
+                Buckets.TPOT,
+                "gen_ai.request.model",
+                model,
+                "llm.pool",
+                pool)
+            .record(ctx.tpotNanos(), TimeUnit.NANOSECONDS);
+      }
+      long gateway = gatewayNanos(ctx);
+      if (gateway >= 0) {
+        phaseTimer("gateway", model, pool).record(gateway, TimeUnit.NANOSECONDS);
+      }
+      long unattributed = ctx.unattributedNanos();
+      if (unattributed >= 0) {
+        phaseTimer("unattributed", model, pool).record(unattributed, TimeUnit.NANOSECONDS);
+      }
+    }
+    for (Phase p : Phase.values()) {
+      long nanos = ctx.phaseNanos(p);
+      if (nanos < 0) {
+        continue;
+      }
+      Span span = ctx.phaseSpan(p);
+      try (Scope s = span.makeCurrent()) {
+        phaseTimer(p.label(), model, pool).record(nanos, TimeUnit.NANOSECONDS);
+      }
+    }
+    if (ctx.inputTokens() > 0) {
+      tokens("input", model, pool).increment(ctx.inputTokens());
+    }
+    if (ctx.outputTokens() > 0) {
+      tokens("output", model, pool).increment(ctx.outputTokens());
+    }
+  }
+
+  @Override
+  public void onInterTokenGap(RequestContext ctx, long gapNanos) {
+    try (Scope s = ctx.rootSpan().makeCurrent()) {
+      timer(
+              "llm.inter_token_latency",
+              Buckets.ITL,
+              "gen_ai.request.model",
+              ctx.modelLabel(),
+              "llm.pool",
+              ctx.poolName())
+          .record(gapNanos, TimeUnit.NANOSECONDS);
+    }
+  }
+
+  /** auth + prepare + route, or -1 when one of them did not run to its end. */
+  public static long gatewayNanos(RequestContext ctx) {
+    long auth = ctx.phaseNanos(Phase.AUTH);
+    long prepare = ctx.phaseNanos(Phase.PREPARE);
+    long route = ctx.phaseNanos(Phase.ROUTE);
+    return auth < 0 || prepare < 0 || route < 0 ? -1 : auth + prepare + route;
+  }
+
+  private Timer phaseTimer(String phase, String model, String pool) {
+    return timer(
+        "llm.phase.duration",
+        Buckets.PHASE,
+        "llm.phase",
+        phase,
+        "gen_ai.request.model",
+        model,
+        "llm.pool",
+        pool);
+  }
+
+  private Timer timer(String name, double[] buckets, String... tags) {
+    String key = key(name, tags);
+    Timer t = timers.get(key);
+    if (t == null) {
+      t =
+          timers.computeIfAbsent(
+              key,
+              k ->
+                  Timer.builder(name)
+                      .tags(tags)
+                      .serviceLevelObjectives(Buckets.durations(buckets))
+                      .minimumExpectedValue(Duration.ofNanos(1))
+                      .maximumExpectedValue(Duration.ofHours(1))
+                      .register(registry));
+    }
+    return t;
+  }
+
+  private Counter tokens(String type, String model, String pool) {
+    String key = key("llm.tokens", "gen_ai.token.type", type, "m", model, "p", pool);
+    return counters.computeIfAbsent(
+        key,
+        k ->
+            Counter.builder("llm.tokens")
+                .tags("gen_ai.token.type", type, "gen_ai.request.model", model, "llm.pool", pool)
+                .description("Tokens by type")
+                .register(registry));
+  }
+
+  private Counter dropped(String signal) {
+    return Counter.builder("llm.telemetry.dropped")
+        .tag("signal", signal)
+        .description("Telemetry the proxy could not deliver (slow subscribers, full queues)")
+        .register(registry);
+  }
+
+  private static String key(String name, String... tags) {
+    StringBuilder sb = new StringBuilder(name);
+    for (String t : tags) {
+      sb.append('\u0000').append(t);
+    }
+    return sb.toString();
+  }
+
+  /** The number of meters (series groups) registered; tests check it stays bounded. */
+  public int meterCount() {
+    return registry.getMeters().size();
+  }
+
+  @Override
+  public void close() {
+    gcMetrics.close();
+    registry.close();
+  }
+}

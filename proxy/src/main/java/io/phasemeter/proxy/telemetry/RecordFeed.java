@@ -1,0 +1,100 @@
+package io.phasemeter.proxy.telemetry;
+
+import io.vertx.core.Context;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpServerResponse;
+import java.util.Queue;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The live record feed ({@code GET /admin/records/stream}, Server-Sent Events). Publishing never
+ * waits: each subscriber has a bounded queue; when a slow or stuck subscriber's queue is full the
+ * record is dropped for that subscriber and counted, so no subscriber can slow the proxy.
+ */
+public final class RecordFeed {
+  private final int maxQueued;
+  private final Runnable onDrop;
+  private final CopyOnWriteArrayList<Subscriber> subscribers = new CopyOnWriteArrayList<>();
+  private final AtomicLong dropped = new AtomicLong();
+
+  /**
+   * @param maxQueued records buffered per subscriber before dropping
+   * @param onDrop told about each dropped record (a metric)
+   */
+  public RecordFeed(int maxQueued, Runnable onDrop) {
+    this.maxQueued = maxQueued;
+    this.onDrop = onDrop;
+  }
+
+  /** Streams records to {@code response} (already SSE headers) until it closes. */
+  public void subscribe(Context context, HttpServerResponse response) {
+    Subscriber s = new Subscriber(context, response);
+    subscribers.add(s);
+    response.closeHandler(v -> subscribers.remove(s));
+    response.exceptionHandler(t -> subscribers.remove(s));
+  }
+
+  /** Offers a record to every subscriber; returns at once. */
+  public void publish(String json) {
+    for (Subscriber s : subscribers) {
+      if (!s.queue.offer(json)) {
+        dropped.incrementAndGet();
+        onDrop.run();
+      } else {
+        s.schedule();
+      }
+    }
+  }
+
+  /** Subscribers now. */
+  public int subscribers() {
+    return subscribers.size();
+  }
+
+  /** Records dropped for slow subscribers since start. */
+  public long dropped() {
+    return dropped.get();
+  }
+
+  private final class Subscriber {
+    final Context context;
+    final HttpServerResponse response;
+    final Queue<String> queue = new ArrayBlockingQueue<>(maxQueued);
+    final AtomicBoolean scheduled = new AtomicBoolean();
+
+    Subscriber(Context context, HttpServerResponse response) {
+      this.context = context;
+      this.response = response;
+    }
+
+    void schedule() {
+      if (scheduled.compareAndSet(false, true)) {
+        context.runOnContext(v -> drain());
+      }
+    }
+
+    /** Writes what the socket takes now; the rest waits for the drain handler. */
+    void drain() {
+      scheduled.set(false);
+      if (response.closed()) {
+        subscribers.remove(this);
+        queue.clear();
+        return;
+      }
+      String json;
+      while (!response.writeQueueFull() && (json = queue.poll()) != null) {
+        response.write(
+            Buffer.buffer(json.length() + 8)
+                .appendString("data: ")
+                .appendString(json)
+                .appendString("\n\n"));
+      }
+      if (!queue.isEmpty()) {
+        response.drainHandler(v -> schedule());
+      }
+    }
+  }
+}

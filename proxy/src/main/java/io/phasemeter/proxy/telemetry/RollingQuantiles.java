@@ -1,0 +1,163 @@
+package io.phasemeter.proxy.telemetry;
+
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Predicate;
+import org.HdrHistogram.Histogram;
+import org.HdrHistogram.Recorder;
+
+/**
+ * Rolling-window latency quantiles per (model, pool, phase), the way HdrHistogram's authors use it:
+ * one {@link Recorder} per series takes values wait-free on the hot path; {@link #rotate()}, called
+ * once per slice, swaps each recorder's interval histogram into a ring of the last {@code slices}
+ * intervals, recycling the oldest. A window query merges the newest intervals. Values are
+ * microseconds at two significant digits (1 % resolution) in packed histograms, so an idle series
+ * costs little; the number of series is bounded.
+ */
+public final class RollingQuantiles {
+  private static final int DIGITS = 2;
+
+  private final Duration slice;
+  private final int slices;
+  private final int maxSeries;
+  private final Map<Key, Series> series = new ConcurrentHashMap<>();
+
+  /** One series' identity. */
+  public record Key(String model, String pool, String phase) {}
+
+  /** Quantiles of one merged window, in milliseconds. */
+  public record Summary(long count, double p50, double p95, double p99, double max) {
+    /** The value at quantile {@code q} of the same window is computed by {@link #quantile}. */
+    static Summary of(Histogram h) {
+      if (h.getTotalCount() == 0) {
+        return new Summary(0, 0, 0, 0, 0);
+      }
+      return new Summary(
+          h.getTotalCount(),
+          h.getValueAtPercentile(50) / 1000.0,
+          h.getValueAtPercentile(95) / 1000.0,
+          h.getValueAtPercentile(99) / 1000.0,
+          h.getMaxValue() / 1000.0);
+    }
+  }
+
+  /**
+   * @param slice how often {@link #rotate()} is called
+   * @param slices how many past slices are kept (the longest window is {@code slice × slices})
+   * @param maxSeries bound on distinct keys; values for further keys are not kept
+   */
+  public RollingQuantiles(Duration slice, int slices, int maxSeries) {
+    this.slice = slice;
+    this.slices = slices;
+    this.maxSeries = maxSeries;
+  }
+
+  /** Records one value; wait-free once the series exists. */
+  public void record(String model, String pool, String phase, long nanos) {
+    Key key = new Key(model, pool, phase);
+    Series s = series.get(key);
+    if (s == null) {
+      if (series.size() >= maxSeries) {
+        return;
+      }
+      s = series.computeIfAbsent(key, k -> new Series());
+    }
+    s.recorder.recordValue(Math.max(0, nanos / 1000));
+  }
+
+  /** Closes the current slice of every series. Call once per {@link #slice()}. */
+  public void rotate() {
+    for (Series s : series.values()) {
+      s.rotate(slices);
+    }
+  }
+
+  /** The slice length. */
+  public Duration slice() {
+    return slice;
+  }
+
+  /** The longest window kept. */
+  public Duration longestWindow() {
+    return slice.multipliedBy(slices);
+  }
+
+  /** Merges the last {@code window} (rounded up to whole slices) of every series that matches. */
+  public Histogram merged(Predicate<Key> filter, Duration window) {
+    int n = (int) Math.min(slices, Math.max(1, ceilDiv(window.toNanos(), slice.toNanos())));
+    Histogram out = new Histogram(DIGITS);
+    for (Map.Entry<Key, Series> e : series.entrySet()) {
+      if (filter.test(e.getKey())) {
+        e.getValue().addLast(n, out);
+      }
+    }
+    return out;
+  }
+
+  /** A summary per series over {@code window}, for series that saw values. */
+  public Map<Key, Summary> summaries(Duration window) {
+    Map<Key, Summary> out =
+        new java.util.TreeMap<>(
+            java.util.Comparator.comparing(Key::model)
+                .thenComparing(Key::pool)
+                .thenComparing(Key::phase));
+    for (Key k : List.copyOf(series.keySet())) {
+      Histogram h = merged(k::equals, window);
+      if (h.getTotalCount() > 0) {
+        out.put(k, Summary.of(h));
+      }
+    }
+    return out;
+  }
+
+  /** The value at quantile {@code q} (0–1) of {@code h}, in milliseconds; NaN when empty. */
+  public static double quantileMs(Histogram h, double q) {
+    return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(q * 100) / 1000.0;
+  }
+
+  private static long ceilDiv(long a, long b) {
+    return (a + b - 1) / b;
+  }
+
+  /**
+   * One series: the recorder takes values; {@code open} accumulates the current slice (a query
+   * drains the recorder into it, so fresh values show at once); {@code ring} holds closed slices.
+   */
+  private static final class Series {
+    final Recorder recorder = new Recorder(DIGITS, true);
+    final ArrayDeque<Histogram> ring = new ArrayDeque<>();
+    Histogram open = new Histogram(DIGITS);
+    Histogram spare;
+
+    synchronized void rotate(int keep) {
+      drain();
+      ring.addLast(open);
+      Histogram oldest = ring.size() > keep - 1 ? ring.pollFirst() : null;
+      if (oldest != null) {
+        oldest.reset();
+        open = oldest;
+      } else {
+        open = new Histogram(DIGITS);
+      }
+    }
+
+    /** Adds the open slice and the newest {@code n - 1} closed ones to {@code into}. */
+    synchronized void addLast(int n, Histogram into) {
+      drain();
+      into.add(open);
+      Iterator<Histogram> it = ring.descendingIterator();
+      for (int i = 1; i < n && it.hasNext(); i++) {
+        into.add(it.next());
+      }
+    }
+
+    private void drain() {
+      spare = recorder.getIntervalHistogram(spare);
+      open.add(spare);
+    }
+  }
+}
