@@ -1,0 +1,216 @@
+package io.phasemeter.proxy.budget;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.phasemeter.proxy.config.ConfigException;
+import io.phasemeter.proxy.config.Durations;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The budgets of config/budgets.yaml (DESIGN.md §6). One file feeds the proxy, the load client and
+ * the alert rules; every problem in it becomes a {@link ConfigException} of one line that names the
+ * file, the budget and the key.
+ */
+public record Budgets(List<Budget> budgets) {
+
+  private static final ObjectMapper YAML =
+      new ObjectMapper(new YAMLFactory()).enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
+  private static final Set<String> KEYS =
+      Set.of(
+          "name",
+          "model",
+          "quantile",
+          "window",
+          "limits_ms",
+          "max_error_rate",
+          "min_join_coverage");
+
+  public Budgets {
+    budgets = List.copyOf(budgets);
+    Map<String, Integer> names = new HashMap<>();
+    Map<String, Integer> camel = new HashMap<>();
+    for (int i = 0; i < budgets.size(); i++) {
+      Budget b = budgets.get(i);
+      Integer same = names.putIfAbsent(b.name(), i);
+      if (same != null) {
+        throw new IllegalArgumentException(
+            where(i, b.name()) + ".name: already used by budgets[" + same + "]");
+      }
+      same = camel.putIfAbsent(b.camelName(), i);
+      if (same != null) {
+        throw new IllegalArgumentException(
+            where(i, b.name())
+                + ".name: gives the same alert names ("
+                + b.camelName()
+                + ") as budgets["
+                + same
+                + "] ("
+                + budgets.get(same).name()
+                + "); rename one");
+      }
+    }
+  }
+
+  /** Reads and validates {@code file}. */
+  public static Budgets load(Path file) {
+    String text;
+    try {
+      text = Files.readString(file);
+    } catch (NoSuchFileException e) {
+      throw new ConfigException(file + ": file not found");
+    } catch (IOException e) {
+      throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
+    }
+    return parse(text, file.toString());
+  }
+
+  /** Parses budgets YAML; {@code sourceName} names it in error messages. */
+  public static Budgets parse(String yaml, String sourceName) {
+    JsonNode root;
+    try {
+      root = YAML.readTree(yaml);
+    } catch (JsonProcessingException e) {
+      throw new ConfigException(
+          sourceName
+              + ": not valid YAML at line "
+              + e.getLocation().getLineNr()
+              + ": "
+              + e.getOriginalMessage().replaceAll("\\s+", " "));
+    }
+    if (root == null || root.isMissingNode() || root.isNull()) {
+      throw new ConfigException(sourceName + ": empty; expected 'budgets:' with a list");
+    }
+    if (!root.isObject()) {
+      throw new ConfigException(sourceName + ": the top level must be a mapping with 'budgets'");
+    }
+    Iterator<String> top = root.fieldNames();
+    while (top.hasNext()) {
+      String key = top.next();
+      if (!key.equals("budgets")) {
+        throw new ConfigException(sourceName + ": " + key + ": unknown key (known: budgets)");
+      }
+    }
+    JsonNode list = root.get("budgets");
+    if (list == null || !list.isArray()) {
+      throw new ConfigException(sourceName + ": budgets: expected a list of budgets");
+    }
+    List<Budget> out = new ArrayList<>();
+    for (int i = 0; i < list.size(); i++) {
+      out.add(budget(list.get(i), i, sourceName));
+    }
+    try {
+      return new Budgets(out);
+    } catch (IllegalArgumentException e) {
+      throw new ConfigException(sourceName + ": " + e.getMessage());
+    }
+  }
+
+  /** The budget called {@code name}, or null. */
+  public Budget byName(String name) {
+    return budgets.stream().filter(b -> b.name().equals(name)).findFirst().orElse(null);
+  }
+
+  private static Budget budget(JsonNode node, int index, String source) {
+    JsonNode nameNode = node == null ? null : node.get("name");
+    String label = nameNode != null && nameNode.isTextual() ? nameNode.asText() : null;
+    String at = source + ": " + where(index, label);
+    if (node == null || !node.isObject()) {
+      throw new ConfigException(at + ": expected a mapping (name, quantile, window, limits_ms…)");
+    }
+    Iterator<String> fields = node.fieldNames();
+    while (fields.hasNext()) {
+      String key = fields.next();
+      if (!KEYS.contains(key)) {
+        throw new ConfigException(
+            at + "." + key + ": unknown key (known: " + String.join(", ", sorted(KEYS)) + ")");
+      }
+    }
+    String name = text(node, "name", at, null);
+    String model = text(node, "model", at, Budget.ANY_MODEL);
+    double quantile = number(node, "quantile", at);
+    String windowText = text(node, "window", at, null);
+    Duration window;
+    try {
+      window = Durations.parse(windowText);
+    } catch (IllegalArgumentException e) {
+      throw new ConfigException(at + ".window: " + e.getMessage());
+    }
+    JsonNode limitsNode = node.get("limits_ms");
+    if (limitsNode == null || limitsNode.isNull()) {
+      throw new ConfigException(at + ".limits_ms: missing (e.g. {queue: 250, ttft: 1200})");
+    }
+    if (!limitsNode.isObject()) {
+      throw new ConfigException(
+          at + ".limits_ms: expected a mapping of phase to milliseconds, e.g. {queue: 250}");
+    }
+    Map<String, Double> limits = new LinkedHashMap<>();
+    Iterator<Map.Entry<String, JsonNode>> it = limitsNode.fields();
+    while (it.hasNext()) {
+      Map.Entry<String, JsonNode> e = it.next();
+      if (!e.getValue().isNumber()) {
+        throw new ConfigException(
+            at
+                + ".limits_ms."
+                + e.getKey()
+                + ": expected a number of milliseconds, got '"
+                + e.getValue().asText()
+                + "'");
+      }
+      limits.put(e.getKey(), e.getValue().doubleValue());
+    }
+    double maxErrorRate = number(node, "max_error_rate", at);
+    double minJoinCoverage = number(node, "min_join_coverage", at);
+    try {
+      return new Budget(name, model, quantile, window, limits, maxErrorRate, minJoinCoverage);
+    } catch (IllegalArgumentException e) {
+      throw new ConfigException(at + "." + e.getMessage());
+    }
+  }
+
+  private static String where(int index, String name) {
+    return "budgets[" + index + "]" + (name == null ? "" : " (" + name + ")");
+  }
+
+  private static String text(JsonNode node, String key, String at, String fallback) {
+    JsonNode v = node.get(key);
+    if (v == null || v.isNull()) {
+      if (fallback != null) {
+        return fallback;
+      }
+      throw new ConfigException(at + "." + key + ": missing");
+    }
+    if (!v.isValueNode()) {
+      throw new ConfigException(at + "." + key + ": expected a single value");
+    }
+    return v.asText();
+  }
+
+  private static double number(JsonNode node, String key, String at) {
+    JsonNode v = node.get(key);
+    if (v == null || v.isNull()) {
+      throw new ConfigException(at + "." + key + ": missing");
+    }
+    if (!v.isNumber()) {
+      throw new ConfigException(at + "." + key + ": expected a number, got '" + v.asText() + "'");
+    }
+    return v.doubleValue();
+  }
+
+  private static List<String> sorted(Set<String> keys) {
+    return keys.stream().sorted().toList();
+  }
+}

@@ -1,0 +1,192 @@
+package io.phasemeter.proxy.budget;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.phasemeter.proxy.config.ConfigException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+class BudgetsTest {
+  private static final String SRC = "config/budgets.yaml";
+
+  private static String one(String fields) {
+    return "budgets:\n  - name: chat-interactive\n" + fields;
+  }
+
+  private static final String OK_REST =
+      "    quantile: 0.95\n"
+          + "    window: 10m\n"
+          + "    limits_ms: {network_envelope: 120, gateway: 60, queue: 250}\n"
+          + "    max_error_rate: 0.01\n"
+          + "    min_join_coverage: 0.95\n";
+
+  @Test
+  void committedBudgetsLoadAsDesignSays() {
+    Budgets budgets = Budgets.load(Path.of("../config/budgets.yaml"));
+    Budget b = budgets.byName("chat-interactive");
+    assertThat(b).isNotNull();
+    assertThat(b.anyModel()).isTrue();
+    assertThat(b.quantile()).isEqualTo(0.95);
+    assertThat(b.window()).isEqualTo(Duration.ofMinutes(10));
+    assertThat(b.limitsMs())
+        .containsExactly(
+            org.assertj.core.api.Assertions.entry("network_envelope", 120.0),
+            org.assertj.core.api.Assertions.entry("gateway", 60.0),
+            org.assertj.core.api.Assertions.entry("queue", 250.0),
+            org.assertj.core.api.Assertions.entry("ttft", 1200.0),
+            org.assertj.core.api.Assertions.entry("total", 6000.0));
+    assertThat(b.maxErrorRate()).isEqualTo(0.01);
+    assertThat(b.minJoinCoverage()).isEqualTo(0.95);
+  }
+
+  @Test
+  void limitsKeepFileOrderAndModelDefaultsToEveryModel() {
+    Budgets budgets =
+        Budgets.parse(
+            "budgets:\n"
+                + "  - name: b\n    quantile: 0.99\n    window: 90s\n"
+                + "    limits_ms: {total: 1, queue: 2.5, gateway: 3, tpot: 4}\n"
+                + "    max_error_rate: 0\n    min_join_coverage: 1\n",
+            SRC);
+    Budget b = budgets.budgets().get(0);
+    assertThat(b.model()).isEqualTo("*");
+    assertThat(b.limitsMs().keySet()).containsExactly("total", "queue", "gateway", "tpot");
+    assertThat(b.phases())
+        .containsExactly(
+            BudgetPhase.TOTAL, BudgetPhase.QUEUE, BudgetPhase.GATEWAY, BudgetPhase.TPOT);
+    assertThat(b.limitMs(BudgetPhase.QUEUE)).isEqualTo(2.5);
+    assertThat(b.window()).isEqualTo(Duration.ofSeconds(90));
+  }
+
+  @Test
+  void unknownPhaseNamesFileBudgetAndKeyOnOneLine() {
+    assertThatThrownBy(
+            () ->
+                Budgets.parse(
+                    one(OK_REST.replace("queue: 250", "quue: 250")), "config/budgets.yaml"))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith(
+            "config/budgets.yaml: budgets[0] (chat-interactive).limits_ms.quue: unknown phase"
+                + " (known: gateway, receive, queue,")
+        .hasMessageNotContaining("\n");
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(
+      delimiter = '|',
+      value = {
+        "quantile 1 | quantile: 0.95 | quantile: 1 | .quantile: 1.0 is not between 0 and 1",
+        "quantile 0 | quantile: 0.95 | quantile: 0 | .quantile: 0.0 is not between 0 and 1",
+        "quantile text | quantile: 0.95 | quantile: p95 | .quantile: expected a number, got 'p95'",
+        "window junk | window: 10m | window: ten | .window: 'ten' is not a duration",
+        "window zero | window: 10m | window: 0s | .window: must be at least 1s",
+        "limit zero | queue: 250 | queue: 0 | .limits_ms.queue: 0.0 is not a positive number",
+        "limit negative | queue: 250 | queue: -5 | .limits_ms.queue: -5.0 is not a positive",
+        "limit text | queue: 250 | queue: 250ms | .limits_ms.queue: expected a number of"
+            + " milliseconds, got '250ms'",
+        "error rate | max_error_rate: 0.01 | max_error_rate: 2 | .max_error_rate: 2.0 is not a"
+            + " share",
+        "coverage | min_join_coverage: 0.95 | min_join_coverage: -1 | .min_join_coverage: -1.0"
+            + " is not a share",
+        "unknown key | max_error_rate: 0.01 | max_error_rat: 0.01 | .max_error_rat: unknown key",
+        "missing key | '    max_error_rate: 0.01\n' | '' | .max_error_rate: missing",
+      })
+  void badValuesAreOneLineNamingTheKey(String what, String from, String to, String expected) {
+    String yaml = one(OK_REST.replace(from, to));
+    assertThatThrownBy(() -> Budgets.parse(yaml, SRC))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith(SRC + ": budgets[0] (chat-interactive)" + expected)
+        .hasMessageNotContaining("\n");
+  }
+
+  @Test
+  void badNameIsRejected() {
+    String yaml = OK_REST.replace("    quantile", "  - name: Chat Interactive\n    quantile");
+    assertThatThrownBy(() -> Budgets.parse("budgets:\n" + yaml, SRC))
+        .hasMessageStartingWith(
+            SRC + ": budgets[0] (Chat Interactive).name: 'Chat Interactive' is not a budget name");
+  }
+
+  @Test
+  void duplicateAndCollidingNamesAreRejected() {
+    String a = "  - name: chat-interactive\n" + OK_REST;
+    assertThatThrownBy(() -> Budgets.parse("budgets:\n" + a + a, SRC))
+        .hasMessage(SRC + ": budgets[1] (chat-interactive).name: already used by budgets[0]");
+    String b = "  - name: chat_interactive\n" + OK_REST;
+    assertThatThrownBy(() -> Budgets.parse("budgets:\n" + a + b, SRC))
+        .hasMessageStartingWith(
+            SRC
+                + ": budgets[1] (chat_interactive).name: gives the same alert names"
+                + " (ChatInteractive) as budgets[0] (chat-interactive)");
+  }
+
+  @Test
+  void duplicateYamlKeyAndBadShapesAreOneLine() {
+    assertThatThrownBy(() -> Budgets.parse(one(OK_REST + "    quantile: 0.9\n"), SRC))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("not valid YAML at line")
+        .hasMessageContaining("quantile")
+        .hasMessageNotContaining("\n");
+    assertThatThrownBy(() -> Budgets.parse("budgets: {a: 1}\n", SRC))
+        .hasMessage(SRC + ": budgets: expected a list of budgets");
+    assertThatThrownBy(() -> Budgets.parse("budget: []\n", SRC))
+        .hasMessage(SRC + ": budget: unknown key (known: budgets)");
+    assertThatThrownBy(() -> Budgets.parse("", SRC)).hasMessageContaining("empty");
+    assertThatThrownBy(() -> Budgets.parse(one(OK_REST.replace("{", "[").replace("}", "]")), SRC))
+        .hasMessageContaining(".limits_ms: expected a mapping");
+  }
+
+  @Test
+  void missingFileIsOneLine(@TempDir Path dir) {
+    Path missing = dir.resolve("nope.yaml");
+    assertThatThrownBy(() -> Budgets.load(missing)).hasMessage(missing + ": file not found");
+  }
+
+  @Test
+  void loadReadsAFile(@TempDir Path dir) throws Exception {
+    Path f = dir.resolve("b.yaml");
+    Files.writeString(f, one(OK_REST).replace("chat-interactive", "x") + "    model: m1\n");
+    Budget b = Budgets.load(f).budgets().get(0);
+    assertThat(b.model()).isEqualTo("m1");
+    assertThat(b.anyModel()).isFalse();
+  }
+
+  @Test
+  void budgetPhasesKnowWhereTheyAreObserved() {
+    assertThat(BudgetPhase.QUEUE.serverSide()).isTrue();
+    assertThat(BudgetPhase.QUEUE.metric()).isEqualTo("llm_phase_duration_seconds");
+    assertThat(BudgetPhase.QUEUE.matcher()).isEqualTo("llm_phase=\"queue\"");
+    assertThat(BudgetPhase.QUEUE.owner()).isEqualTo("inference-pool capacity");
+    assertThat(BudgetPhase.GATEWAY.matcher()).isEqualTo("llm_phase=\"gateway\"");
+    assertThat(BudgetPhase.TOTAL.metric()).isEqualTo("gen_ai_server_request_duration_seconds");
+    assertThat(BudgetPhase.TOTAL.matcher()).isEqualTo("outcome=\"success\"");
+    assertThat(BudgetPhase.SERVER_ROOT.metric()).isEqualTo(BudgetPhase.TOTAL.metric());
+    assertThat(BudgetPhase.SERVER_TTFT.metric())
+        .isEqualTo("gen_ai_server_time_to_first_token_seconds");
+    assertThat(BudgetPhase.TPOT.metric()).isEqualTo("gen_ai_server_time_per_output_token_seconds");
+    assertThat(BudgetPhase.ITL.metric()).isEqualTo("llm_inter_token_latency_seconds");
+    assertThat(BudgetPhase.TTFT.matcher()).isEmpty();
+    assertThat(BudgetPhase.NETWORK_ENVELOPE.owner()).isEqualTo("network");
+    List<BudgetPhase> clientOnly =
+        List.of(
+            BudgetPhase.NETWORK_ENVELOPE,
+            BudgetPhase.TTFT_ENVELOPE,
+            BudgetPhase.CLIENT_TOTAL,
+            BudgetPhase.CLIENT_TTFT,
+            BudgetPhase.TRANSPORT_SETUP,
+            BudgetPhase.SCHEDULE_LAG);
+    for (BudgetPhase p : BudgetPhase.values()) {
+      assertThat(p.serverSide()).as(p.key()).isEqualTo(!clientOnly.contains(p));
+      assertThat(BudgetPhase.fromKey(p.key())).contains(p);
+    }
+    assertThatThrownBy(BudgetPhase.NETWORK_ENVELOPE::metric)
+        .isInstanceOf(IllegalStateException.class);
+  }
+}
