@@ -1,0 +1,110 @@
+package io.phasemeter.proxy;
+
+import io.phasemeter.proxy.budget.AlertRules;
+import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.config.ConfigException;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code phasemeter alerts}: renders Prometheus alerting rules from budgets.yaml. */
+@Command(
+    name = "phasemeter alerts",
+    mixinStandardHelpOptions = true,
+    versionProvider = ProxyMain.Version.class,
+    description = {
+      "Renders Prometheus alerting rules from the budgets file (one group, phasemeter-budgets).",
+      "For each budget: one alert per server-side phase it limits (the budget's quantile of the"
+          + " phase histogram over its window, per pool, across all proxy replicas) and one"
+          + " alert on its error rate. Client-only phases (network_envelope, ttft_envelope,"
+          + " client_total, client_ttft, transport_setup, schedule_lag) are judged by"
+          + " 'phasemeter load --budgets' and only noted in a comment.",
+      "The repository keeps the output for config/budgets.yaml in dashboards/alerts.yaml; a test"
+          + " fails when the two drift apart."
+    },
+    footer = {
+      "",
+      "Example:",
+      "  phasemeter alerts --budgets config/budgets.yaml --out dashboards/alerts.yaml",
+      "",
+      "Exit codes: 0 written, 1 cannot write the output, 2 bad usage or a bad budgets file."
+    },
+    exitCodeOnInvalidInput = 2)
+public final class AlertsMain implements Callable<Integer> {
+
+  @Option(
+      names = {"-b", "--budgets"},
+      paramLabel = "FILE",
+      description = "budgets file (default: ${DEFAULT-VALUE})",
+      defaultValue = "config/budgets.yaml")
+  Path budgets;
+
+  @Option(
+      names = {"-o", "--out"},
+      paramLabel = "FILE",
+      description = "write the rules here instead of to standard output")
+  Path out;
+
+  private final PrintWriter stdout;
+  private final PrintWriter stderr;
+
+  AlertsMain(PrintWriter stdout, PrintWriter stderr) {
+    this.stdout = stdout;
+    this.stderr = stderr;
+  }
+
+  public static void main(String[] args) {
+    PrintWriter out = new PrintWriter(System.out, true, StandardCharsets.UTF_8);
+    PrintWriter err = new PrintWriter(System.err, true, StandardCharsets.UTF_8);
+    int code = commandLine(out, err).execute(args);
+    out.flush();
+    if (code != 0) {
+      System.exit(code);
+    }
+  }
+
+  /** The command line, writing to the given streams (tests use it). */
+  public static CommandLine commandLine(PrintWriter out, PrintWriter err) {
+    CommandLine cl = new CommandLine(new AlertsMain(out, err));
+    cl.setOut(out);
+    cl.setErr(err);
+    return cl;
+  }
+
+  @Override
+  public Integer call() {
+    Budgets loaded;
+    String rules;
+    try {
+      loaded = Budgets.load(budgets);
+      rules = AlertRules.render(loaded, budgets.toString());
+    } catch (ConfigException e) {
+      stderr.println("phasemeter alerts: " + e.getMessage());
+      return 2;
+    }
+    if (out == null) {
+      stdout.print(rules);
+      stdout.flush();
+      return 0;
+    }
+    try {
+      Path parent = out.toAbsolutePath().getParent();
+      if (parent != null) {
+        Files.createDirectories(parent);
+      }
+      Files.writeString(out, rules, StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      stderr.println("phasemeter alerts: cannot write " + out + " (" + e.getMessage() + ")");
+      return 1;
+    }
+    stderr.println(
+        "phasemeter alerts: wrote " + AlertRules.rules(loaded).size() + " rules to " + out);
+    return 0;
+  }
+}
