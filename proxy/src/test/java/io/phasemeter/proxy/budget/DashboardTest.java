@@ -1,0 +1,198 @@
+package io.phasemeter.proxy.budget;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** dashboards/phasemeter.json: structure Grafana needs, and PromQL that Prometheus parses. */
+class DashboardTest {
+  static final Path DASHBOARD = Path.of("../dashboards/phasemeter.json");
+  private static final JsonNode DATASOURCE =
+      new ObjectMapper().createObjectNode().put("type", "prometheus").put("uid", "${datasource}");
+
+  /** The metric names of DESIGN.md §4 that the dashboard may use (JVM: Micrometer's names). */
+  private static final Set<String> KNOWN_METRICS =
+      Set.of(
+          "gen_ai_server_request_duration_seconds_count",
+          "gen_ai_server_request_duration_seconds_bucket",
+          "gen_ai_server_time_to_first_token_seconds_bucket",
+          "gen_ai_server_time_per_output_token_seconds_bucket",
+          "llm_phase_duration_seconds_sum",
+          "llm_phase_duration_seconds_count",
+          "llm_phase_duration_seconds_bucket",
+          "llm_inter_token_latency_seconds_bucket",
+          "llm_tokens_total",
+          "llm_requests_in_flight",
+          "llm_queue_depth",
+          "llm_slots_in_use",
+          "llm_slots_capacity",
+          "llm_budget_ratio",
+          "llm_traces_exported_ratio",
+          "llm_telemetry_dropped_total",
+          "jvm_gc_pause_seconds_sum",
+          "jvm_gc_pause_seconds_max");
+
+  private static JsonNode dashboard;
+
+  @BeforeAll
+  static void read() throws Exception {
+    dashboard = new ObjectMapper().readTree(DASHBOARD.toFile());
+  }
+
+  @Test
+  void everyPanelAndTargetUsesTheDatasourceVariable() {
+    assertThat(dashboard.path("schemaVersion").asInt()).isBetween(36, 41);
+    List<String> checked = new ArrayList<>();
+    walk(
+        dashboard.path("panels"),
+        panel -> {
+          if (panel.path("type").asText().equals("row")) {
+            return;
+          }
+          String title = panel.path("title").asText();
+          assertThat(panel.path("datasource"))
+              .as("datasource of panel %s", title)
+              .isEqualTo(DATASOURCE);
+          assertThat(panel.path("targets")).as("targets of %s", title).isNotEmpty();
+          for (JsonNode t : panel.path("targets")) {
+            assertThat(t.path("datasource"))
+                .as("datasource of a target in %s", title)
+                .isEqualTo(DATASOURCE);
+            assertThat(t.path("expr").asText()).as("expr in %s", title).isNotBlank();
+          }
+          checked.add(title);
+        });
+    assertThat(checked).hasSizeGreaterThanOrEqualTo(12);
+  }
+
+  @Test
+  void templateVariablesAreDatasourceModelAndPool() {
+    JsonNode vars = dashboard.path("templating").path("list");
+    JsonNode ds = byName(vars, "datasource");
+    assertThat(ds.path("type").asText()).isEqualTo("datasource");
+    assertThat(ds.path("query").asText()).isEqualTo("prometheus");
+    assertThat(byName(vars, "model").path("query").path("query").asText())
+        .isEqualTo(
+            "label_values(gen_ai_server_request_duration_seconds_count, gen_ai_request_model)");
+    assertThat(byName(vars, "pool").path("query").path("query").asText())
+        .isEqualTo("label_values(gen_ai_server_request_duration_seconds_count, llm_pool)");
+    for (String name : List.of("model", "pool")) {
+      assertThat(byName(vars, name).path("datasource")).isEqualTo(DATASOURCE);
+      assertThat(byName(vars, name).path("allValue").asText()).isEqualTo(".*");
+    }
+  }
+
+  @Test
+  void thePanelsTheReadmePromisesAreThere() {
+    List<String> titles = new ArrayList<>();
+    walk(dashboard.path("panels"), p -> titles.add(p.path("title").asText()));
+    assertThat(String.join("\n", titles))
+        .contains(
+            "Request rate",
+            "Error rate",
+            "Time to first token",
+            "Time per output token",
+            "Total (server root)",
+            "Phase breakdown",
+            "Queue depth",
+            "Slots in use vs capacity",
+            "Budget ratio",
+            "Exported trace share",
+            "Telemetry dropped",
+            "GC pause");
+    for (DashboardQueries.Target t : DashboardQueries.targets(dashboard)) {
+      boolean wantExemplars =
+          t.panel().startsWith("Time to first token") || t.panel().startsWith("Total");
+      assertThat(t.target().path("exemplar").asBoolean())
+          .as("exemplar on a target of %s", t.panel())
+          .isEqualTo(wantExemplars);
+    }
+    JsonNode breakdown =
+        DashboardQueries.targets(dashboard).stream()
+            .filter(t -> t.panel().startsWith("Phase breakdown"))
+            .findFirst()
+            .orElseThrow()
+            .target();
+    assertThat(breakdown.path("expr").asText())
+        .contains("llm_phase_duration_seconds_sum", "llm_phase_duration_seconds_count")
+        .contains("by (llm_phase)");
+  }
+
+  @Test
+  void everyExpressionUsesOnlyKnownMetricsAndNoLeftoverVariables() throws Exception {
+    List<String> exprs = DashboardQueries.expressions(DASHBOARD);
+    assertThat(exprs).hasSizeGreaterThanOrEqualTo(20);
+    Set<String> used = new TreeSet<>();
+    Matcher m =
+        Pattern.compile("\\b((?:gen_ai|llm|jvm)_[a-z_]+)\\b").matcher(String.join("\n", exprs));
+    while (m.find()) {
+      used.add(m.group(1));
+    }
+    // Label names share the prefixes; keep only names that are metrics.
+    used.removeAll(
+        Set.of(
+            "gen_ai_request_model",
+            "llm_pool",
+            "llm_phase",
+            "gen_ai_token_type",
+            "gen_ai_operation_name",
+            "llm_streaming"));
+    assertThat(used).isSubsetOf(KNOWN_METRICS);
+    assertThat(exprs).allSatisfy(e -> assertThat(e).doesNotContain("$"));
+  }
+
+  @Test
+  void everyExpressionParsesInPrometheus(@TempDir Path dir) throws Exception {
+    Promtool.require();
+    List<String> exprs = DashboardQueries.expressions(DASHBOARD);
+    StringBuilder rules = new StringBuilder("groups:\n  - name: dashboard-exprs\n    rules:\n");
+    for (int i = 0; i < exprs.size(); i++) {
+      rules
+          .append("      - record: dashboard:expr_")
+          .append(i)
+          .append("\n        expr: '")
+          .append(exprs.get(i).replace("'", "''"))
+          .append("'\n");
+    }
+    Path file = dir.resolve("dashboard-exprs.yaml");
+    Files.writeString(file, rules.toString());
+    assertThat(Promtool.runOk("check", "rules", file.toString()))
+        .contains("SUCCESS: " + exprs.size() + " rules found");
+  }
+
+  @Test
+  void substitutionCoversBothVariableForms() {
+    assertThat(
+            DashboardQueries.substitute(
+                "rate(x{m=~\"$model\",p=~\"${pool}\"}[$__rate_interval]) + rate(y[$__interval])"))
+        .isEqualTo("rate(x{m=~\".*\",p=~\".*\"}[1m]) + rate(y[1m])");
+  }
+
+  private static JsonNode byName(JsonNode vars, String name) {
+    for (JsonNode v : vars) {
+      if (v.path("name").asText().equals(name)) {
+        return v;
+      }
+    }
+    throw new AssertionError("no template variable " + name);
+  }
+
+  private static void walk(JsonNode panels, java.util.function.Consumer<JsonNode> visit) {
+    for (JsonNode p : panels) {
+      visit.accept(p);
+      walk(p.path("panels"), visit);
+    }
+  }
+}
