@@ -44,6 +44,7 @@ public abstract class ProxyTestBase {
   protected InMemorySpanExporter spans;
   protected OpenTelemetrySdk otel;
   protected HttpClient client;
+  private io.vertx.core.Context clientContext;
   protected PhasemeterProxy proxy;
   protected final List<Finished> finished = new CopyOnWriteArrayList<>();
   private final List<HttpServer> backends = new ArrayList<>();
@@ -92,12 +93,24 @@ public abstract class ProxyTestBase {
             .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
             .build();
     client = vertx.createHttpClient(new HttpClientOptions().setKeepAlive(false));
+    clientContext = vertx.getOrCreateContext();
   }
 
   @AfterEach
   void tearDownBase() throws Exception {
     vertx.close().await(10, TimeUnit.SECONDS);
     otel.close();
+  }
+
+  /**
+   * Runs a client exchange on a Vert.x context, so its handlers are set on the event loop that
+   * delivers the response; composed from a foreign thread a response body can be missed.
+   */
+  protected <T> io.vertx.core.Future<T> onClientContext(
+      java.util.function.Supplier<io.vertx.core.Future<T>> exchange) {
+    io.vertx.core.Promise<T> done = io.vertx.core.Promise.promise();
+    clientContext.runOnContext(v -> exchange.get().onComplete(done));
+    return done.future();
   }
 
   /** Starts a scripted upstream on a free port. */
@@ -168,6 +181,29 @@ public abstract class ProxyTestBase {
         phases);
   }
 
+  /** GET on the admin listener. */
+  protected Response admin(String path, String... headers) throws Exception {
+    RequestOptions options =
+        new RequestOptions()
+            .setMethod(HttpMethod.GET)
+            .setHost("127.0.0.1")
+            .setPort(proxy.adminPort())
+            .setURI(path);
+    for (int i = 0; i + 1 < headers.length; i += 2) {
+      options.putHeader(headers[i], headers[i + 1]);
+    }
+    return onClientContext(
+            () ->
+                client
+                    .request(options)
+                    .compose(req -> req.send())
+                    .compose(
+                        resp ->
+                            resp.body()
+                                .map(b -> new Response(resp.statusCode(), resp.headers(), b))))
+        .await(30, TimeUnit.SECONDS);
+  }
+
   protected Response call(String path, String body) throws Exception {
     return call(HttpMethod.POST, path, body, MultiMap.caseInsensitiveMultiMap());
   }
@@ -194,10 +230,14 @@ public abstract class ProxyTestBase {
     if (body != null && !headers.contains("content-type")) {
       options.putHeader("content-type", "application/json");
     }
-    return client
-        .request(options)
-        .compose(req -> body == null ? req.send() : req.send(body))
-        .compose(resp -> resp.body().map(b -> new Response(resp.statusCode(), resp.headers(), b)));
+    return onClientContext(
+        () ->
+            client
+                .request(options)
+                .compose(req -> body == null ? req.send() : req.send(body))
+                .compose(
+                    resp ->
+                        resp.body().map(b -> new Response(resp.statusCode(), resp.headers(), b))));
   }
 
   protected static String chat(String content, boolean stream) {

@@ -102,7 +102,9 @@ public final class ErrorResponder {
     return ProxyFailure.of(ProxyFailure.Kind.INTERNAL, "The proxy failed to handle the request.");
   }
 
+  /** Marks and ends the phases the failure interrupted: a phase ends when it fails. */
   private static void markOpenPhases(RequestContext ctx, String code, boolean isError) {
+    long now = ctx.now();
     for (Phase p : Phase.all()) {
       if (ctx.isOpen(p) && p != Phase.WRITE) {
         Span s = ctx.span(p);
@@ -110,6 +112,7 @@ public final class ErrorResponder {
         if (isError) {
           s.setStatus(StatusCode.ERROR);
         }
+        ctx.end(p, now);
       }
     }
   }

@@ -77,7 +77,17 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     boolean localRoot = !parent.isValid() || parent.isRemote();
     if (!localRoot) {
       String key = key(span.getSpanContext().getTraceId(), parent.getSpanId());
-      pending.asMap().computeIfAbsent(key, k -> new ArrayList<>(8)).add(span);
+      // compute() is atomic per key: no child is lost to an eviction racing the add, and two
+      // children ending on different threads never write one list at once.
+      pending
+          .asMap()
+          .compute(
+              key,
+              (k, list) -> {
+                List<ReadableSpan> l = list == null ? new ArrayList<>(8) : list;
+                l.add(span);
+                return l;
+              });
       return;
     }
     List<ReadableSpan> children =

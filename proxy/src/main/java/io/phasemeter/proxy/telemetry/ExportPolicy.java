@@ -40,7 +40,10 @@ public final class ExportPolicy {
 
   /** The SDK's own trace-id ratio rule, so the choice matches any ratio sampler upstream. */
   boolean withinRatio(String traceId) {
-    if (traceId == null || traceId.length() != 32) {
+    if (ratio >= 1.0) {
+      return true;
+    }
+    if (ratio <= 0.0 || traceId == null || traceId.length() != 32) {
       return false;
     }
     return ratioSampler

@@ -73,6 +73,7 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
   /** Gauges that read live state: requests in flight and, per pool, queue and slots. */
   public void bindPipeline(IntSupplier inFlight, Map<String, SlotPool> pools) {
     Gauge.builder("llm.requests.in_flight", inFlight, IntSupplier::getAsInt)
+        .strongReference(true)
         .description("Requests between headers parsed and response end")
         .register(registry);
     for (SlotPool p : pools.values()) {
@@ -95,6 +96,7 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
   /** The share of finished requests whose traces were exported. */
   public void bindExportedRatio(DoubleSupplier ratio) {
     Gauge.builder("llm.traces.exported.ratio", ratio, DoubleSupplier::getAsDouble)
+        .strongReference(true)
         .description("Share of finished requests whose traces were exported")
         .register(registry);
   }

@@ -42,6 +42,13 @@ public final class ProxyTelemetry implements AutoCloseable {
             env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
             env.get("OTEL_EXPORTER_OTLP_PROTOCOL"),
             config.otlp().protocol());
+    protocol = protocol.toLowerCase(java.util.Locale.ROOT);
+    if (!protocol.equals("grpc") && !protocol.equals("http/protobuf")) {
+      throw new io.phasemeter.proxy.config.ConfigException(
+          "OTEL_EXPORTER_OTLP_PROTOCOL: '"
+              + protocol
+              + "' is not supported (use http/protobuf or grpc)");
+    }
     String tracesEndpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
     String baseEndpoint =
         firstNonBlank(env.get("OTEL_EXPORTER_OTLP_ENDPOINT"), config.otlp().endpoint());
