@@ -2,6 +2,8 @@ package io.phasemeter.proxy;
 
 import io.opentelemetry.api.OpenTelemetry;
 import io.phasemeter.proxy.admin.AdminServer;
+import io.phasemeter.proxy.budget.BudgetTracker;
+import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.Pipeline;
 import io.phasemeter.proxy.pipeline.RequestObserver;
@@ -17,7 +19,6 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
-import io.vertx.core.json.JsonArray;
 import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
@@ -27,7 +28,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.Function;
 
 /**
  * The measuring reverse proxy: the public OpenAI-compatible listener in front of the configured
@@ -140,9 +140,7 @@ public final class PhasemeterProxy {
     private OpenTelemetry openTelemetry = OpenTelemetry.noop();
     private NanoClock clock = NanoClock.system();
     private ProxyMetrics metrics;
-    private Duration longestWindow = Duration.ofMinutes(10);
-    private Function<RollingQuantiles, Function<Duration, JsonArray>> budgets =
-        q -> w -> new JsonArray();
+    private Budgets budgets = new Budgets(List.of());
     private final List<RequestObserver> observers = new ArrayList<>();
 
     private Builder(Vertx vertx, ProxyConfig config) {
@@ -168,14 +166,9 @@ public final class PhasemeterProxy {
       return this;
     }
 
-    /**
-     * Live budget status: given the rolling quantiles, a function from a window to the budgets'
-     * JSON status; {@code longestWindow} is how far back the quantiles must reach.
-     */
-    public Builder budgets(
-        Duration longestWindow, Function<RollingQuantiles, Function<Duration, JsonArray>> status) {
-      this.longestWindow = Objects.requireNonNull(longestWindow);
-      this.budgets = Objects.requireNonNull(status);
+    /** The budgets judged live ({@code llm_budget_ratio}, {@code /admin/stats}); default none. */
+    public Builder budgets(Budgets budgets) {
+      this.budgets = Objects.requireNonNull(budgets);
       return this;
     }
 
@@ -194,12 +187,15 @@ public final class PhasemeterProxy {
               t.sampling().ratio(), t.sampling().keepErrors(), t.sampling().keepSlowerThan());
       RecordFeed feed = new RecordFeed(FEED_BUFFER, m::recordDropped);
       RecordStore records = new RecordStore(t.records().max(), t.records().ttl(), feed, policy);
+      Duration longestWindow = BudgetTracker.longestWindow(budgets);
       int slices =
           (int)
               Math.max(
                   6, (longestWindow.toNanos() + STATS_SLICE.toNanos() - 1) / STATS_SLICE.toNanos());
       RollingQuantiles quantiles = new RollingQuantiles(STATS_SLICE, slices, 4096);
       LiveStats stats = new LiveStats(quantiles);
+      BudgetTracker tracker = new BudgetTracker(budgets, quantiles);
+      tracker.bindTo(m.registry());
       List<RequestObserver> all = new ArrayList<>();
       all.add(m);
       all.add(records);
@@ -221,7 +217,7 @@ public final class PhasemeterProxy {
               .setMaxHeaderSize(16384);
       AdminServer.Sources sources =
           new AdminServer.Sources(
-              m.registry(), records, quantiles, budgets.apply(quantiles), listening::get);
+              m.registry(), records, quantiles, tracker::status, listening::get);
       Future<HttpServer> publicServer =
           vertx.createHttpServer(options).requestHandler(pipeline::handle).listen();
       Future<AdminServer> adminServer = AdminServer.start(vertx, config.admin(), sources);

@@ -1,5 +1,6 @@
 package io.phasemeter.proxy;
 
+import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
@@ -86,8 +87,16 @@ public final class ProxyMain implements Callable<Integer> {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
     }
+    Budgets budgets;
+    try {
+      budgets = loadBudgets(cfg, config);
+    } catch (ConfigException e) {
+      err.println("phasemeter proxy: " + e.getMessage());
+      return 2;
+    }
     if (check) {
       out.println(describe(cfg));
+      out.println("budgets: " + budgets.budgets().size());
       return 0;
     }
     ProxyTelemetry telemetry =
@@ -99,6 +108,7 @@ public final class ProxyMain implements Callable<Integer> {
       proxy =
           PhasemeterProxy.builder(vertx, cfg)
               .openTelemetry(telemetry.openTelemetry())
+              .budgets(budgets)
               .start()
               .await(30, TimeUnit.SECONDS);
     } catch (Exception e) {
@@ -123,6 +133,19 @@ public final class ProxyMain implements Callable<Integer> {
             + proxy.port());
     out.println(describe(cfg));
     out.println(
+        "admin: http://"
+            + cfg.admin().host()
+            + ":"
+            + proxy.adminPort()
+            + " (/metrics, /health/live, /health/ready, /admin/records/{traceId},"
+            + " /admin/records/stream, /admin/stats)"
+            + (cfg.admin().token().isEmpty() ? "" : ", bearer token required"));
+    out.println(
+        "budgets: "
+            + (budgets.budgets().isEmpty()
+                ? "none (set budgets: in the config to judge them live)"
+                : budgets.budgets().size() + " from " + cfg.budgets()));
+    out.println(
         "auth: disabled (auth.enabled: false): every client is admitted without an API key");
     out.println(
         "traces: "
@@ -146,6 +169,33 @@ public final class ProxyMain implements Callable<Integer> {
                 "phasemeter-shutdown"));
     stopped.await();
     return 0;
+  }
+
+  /**
+   * Loads the budgets file named in the config: relative to the working directory, or else to the
+   * config file's directory and its parent (so {@code config/budgets.yaml} works from both).
+   */
+  static Budgets loadBudgets(ProxyConfig cfg, Path configFile) {
+    if (cfg.budgets() == null || cfg.budgets().isBlank()) {
+      return new Budgets(java.util.List.of());
+    }
+    Path named = Path.of(cfg.budgets());
+    Path found = named;
+    if (!named.isAbsolute() && !Files.exists(named) && configFile != null) {
+      Path dir = configFile.toAbsolutePath().getParent();
+      for (Path base = dir; base != null && found == named; base = base.getParent()) {
+        if (Files.exists(base.resolve(named))) {
+          found = base.resolve(named);
+        }
+        if (base.equals(dir.getParent())) {
+          break;
+        }
+      }
+    }
+    if (!Files.exists(found)) {
+      throw new ConfigException(configFile + ": budgets: file '" + named + "' not found");
+    }
+    return Budgets.load(found);
   }
 
   private static String describe(ProxyConfig cfg) {

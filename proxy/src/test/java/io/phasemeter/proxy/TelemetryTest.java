@@ -345,6 +345,62 @@ class TelemetryTest extends ProxyTestBase {
   }
 
   @Test
+  void aQueueBudgetBreachShowsOnItsOwnPhaseOnly() throws Exception {
+    Simulator sim = simulator();
+    proxy =
+        PhasemeterProxy.builder(vertx, config(sim.port(), 1, null))
+            .openTelemetry(otel)
+            .budgets(
+                io.phasemeter.proxy.budget.Budgets.parse(
+                    """
+                    budgets:
+                      - name: tight-queue
+                        quantile: 0.95
+                        window: 1m
+                        limits_ms: {queue: 50, gateway: 1000, total: 60000}
+                        max_error_rate: 0.5
+                        min_join_coverage: 0.9
+                    """,
+                    "test-budgets.yaml"))
+            .start()
+            .await(10, TimeUnit.SECONDS);
+    // One slot, four requests that each hold it for 150 ms: three of them queue 150-450 ms.
+    List<Future<Response>> all = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      all.add(
+          callAsync(
+              HttpMethod.POST,
+              "/v1/chat/completions",
+              exact(2, true),
+              io.vertx.core.MultiMap.caseInsensitiveMultiMap().add("x-sim-ttft-ms", "150")));
+    }
+    for (Future<Response> f : all) {
+      assertThat(f.await(20, TimeUnit.SECONDS).status()).isEqualTo(200);
+    }
+    String metrics = admin("/metrics").text();
+    Matcher queue =
+        Pattern.compile("llm_budget_ratio\\{budget=\"tight-queue\",llm_phase=\"queue\"\\} (\\S+)")
+            .matcher(metrics);
+    Matcher gateway =
+        Pattern.compile("llm_budget_ratio\\{budget=\"tight-queue\",llm_phase=\"gateway\"\\} (\\S+)")
+            .matcher(metrics);
+    assertThat(queue.find()).as(metrics).isTrue();
+    assertThat(gateway.find()).isTrue();
+    assertThat(Double.parseDouble(queue.group(1))).isGreaterThan(1.0);
+    assertThat(Double.parseDouble(gateway.group(1))).isLessThan(1.0);
+    JsonObject budget =
+        new JsonObject(admin("/admin/stats").text()).getJsonArray("budgets").getJsonObject(0);
+    assertThat(budget.getLong("requests")).isEqualTo(4);
+    List<String> breached =
+        budget.getJsonArray("phases").stream()
+            .map(JsonObject.class::cast)
+            .filter(p -> p.getBoolean("breached", false))
+            .map(p -> p.getString("phase"))
+            .toList();
+    assertThat(breached).containsExactly("queue");
+  }
+
+  @Test
   void adminTokenGuardsEverythingButHealth() throws Exception {
     var cfg = config(simulator().port(), 8, null);
     cfg =

@@ -19,7 +19,7 @@ import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
-import java.util.function.Function;
+import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
 /**
@@ -46,7 +46,7 @@ public final class AdminServer {
       PrometheusMeterRegistry registry,
       RecordStore records,
       RollingQuantiles quantiles,
-      Function<Duration, JsonArray> budgetStatus,
+      Supplier<JsonArray> budgetStatus,
       BooleanSupplier ready) {}
 
   /** Starts the admin listener. */
@@ -153,7 +153,7 @@ public final class AdminServer {
         .put("window_s", window.toSeconds())
         .put("note", "latency quantiles over successful requests; 1% resolution")
         .put("series", series)
-        .put("budgets", sources.budgetStatus().apply(window));
+        .put("budgets", sources.budgetStatus().get());
   }
 
   private static void authorize(RoutingContext rc, byte[] token) {

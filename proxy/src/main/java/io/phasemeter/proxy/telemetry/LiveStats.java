@@ -24,11 +24,13 @@ public final class LiveStats implements RequestObserver {
 
   @Override
   public void onFinished(RequestContext ctx) {
+    String model = ctx.modelLabel();
+    String pool = ctx.poolName() == null ? ProxyMetrics.NO_POOL : ctx.poolName();
     if (ctx.outcome() != Outcome.SUCCESS) {
+      // Counted for the error rate; failures never enter the latency quantiles.
+      quantiles.record(model, pool, "failed", ctx.rootNanos());
       return;
     }
-    String model = ctx.modelLabel();
-    String pool = ctx.poolName();
     quantiles.record(model, pool, "total", ctx.rootNanos());
     if (ctx.serverTtftNanos() >= 0) {
       quantiles.record(model, pool, "ttft", ctx.serverTtftNanos());

@@ -1,0 +1,121 @@
+package io.phasemeter.proxy.telemetry;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClientResponse;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.RequestOptions;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** A stuck subscriber costs the publisher nothing: its records are dropped and counted. */
+class RecordFeedTest {
+  private final Vertx vertx = Vertx.vertx();
+
+  @AfterEach
+  void close() throws Exception {
+    vertx.close().await(10, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void aSubscriberThatStopsReadingLosesRecordsNotThePublisher() throws Exception {
+    AtomicLong dropsSeen = new AtomicLong();
+    RecordFeed feed = new RecordFeed(16, dropsSeen::incrementAndGet);
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(
+                req -> {
+                  req.response()
+                      .setChunked(true)
+                      .putHeader("content-type", "text/event-stream")
+                      .write(": feed\n\n");
+                  feed.subscribe(vertx.getOrCreateContext(), req.response());
+                })
+            .listen(0, "127.0.0.1")
+            .await(5, TimeUnit.SECONDS);
+    Promise<HttpClientResponse> connected = Promise.promise();
+    AtomicLong received = new AtomicLong();
+    var client = vertx.createHttpClient();
+    vertx
+        .getOrCreateContext()
+        .runOnContext(
+            v ->
+                client
+                    .request(
+                        new RequestOptions()
+                            .setMethod(HttpMethod.GET)
+                            .setPort(server.actualPort())
+                            .setHost("127.0.0.1"))
+                    .compose(r -> r.send())
+                    .onSuccess(
+                        resp -> {
+                          resp.pause(); // the stuck subscriber
+                          resp.handler(b -> received.addAndGet(count(b.toString())));
+                          connected.complete(resp);
+                        }));
+    HttpClientResponse resp = connected.future().await(5, TimeUnit.SECONDS);
+    Awaitility.await().until(() -> feed.subscribers() == 1);
+
+    String record = "{\"v\":1,\"pad\":\"" + "x".repeat(1000) + "\"}";
+    int published = 50_000; // 50 MB: more than the socket buffers between the two
+    long start = System.nanoTime();
+    for (int i = 0; i < published; i++) {
+      feed.publish(record);
+    }
+    long publishNanos = System.nanoTime() - start;
+    assertThat(feed.dropped()).isPositive();
+    assertThat(dropsSeen.get()).isEqualTo(feed.dropped());
+    System.out.printf(
+        "feed: %d published in %.1f ms, %d dropped for the stuck subscriber%n",
+        published, publishNanos / 1e6, feed.dropped());
+
+    // Once it reads again it gets everything that was not dropped, exactly.
+    resp.resume();
+    long expected = published - feed.dropped();
+    Awaitility.await().atMost(Duration.ofSeconds(30)).until(() -> received.get() == expected);
+  }
+
+  @Test
+  void aClosedSubscriberIsForgotten() throws Exception {
+    RecordFeed feed = new RecordFeed(16, () -> {});
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(
+                req -> feed.subscribe(vertx.getOrCreateContext(), req.response().setChunked(true)))
+            .listen(0, "127.0.0.1")
+            .await(5, TimeUnit.SECONDS);
+    var client = vertx.createHttpClient();
+    var req =
+        client
+            .request(
+                new RequestOptions()
+                    .setMethod(HttpMethod.GET)
+                    .setPort(server.actualPort())
+                    .setHost("127.0.0.1"))
+            .await(5, TimeUnit.SECONDS);
+    req.send();
+    Awaitility.await().until(() -> feed.subscribers() == 1);
+    req.connection().close();
+    Awaitility.await().until(() -> feed.subscribers() == 0);
+    feed.publish("{}");
+    assertThat(feed.dropped()).isZero();
+  }
+
+  private static long count(String chunk) {
+    long n = 0;
+    int i = -1;
+    while ((i = chunk.indexOf("data: ", i + 1)) >= 0) {
+      n++;
+    }
+    return n;
+  }
+}
