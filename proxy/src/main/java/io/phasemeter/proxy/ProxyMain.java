@@ -5,6 +5,7 @@ import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.vertx.core.Vertx;
 import java.io.PrintWriter;
@@ -102,6 +103,8 @@ public final class ProxyMain implements Callable<Integer> {
     ProxyTelemetry telemetry =
         ProxyTelemetry.create(
             cfg.telemetry(), System.getenv(), PhasemeterProxy.version(), NanoClock.system());
+    ProxyMetrics metrics = ProxyMetrics.create();
+    telemetry.bindTo(metrics);
     Vertx vertx = Vertx.vertx();
     PhasemeterProxy proxy;
     try {
@@ -109,6 +112,7 @@ public final class ProxyMain implements Callable<Integer> {
           PhasemeterProxy.builder(vertx, cfg)
               .openTelemetry(telemetry.openTelemetry())
               .budgets(budgets)
+              .metrics(metrics)
               .start()
               .await(30, TimeUnit.SECONDS);
     } catch (Exception e) {

@@ -52,6 +52,7 @@ public abstract class ProxyTestBase {
   /** What a test can see of a finished request (the context itself must not be kept). */
   public record Finished(
       String outcome,
+      String traceId,
       long rootStart,
       int status,
       String errorType,
@@ -165,6 +166,7 @@ public abstract class ProxyTestBase {
     }
     return new Finished(
         ctx.outcome().label(),
+        ctx.traceId(),
         ctx.rootStart(),
         ctx.status(),
         ctx.errorType(),

@@ -2,6 +2,7 @@ package io.phasemeter.proxy.telemetry;
 
 import io.micrometer.core.instrument.Clock;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
@@ -39,10 +40,14 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
 
   private final PrometheusMeterRegistry registry;
   private final JvmGcMetrics gcMetrics = new JvmGcMetrics();
+  private final java.util.concurrent.atomic.AtomicReference<DoubleSupplier> exportedRatio =
+      new java.util.concurrent.atomic.AtomicReference<>();
+  private final java.util.List<Object> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
   private final Map<String, Timer> timers = new ConcurrentHashMap<>();
   private final Map<String, Counter> counters = new ConcurrentHashMap<>();
   private final Counter droppedRecords;
-  private final Counter droppedSpans;
+  private final java.util.concurrent.atomic.AtomicReference<java.util.function.LongSupplier>
+      spanDrops = new java.util.concurrent.atomic.AtomicReference<>(() -> 0L);
 
   private ProxyMetrics(PrometheusMeterRegistry registry) {
     this.registry = registry;
@@ -53,7 +58,10 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
     new ProcessorMetrics().bindTo(registry);
     new UptimeMetrics().bindTo(registry);
     this.droppedRecords = dropped("records");
-    this.droppedSpans = dropped("spans");
+    FunctionCounter.builder("llm.telemetry.dropped", spanDrops, r -> (double) r.get().getAsLong())
+        .tag("signal", "spans")
+        .description("Telemetry the proxy could not deliver (slow subscribers, full queues)")
+        .register(registry);
   }
 
   /** A registry whose histograms take exemplars from the current OpenTelemetry span. */
@@ -95,7 +103,11 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
 
   /** The share of finished requests whose traces were exported. */
   public void bindExportedRatio(DoubleSupplier ratio) {
-    Gauge.builder("llm.traces.exported.ratio", ratio, DoubleSupplier::getAsDouble)
+    exportedRatio.compareAndSet(null, ratio);
+    Gauge.builder(
+            "llm.traces.exported.ratio",
+            exportedRatio,
+            r -> r.get() == null ? Double.NaN : r.get().getAsDouble())
         .strongReference(true)
         .description("Share of finished requests whose traces were exported")
         .register(registry);
@@ -106,11 +118,32 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
     droppedRecords.increment();
   }
 
-  /** Counts spans lost before export (queue full, export failed, orphaned). */
-  public void spansDropped(long n) {
-    if (n > 0) {
-      droppedSpans.increment(n);
-    }
+  /**
+   * Publishes span export health: spans dropped (queue full, export failed, orphaned), the export
+   * queue's size, export calls and the time spent in them, and the share of traces exported.
+   */
+  public void bindSpanExport(
+      java.util.function.LongSupplier dropped,
+      java.util.function.LongSupplier queueSize,
+      java.util.function.LongSupplier exports,
+      DoubleSupplier exportSeconds,
+      DoubleSupplier exportedRatio) {
+    spanDrops.set(dropped);
+    Gauge.builder("llm.telemetry.span_queue.size", queueSize, q -> (double) q.getAsLong())
+        .description("Spans waiting to be exported")
+        .strongReference(true)
+        .register(registry);
+    FunctionCounter.builder("llm.telemetry.exports", exports, e -> (double) e.getAsLong())
+        .description("Span export calls finished")
+        .register(registry);
+    FunctionCounter.builder(
+            "llm.telemetry.export.duration.seconds", exportSeconds, DoubleSupplier::getAsDouble)
+        .description("Time spent exporting spans")
+        .register(registry);
+    // Function counters hold their source weakly: keep the suppliers reachable.
+    sources.add(exports);
+    sources.add(exportSeconds);
+    this.exportedRatio.set(exportedRatio);
   }
 
   @Override

@@ -7,6 +7,7 @@ import io.opentelemetry.context.propagation.ContextPropagators;
 import io.opentelemetry.exporter.otlp.http.trace.OtlpHttpSpanExporter;
 import io.opentelemetry.exporter.otlp.trace.OtlpGrpcSpanExporter;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.common.InternalTelemetryVersion;
 import io.opentelemetry.sdk.resources.Resource;
 import io.opentelemetry.sdk.trace.SdkTracerProvider;
 import io.opentelemetry.sdk.trace.SpanProcessor;
@@ -25,9 +26,14 @@ public final class ProxyTelemetry implements AutoCloseable {
   private final OpenTelemetrySdk sdk;
   private final ExportDecisionSpanProcessor decisions;
   private final String exportTarget;
+  private final SpanExportHealth health;
 
   private ProxyTelemetry(
-      OpenTelemetrySdk sdk, ExportDecisionSpanProcessor decisions, String exportTarget) {
+      OpenTelemetrySdk sdk,
+      ExportDecisionSpanProcessor decisions,
+      String exportTarget,
+      SpanExportHealth health) {
+    this.health = health;
     this.sdk = sdk;
     this.decisions = decisions;
     this.exportTarget = exportTarget;
@@ -61,19 +67,23 @@ public final class ProxyTelemetry implements AutoCloseable {
         endpoint = endpoint.replaceAll("/+$", "") + "/v1/traces";
       }
     }
+    SpanExportHealth health = new SpanExportHealth();
     SpanExporter exporter = null;
     if (endpoint != null) {
       exporter =
-          protocol.equals("grpc")
-              ? OtlpGrpcSpanExporter.builder().setEndpoint(endpoint).build()
-              : OtlpHttpSpanExporter.builder().setEndpoint(endpoint).build();
+          health.measure(
+              protocol.equals("grpc")
+                  ? OtlpGrpcSpanExporter.builder().setEndpoint(endpoint).build()
+                  : OtlpHttpSpanExporter.builder().setEndpoint(endpoint).build());
     }
     SpanProcessor export =
         exporter == null
             ? SpanProcessor.composite()
             : BatchSpanProcessor.builder(exporter)
-                .setMaxQueueSize(8192)
+                .setMaxQueueSize(MAX_QUEUE)
                 .setScheduleDelay(1, TimeUnit.SECONDS)
+                .setMeterProvider(health.meterProvider())
+                .setInternalTelemetryVersion(InternalTelemetryVersion.LATEST)
                 .build();
     ExportDecisionSpanProcessor decisions =
         new ExportDecisionSpanProcessor(
@@ -102,7 +112,26 @@ public final class ProxyTelemetry implements AutoCloseable {
             .setTracerProvider(tracerProvider)
             .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
             .build();
-    return new ProxyTelemetry(sdk, decisions, endpoint == null ? null : protocol + " " + endpoint);
+    return new ProxyTelemetry(
+        sdk, decisions, endpoint == null ? null : protocol + " " + endpoint, health);
+  }
+
+  /** Bound on spans waiting for export; beyond it they are dropped and counted. */
+  public static final int MAX_QUEUE = 8192;
+
+  /** How span export is doing (queue, drops, export time). */
+  public SpanExportHealth health() {
+    return health;
+  }
+
+  /** Publishes the export's health on the proxy's metrics. */
+  public void bindTo(ProxyMetrics metrics) {
+    metrics.bindSpanExport(
+        () -> health.droppedSpans() + decisions.evictedSpans(),
+        health::queueSize,
+        health::exports,
+        health::exportSeconds,
+        decisions::exportedRatio);
   }
 
   public OpenTelemetry openTelemetry() {
@@ -122,6 +151,7 @@ public final class ProxyTelemetry implements AutoCloseable {
   @Override
   public void close() {
     sdk.getSdkTracerProvider().shutdown().join(5, TimeUnit.SECONDS);
+    health.meterProvider().shutdown().join(5, TimeUnit.SECONDS);
   }
 
   private static String firstNonBlank(String... values) {
