@@ -202,7 +202,7 @@ public final class PhasemeterProxy {
       all.add(stats);
       all.addAll(observers);
       Pipeline pipeline = new Pipeline(vertx, config, openTelemetry, clock, all);
-      m.bindPipeline(pipeline::inFlight, pipeline.slotPools());
+      m.bindPipeline(pipeline.inFlightByPool(), pipeline.slotPools());
       m.bindExportedRatio(records::exportedRatio);
       AtomicBoolean listening = new AtomicBoolean();
       long rotate = vertx.setPeriodic(STATS_SLICE.toMillis(), id -> quantiles.rotate());

@@ -67,6 +67,8 @@ class TelemetryTest extends ProxyTestBase {
     assertThat(record.status()).isEqualTo(200);
     assertThat(new JsonObject(record.text()).getString("trace_id")).isEqualTo(traceId);
     assertThat(om.text()).contains("# EOF");
+    // OpenMetrics 1.0 (and Prometheus 2.x) allow exemplars on buckets and counters only.
+    assertThat(om.text()).doesNotContainPattern("(?m)_(count|sum)\\{[^}]*\\} \\S+ # \\{");
 
     Response text = admin("/metrics");
     assertThat(text.headers().get("content-type")).startsWith("text/plain");
@@ -92,7 +94,8 @@ class TelemetryTest extends ProxyTestBase {
             "gen_ai_server_time_per_output_token_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\"} 1",
             "llm_inter_token_latency_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\"} 3",
             "llm_tokens_total{gen_ai_request_model=\"sim-llama\",gen_ai_token_type=\"output\",llm_pool=\"default\"} 6.0",
-            "llm_requests_in_flight 0.0",
+            "llm_requests_in_flight{llm_pool=\"default\"} 0.0",
+            "llm_requests_in_flight{llm_pool=\"none\"} 0.0",
             "llm_queue_depth{llm_pool=\"default\"} 0.0",
             "llm_slots_in_use{llm_pool=\"default\"} 0.0",
             "llm_slots_capacity{llm_pool=\"default\"} 8.0",

@@ -60,6 +60,8 @@ public final class Pipeline {
   private final Map<String, SlotPool> slotPools = new LinkedHashMap<>();
   private final Buffer modelsBody;
   private final AtomicInteger inFlight = new AtomicInteger();
+  private final Map<String, AtomicInteger> inFlightByPool = new LinkedHashMap<>();
+  private final AtomicInteger unrouted = new AtomicInteger();
 
   public Pipeline(
       Vertx vertx,
@@ -75,6 +77,7 @@ public final class Pipeline {
       upstreamPools.add(new UpstreamPool(vertx, p));
       slotPools.put(
           p.name(), new SlotPool(p.name(), p.slots(), p.queue().max(), p.queue().timeout(), vertx));
+      inFlightByPool.put(p.name(), new AtomicInteger());
     }
     this.receive = new ReceivePhase(config.limits().maxBodyBytes());
     this.route = new RoutePhase(upstreamPools, slotPools);
@@ -106,6 +109,7 @@ public final class Pipeline {
     Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
     RequestContext ctx = new RequestContext(clock, tracer, observers, req, api, parent, start);
     inFlight.incrementAndGet();
+    unrouted.incrementAndGet();
     req.response().closeHandler(v -> ctx.cancel());
     auth.check(ctx, start);
     receive
@@ -114,6 +118,8 @@ public final class Pipeline {
             v -> {
               prepare.prepare(ctx);
               UpstreamPool pool = route.select(ctx);
+              unrouted.decrementAndGet();
+              inFlightByPool.get(pool.config().name()).incrementAndGet();
               if (ctx.isCancelled()) {
                 return Future.failedFuture(
                     ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
@@ -130,6 +136,7 @@ public final class Pipeline {
   private void finish(RequestContext ctx) {
     ctx.finish(clock.nanoTime());
     inFlight.decrementAndGet();
+    (ctx.poolName() == null ? unrouted : inFlightByPool.get(ctx.poolName())).decrementAndGet();
     for (RequestObserver o : observers) {
       try {
         o.onFinished(ctx);
@@ -177,6 +184,16 @@ public final class Pipeline {
   /** Requests between headers parsed and root end. */
   public int inFlight() {
     return inFlight.get();
+  }
+
+  /**
+   * Requests in flight per pool; requests not yet routed (or refused before routing) count under
+   * {@code none}.
+   */
+  public Map<String, AtomicInteger> inFlightByPool() {
+    Map<String, AtomicInteger> out = new LinkedHashMap<>(inFlightByPool);
+    out.put("none", unrouted);
+    return out;
   }
 
   /** The slot pool of each configured pool, by name. */

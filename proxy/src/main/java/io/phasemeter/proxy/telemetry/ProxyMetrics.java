@@ -26,7 +26,6 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.DoubleSupplier;
-import java.util.function.IntSupplier;
 
 /**
  * The Prometheus metrics of DESIGN.md §4. Histograms are recorded while the request's span (or the
@@ -64,14 +63,31 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
         .register(registry);
   }
 
+  /**
+   * Exemplars only where OpenMetrics 1.0 allows them (histogram buckets, counter totals).
+   * Micrometer's default also puts them on {@code _count}, which Prometheus 2.x refuses: the whole
+   * scrape fails with "does not support exemplars".
+   */
+  private static final PrometheusConfig OPEN_METRICS_1_0 =
+      new PrometheusConfig() {
+        @Override
+        public String get(String key) {
+          return null;
+        }
+
+        @Override
+        public java.util.Properties prometheusProperties() {
+          java.util.Properties p = new java.util.Properties();
+          p.setProperty("io.prometheus.exporter.exemplarsOnAllMetricTypes", "false");
+          return p;
+        }
+      };
+
   /** A registry whose histograms take exemplars from the current OpenTelemetry span. */
   public static ProxyMetrics create() {
     return new ProxyMetrics(
         new PrometheusMeterRegistry(
-            PrometheusConfig.DEFAULT,
-            new PrometheusRegistry(),
-            Clock.SYSTEM,
-            new OtelExemplarContext()));
+            OPEN_METRICS_1_0, new PrometheusRegistry(), Clock.SYSTEM, new OtelExemplarContext()));
   }
 
   public PrometheusMeterRegistry registry() {
@@ -79,11 +95,17 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
   }
 
   /** Gauges that read live state: requests in flight and, per pool, queue and slots. */
-  public void bindPipeline(IntSupplier inFlight, Map<String, SlotPool> pools) {
-    Gauge.builder("llm.requests.in_flight", inFlight, IntSupplier::getAsInt)
-        .strongReference(true)
-        .description("Requests between headers parsed and response end")
-        .register(registry);
+  public void bindPipeline(
+      Map<String, java.util.concurrent.atomic.AtomicInteger> inFlightByPool,
+      Map<String, SlotPool> pools) {
+    inFlightByPool.forEach(
+        (pool, count) ->
+            Gauge.builder(
+                    "llm.requests.in_flight", count, java.util.concurrent.atomic.AtomicInteger::get)
+                .tags("llm.pool", pool)
+                .strongReference(true)
+                .description("Requests between headers parsed and response end")
+                .register(registry));
     for (SlotPool p : pools.values()) {
       Tags pool = Tags.of("llm.pool", p.name());
       Gauge.builder("llm.queue.depth", p, SlotPool::queueDepth)
