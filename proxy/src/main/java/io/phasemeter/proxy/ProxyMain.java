@@ -97,7 +97,11 @@ public final class ProxyMain implements Callable<Integer> {
     }
     if (check) {
       out.println(describe(cfg));
-      out.println("budgets: " + budgets.budgets().size());
+      out.println(
+          "budgets: "
+              + (budgets.budgets().isEmpty()
+                  ? "none"
+                  : budgets.budgets().size() + " from " + cfg.budgets()));
       return 0;
     }
     ProxyTelemetry telemetry =
@@ -184,21 +188,21 @@ public final class ProxyMain implements Callable<Integer> {
       return new Budgets(java.util.List.of());
     }
     Path named = Path.of(cfg.budgets());
-    Path found = named;
-    if (!named.isAbsolute() && !Files.exists(named) && configFile != null) {
+    java.util.List<Path> candidates = new java.util.ArrayList<>(java.util.List.of(named));
+    if (!named.isAbsolute() && configFile != null) {
       Path dir = configFile.toAbsolutePath().getParent();
-      for (Path base = dir; base != null && found == named; base = base.getParent()) {
-        if (Files.exists(base.resolve(named))) {
-          found = base.resolve(named);
-        }
-        if (base.equals(dir.getParent())) {
-          break;
-        }
+      candidates.add(dir.resolve(named));
+      if (dir.getParent() != null) {
+        candidates.add(dir.getParent().resolve(named));
       }
     }
-    if (!Files.exists(found)) {
-      throw new ConfigException(configFile + ": budgets: file '" + named + "' not found");
-    }
+    Path found =
+        candidates.stream()
+            .filter(Files::exists)
+            .findFirst()
+            .orElseThrow(
+                () ->
+                    new ConfigException(configFile + ": budgets: file '" + named + "' not found"));
     return Budgets.load(found);
   }
 

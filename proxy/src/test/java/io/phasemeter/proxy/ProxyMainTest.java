@@ -70,8 +70,30 @@ class ProxyMainTest {
         .containsExactly(
             "pool llama: models [llama-8b] -> http://gpu1:8000, http://gpu2:8000"
                 + " (16 slots, queue 50)",
-            "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000)");
+            "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000)",
+            "budgets: none");
     assertThat(err.toString()).isEmpty();
+  }
+
+  @Test
+  void budgetsAreFoundNextToTheConfigAndBadOnesStopStartUp() throws Exception {
+    Path config = dir.resolve("config");
+    Files.createDirectories(config);
+    Files.writeString(
+        config.resolve("budgets.yaml"),
+        "budgets:\n  - name: b\n    quantile: 0.9\n    window: 1m\n"
+            + "    limits_ms: {queue: 100}\n    max_error_rate: 0.1\n    min_join_coverage: 0.9\n");
+    Path proxyYaml = config.resolve("proxy.yaml");
+    Files.writeString(proxyYaml, "budgets: config/budgets.yaml\n");
+    assertThat(run("--check", "--config", proxyYaml.toString())).isZero();
+    assertThat(out.toString()).contains("budgets: 1 from config/budgets.yaml");
+
+    Files.writeString(proxyYaml, "budgets: config/missing.yaml\n");
+    assertThat(run("--check", "--config", proxyYaml.toString())).isEqualTo(2);
+    assertThat(err.toString().trim())
+        .startsWith("phasemeter proxy: ")
+        .contains("missing.yaml")
+        .doesNotContain("\n");
   }
 
   @Test
