@@ -404,6 +404,28 @@ class TelemetryTest extends ProxyTestBase {
   }
 
   @Test
+  void theRecordStoreKeepsAtMostItsConfiguredNumber() throws Exception {
+    int backend = simulator().port();
+    var cfg =
+        io.phasemeter.proxy.config.ConfigLoader.parse(
+            "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
+                + "pools:\n  - name: default\n    models: [sim-llama]\n    upstreams: [http://127.0.0.1:"
+                + backend
+                + "]\ntelemetry:\n  records: {max: 5, ttl: 10m}\n",
+            "records.yaml");
+    startProxy(cfg);
+    for (int i = 0; i < 20; i++) {
+      call("/v1/chat/completions", exact(1, false));
+    }
+    List<Finished> all = awaitFinished(20);
+    assertThat(proxy.records().size()).isLessThanOrEqualTo(5);
+    // The newest survive; the oldest are gone (404), and the feed had published all 20.
+    Finished newest = all.get(all.size() - 1);
+    assertThat(admin("/admin/records/" + newest.traceId()).status()).isEqualTo(200);
+    assertThat(admin("/admin/records/" + all.get(0).traceId()).status()).isEqualTo(404);
+  }
+
+  @Test
   void adminTokenGuardsEverythingButHealth() throws Exception {
     var cfg = config(simulator().port(), 8, null);
     cfg =
