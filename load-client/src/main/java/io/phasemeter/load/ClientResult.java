@@ -1,0 +1,60 @@
+package io.phasemeter.load;
+
+/**
+ * One request as the load client measured it, on the client's monotonic clock. Durations are in
+ * nanoseconds, -1 when not reached. Latencies run from the <em>intended</em> start (open model), so
+ * a late start shows as {@link #scheduleLagNanos()} and in every latency, never hidden.
+ *
+ * @param seq the request's number in this run
+ * @param traceId the W3C trace id this request carried (32 hex)
+ * @param bucket low-cardinality length-bucket tag (e.g. {@code doc-qa}, {@code 1k})
+ * @param step index of the arrival-rate step (0 when not stepping)
+ * @param intendedNanos scheduled start (client clock)
+ * @param actualNanos when the request actually started (client clock)
+ * @param transportSetupNanos waiting for a connection plus connecting
+ * @param ttfbNanos intended start to the response headers
+ * @param ttftNanos intended start to the first event carrying content (not the role chunk)
+ * @param totalNanos intended start to the last byte read
+ * @param tpotNanos (t_last_token - t_first_token) / (n - 1), vLLM's definition; -1 for n ≤ 1
+ * @param itlCount inter-token gaps observed (each was also recorded into the run's histogram)
+ * @param status HTTP status, 0 when none arrived
+ * @param error how it ended
+ * @param invalidReason why a complete response is invalid, or null
+ * @param promptTokens tokens asked for as input (-1 when free text)
+ * @param maxTokens output tokens asked for
+ * @param usagePromptTokens usage.prompt_tokens reported, -1 if none
+ * @param usageCompletionTokens usage.completion_tokens reported, -1 if none
+ * @param serverTiming the response's Server-Timing header, or null
+ */
+public record ClientResult(
+    long seq,
+    String traceId,
+    String bucket,
+    int step,
+    long intendedNanos,
+    long actualNanos,
+    long transportSetupNanos,
+    long ttfbNanos,
+    long ttftNanos,
+    long totalNanos,
+    long tpotNanos,
+    long itlCount,
+    int status,
+    ErrorClass error,
+    String invalidReason,
+    int promptTokens,
+    int maxTokens,
+    long usagePromptTokens,
+    long usageCompletionTokens,
+    String serverTiming) {
+
+  /** How late the request left compared with its schedule. */
+  public long scheduleLagNanos() {
+    return actualNanos - intendedNanos;
+  }
+
+  /** Whether the request succeeded (complete and valid). */
+  public boolean ok() {
+    return error == ErrorClass.NONE;
+  }
+}

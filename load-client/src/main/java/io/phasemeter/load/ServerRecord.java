@@ -1,0 +1,36 @@
+package io.phasemeter.load;
+
+import java.util.Map;
+
+/**
+ * The proxy's record of one request (DESIGN.md §5, schema v1), as read from its feed. Durations in
+ * milliseconds, on the proxy's clock; null when the proxy did not observe them.
+ *
+ * @param phasesMs phase name ({@code auth}, {@code receive}, {@code prepare}, {@code route}, {@code
+ *     queue}, {@code generation}, {@code write}) to duration
+ * @param sampled whether the proxy exported this request's trace
+ */
+public record ServerRecord(
+    String traceId,
+    String model,
+    String pool,
+    boolean stream,
+    int status,
+    String outcome,
+    double rootMs,
+    Double serverTtftMs,
+    Map<String, Double> phasesMs,
+    Double unattributedMs,
+    Double tpotMs,
+    Long inputTokens,
+    Long outputTokens,
+    boolean sampled) {
+
+  /** auth + prepare + route, when all three ran. */
+  public Double gatewayMs() {
+    Double a = phasesMs.get("auth");
+    Double p = phasesMs.get("prepare");
+    Double r = phasesMs.get("route");
+    return a == null || p == null || r == null ? null : a + p + r;
+  }
+}
