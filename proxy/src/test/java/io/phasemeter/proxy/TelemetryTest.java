@@ -334,6 +334,8 @@ class TelemetryTest extends ProxyTestBase {
     awaitFinished(20);
     JsonObject stats = new JsonObject(admin("/admin/stats?window=1m").text());
     assertThat(stats.getLong("window_s")).isEqualTo(60);
+    assertThat(stats.getInteger("record_schema")).isEqualTo(1);
+    assertThat(stats.getString("sampling")).contains("ratio=1.0");
     var total =
         stats.getJsonArray("series").stream()
             .map(JsonObject.class::cast)

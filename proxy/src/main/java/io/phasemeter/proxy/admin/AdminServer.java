@@ -152,6 +152,9 @@ public final class AdminServer {
     return new JsonObject()
         .put("window_s", window.toSeconds())
         .put("note", "latency quantiles over successful requests; 1% resolution")
+        .put("record_schema", io.phasemeter.proxy.telemetry.RequestRecord.VERSION)
+        .put("sampling", sources.records().policy().describe())
+        .put("version", io.phasemeter.proxy.PhasemeterProxy.version())
         .put("series", series)
         .put("budgets", sources.budgetStatus().get());
   }
