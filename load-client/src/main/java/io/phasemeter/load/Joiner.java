@@ -1,0 +1,115 @@
+package io.phasemeter.load;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+/**
+ * Joins the client's observations with the proxy's records on the trace id, whichever arrives
+ * first. Only records carrying this generator's instance prefix are kept (other traffic through the
+ * proxy is ignored), and waiting records are bounded. Thread-safe.
+ */
+public final class Joiner {
+  private final String prefix;
+  private final int maxWaitingRecords;
+  private final Consumer<Pair> onPair;
+  private final Map<String, ClientResult> waitingClients = new HashMap<>();
+  private final Map<String, ServerRecord> waitingRecords = new HashMap<>();
+  private final List<Pair> pairs = new ArrayList<>();
+  private long foreign;
+  private long overflow;
+
+  /**
+   * @param prefix the high half of this generator's trace ids (16 hex)
+   * @param onPair told about every pair as it forms (joined or, at {@link #flush}, alone)
+   */
+  public Joiner(String prefix, int maxWaitingRecords, Consumer<Pair> onPair) {
+    this.prefix = prefix;
+    this.maxWaitingRecords = maxWaitingRecords;
+    this.onPair = onPair;
+  }
+
+  /** A finished client request; pairs at once when its record is already here. */
+  public void client(ClientResult r) {
+    Pair p;
+    synchronized (this) {
+      ServerRecord s = waitingRecords.remove(r.traceId());
+      if (s == null) {
+        waitingClients.put(r.traceId(), r);
+        return;
+      }
+      p = new Pair(r, s);
+      pairs.add(p);
+    }
+    onPair.accept(p);
+  }
+
+  /** A client request that will never get a record (no feed): pairs alone at once. */
+  public void alone(ClientResult r) {
+    Pair p = new Pair(r, null);
+    synchronized (this) {
+      pairs.add(p);
+    }
+    onPair.accept(p);
+  }
+
+  /** A record from the proxy's feed. */
+  public void record(ServerRecord s) {
+    Pair p;
+    synchronized (this) {
+      if (!s.traceId().startsWith(prefix)) {
+        foreign++;
+        return;
+      }
+      ClientResult c = waitingClients.remove(s.traceId());
+      if (c == null) {
+        if (waitingRecords.size() >= maxWaitingRecords) {
+          overflow++;
+          return;
+        }
+        waitingRecords.put(s.traceId(), s);
+        return;
+      }
+      p = new Pair(c, s);
+      pairs.add(p);
+    }
+    onPair.accept(p);
+  }
+
+  /** Client requests still waiting for their record. */
+  public synchronized int waiting() {
+    return waitingClients.size();
+  }
+
+  /** Ends the join: every client request still waiting becomes an unjoined pair. */
+  public void flush() {
+    List<Pair> alone = new ArrayList<>();
+    synchronized (this) {
+      for (ClientResult c : waitingClients.values()) {
+        Pair p = new Pair(c, null);
+        pairs.add(p);
+        alone.add(p);
+      }
+      waitingClients.clear();
+      waitingRecords.clear();
+    }
+    alone.forEach(onPair);
+  }
+
+  /** Every pair so far, in the order they formed. */
+  public synchronized List<Pair> pairs() {
+    return List.copyOf(pairs);
+  }
+
+  /** Records of other traffic that were ignored. */
+  public synchronized long foreign() {
+    return foreign;
+  }
+
+  /** Records dropped because too many were waiting for their client result. */
+  public synchronized long overflow() {
+    return overflow;
+  }
+}

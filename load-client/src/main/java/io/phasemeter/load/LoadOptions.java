@@ -1,0 +1,98 @@
+package io.phasemeter.load;
+
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * Everything a run needs, validated (DESIGN.md §7). Exactly one load shape: a rate (open model), a
+ * concurrency (closed model) or steps of rates.
+ *
+ * @param steps rates of a stepped run (empty otherwise)
+ * @param inputTokens custom input length (-1: from the profile)
+ * @param mix length-bucket mix ({@code 1k:512=0.7,4k:300=0.3}) or null
+ */
+public record LoadOptions(
+    URI url,
+    URI admin,
+    String adminToken,
+    String model,
+    double rate,
+    String arrival,
+    double burstiness,
+    int concurrency,
+    List<Double> steps,
+    Duration stepDuration,
+    Duration duration,
+    int maxInFlight,
+    String profile,
+    int inputTokens,
+    int outputTokens,
+    String mix,
+    boolean stream,
+    Path budgets,
+    Path out,
+    long seed,
+    Duration timeout,
+    Duration reportInterval,
+    Duration joinGrace,
+    boolean chat) {
+
+  public LoadOptions {
+    int shapes = (rate > 0 ? 1 : 0) + (concurrency > 0 ? 1 : 0) + (steps.isEmpty() ? 0 : 1);
+    if (shapes != 1) {
+      throw new IllegalArgumentException(
+          "give exactly one of --rate R, --concurrency N or --steps R1,R2,…");
+    }
+    if (!steps.isEmpty() && stepDuration == null) {
+      throw new IllegalArgumentException("--steps needs --step-duration D");
+    }
+    if (steps.isEmpty() && (duration == null || duration.isZero() || duration.isNegative())) {
+      throw new IllegalArgumentException("--duration must be positive");
+    }
+    if (!List.of("constant", "poisson", "gamma").contains(arrival)) {
+      throw new IllegalArgumentException("--arrival must be constant, poisson or gamma");
+    }
+    if (burstiness <= 0) {
+      throw new IllegalArgumentException("--burstiness must be positive");
+    }
+    if (maxInFlight < 1) {
+      throw new IllegalArgumentException("--max-in-flight must be at least 1");
+    }
+    steps = List.copyOf(steps);
+    for (double s : steps) {
+      if (s <= 0) {
+        throw new IllegalArgumentException("--steps: every rate must be positive");
+      }
+    }
+    String scheme = url.getScheme();
+    if (scheme == null
+        || !(scheme.equals("http") || scheme.equals("https"))
+        || url.getHost() == null) {
+      throw new IllegalArgumentException(
+          "--url must be an http(s) URL, e.g. http://127.0.0.1:8080");
+    }
+    if (admin != null && (admin.getScheme() == null || admin.getHost() == null)) {
+      throw new IllegalArgumentException("--admin must be an http URL, e.g. http://127.0.0.1:9464");
+    }
+  }
+
+  /** The shape in words, for the report's conditions. */
+  public String arrivalDescription() {
+    if (concurrency > 0) {
+      return "closed model, concurrency " + concurrency;
+    }
+    String a = arrival + (arrival.equals("gamma") ? " (burstiness " + burstiness + ")" : "");
+    if (!steps.isEmpty()) {
+      return "open model, "
+          + a
+          + ", steps "
+          + steps
+          + " req/s × "
+          + stepDuration.toSeconds()
+          + " s";
+    }
+    return "open model, " + a + ", " + rate + " req/s";
+  }
+}
