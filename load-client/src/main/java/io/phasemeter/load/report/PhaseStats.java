@@ -1,0 +1,256 @@
+package io.phasemeter.load.report;
+
+import io.phasemeter.load.ClientResult;
+import io.phasemeter.load.Pair;
+import io.phasemeter.load.ServerRecord;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.HdrHistogram.Histogram;
+
+/**
+ * Per-phase distributions of one run, or of one reporting window, following DESIGN.md §2:
+ *
+ * <ul>
+ *   <li>client latencies ({@code client_total}, {@code client_ttft}, {@code transport_setup},
+ *       {@code tpot}) over successful requests only;
+ *   <li>server phases and both envelopes over <em>joined</em> successful requests only, each
+ *       envelope computed per request before any quantile — never {@code p95(A) − p95(B)};
+ *   <li>{@code schedule_lag} over every started request, failed or not;
+ *   <li>{@code itl} from {@link #addItl(long)}, one call per inter-token gap.
+ * </ul>
+ *
+ * <p>A negative value (an envelope below zero is a boundary, unit or join error) is kept, counted
+ * by {@link #negativeCount(String)} and part of every quantile; nothing is clipped. Quantiles are
+ * within 1 % of the per-request values, with memory bounded by the range of values, not their
+ * number (see {@link SignedHistogram}). Construction allocates no histogram until a value arrives,
+ * so one instance per reporting window is cheap.
+ *
+ * <p>Thread-safe: every method holds the instance's lock briefly.
+ */
+public final class PhaseStats {
+
+  /** Every phase name, in the order reports show them (DESIGN.md §7). */
+  public static final List<String> NAMES =
+      List.of(
+          "client_total",
+          "client_ttft",
+          "transport_setup",
+          "network_envelope",
+          "ttft_envelope",
+          "server_root",
+          "server_ttft",
+          "gateway",
+          "receive",
+          "queue",
+          "generation",
+          "write",
+          "unattributed",
+          "tpot",
+          "itl",
+          "schedule_lag");
+
+  private static final Set<String> NAME_SET =
+      Collections.unmodifiableSet(new LinkedHashSet<>(NAMES));
+
+  /**
+   * Quantiles of one phase in milliseconds; every figure is NaN when {@code count} is 0.
+   *
+   * @param count values recorded
+   * @param p50 median
+   * @param p95 95th percentile
+   * @param p99 99th percentile
+   * @param max the largest value, exact
+   */
+  public record Summary(long count, double p50, double p95, double p99, double max) {
+    static final Summary EMPTY = new Summary(0, Double.NaN, Double.NaN, Double.NaN, Double.NaN);
+  }
+
+  private final Map<String, SignedHistogram> histograms = new LinkedHashMap<>();
+  private long started;
+  private long ok;
+  private long joined;
+  private long joinedOk;
+
+  /** An empty instance; allocates no histogram until a value arrives. */
+  public PhaseStats() {}
+
+  /** An empty instance. */
+  public static PhaseStats create() {
+    return new PhaseStats();
+  }
+
+  /** An instance holding every pair of {@code pairs} (no ITL: that has its own path). */
+  public static PhaseStats of(Iterable<Pair> pairs) {
+    PhaseStats stats = new PhaseStats();
+    for (Pair p : pairs) {
+      stats.add(p);
+    }
+    return stats;
+  }
+
+  /** Adds one finished request, joined with the proxy's record or not. */
+  public synchronized void add(Pair pair) {
+    ClientResult c = pair.client();
+    started++;
+    if (c.intendedNanos() >= 0 && c.actualNanos() >= 0) {
+      record("schedule_lag", c.scheduleLagNanos() / 1e6);
+    }
+    if (pair.joined()) {
+      joined++;
+    }
+    if (!c.ok()) {
+      return;
+    }
+    ok++;
+    recordNanos("client_total", c.totalNanos());
+    recordNanos("client_ttft", c.ttftNanos());
+    recordNanos("transport_setup", c.transportSetupNanos());
+    recordNanos("tpot", c.tpotNanos());
+    if (!pair.joined()) {
+      return;
+    }
+    joinedOk++;
+    ServerRecord s = pair.server();
+    record("network_envelope", pair.networkEnvelopeMs());
+    record("ttft_envelope", pair.ttftEnvelopeMs());
+    record("server_root", s.rootMs());
+    record("server_ttft", s.serverTtftMs());
+    record("unattributed", s.unattributedMs());
+    if (s.phasesMs() != null) {
+      record("gateway", s.gatewayMs());
+      for (String phase : List.of("receive", "queue", "generation", "write")) {
+        record(phase, s.phasesMs().get(phase));
+      }
+    }
+  }
+
+  /** Adds one inter-token gap, in nanoseconds. */
+  public synchronized void addItl(long nanos) {
+    recordNanos("itl", nanos);
+  }
+
+  /** Adds everything {@code other} holds to this instance (e.g. a window into the cumulative). */
+  public void merge(PhaseStats other) {
+    PhaseStats snapshot = other.copy();
+    synchronized (this) {
+      snapshot.histograms.forEach((name, h) -> histogram(name).add(h));
+      started += snapshot.started;
+      ok += snapshot.ok;
+      joined += snapshot.joined;
+      joinedOk += snapshot.joinedOk;
+    }
+  }
+
+  /** An independent copy. */
+  public synchronized PhaseStats copy() {
+    PhaseStats c = new PhaseStats();
+    histograms.forEach((name, h) -> c.histograms.put(name, h.copy()));
+    c.started = started;
+    c.ok = ok;
+    c.joined = joined;
+    c.joinedOk = joinedOk;
+    return c;
+  }
+
+  /** The phase names this class knows, in report order. */
+  public Set<String> names() {
+    return NAME_SET;
+  }
+
+  /** count, p50, p95, p99 and max of one phase, in milliseconds. */
+  public synchronized Summary summary(String name) {
+    SignedHistogram h = existing(name);
+    if (h == null || h.count() == 0) {
+      return Summary.EMPTY;
+    }
+    return new Summary(
+        h.count(), h.quantileMs(0.50), h.quantileMs(0.95), h.quantileMs(0.99), h.maxMs());
+  }
+
+  /**
+   * The {@code q} quantile (0–1) of one phase's per-request values in milliseconds; {@code q = 0}
+   * is the minimum and {@code q = 1} the maximum, both exact. NaN when nothing was recorded.
+   */
+  public synchronized double quantileMs(String name, double q) {
+    SignedHistogram h = existing(name);
+    return h == null ? Double.NaN : h.quantileMs(q);
+  }
+
+  /** Values recorded for one phase. */
+  public synchronized long count(String name) {
+    SignedHistogram h = existing(name);
+    return h == null ? 0 : h.count();
+  }
+
+  /** Values below zero recorded for one phase (for an envelope: boundary, unit or join errors). */
+  public synchronized long negativeCount(String name) {
+    SignedHistogram h = existing(name);
+    return h == null ? 0 : h.negativeCount();
+  }
+
+  /** Requests added, successful or not. */
+  public synchronized long startedCount() {
+    return started;
+  }
+
+  /** Successful requests added. */
+  public synchronized long okCount() {
+    return ok;
+  }
+
+  /** Requests added that joined a proxy record, successful or not. */
+  public synchronized long joinedCount() {
+    return joined;
+  }
+
+  /** Successful requests that joined a proxy record. */
+  public synchronized long joinedOkCount() {
+    return joinedOk;
+  }
+
+  /**
+   * Share of successful requests that joined a proxy record (0–1): the population the envelopes and
+   * server phases describe; NaN when no request succeeded.
+   */
+  public synchronized double joinCoverage() {
+    return ok == 0 ? Double.NaN : (double) joinedOk / ok;
+  }
+
+  /**
+   * One side of a phase in microseconds, for {@code HistogramLogWriter}; see {@link
+   * SignedHistogram}.
+   */
+  synchronized Histogram microsHistogram(String name, boolean negatives) {
+    SignedHistogram h = existing(name);
+    return h == null
+        ? new Histogram(SignedHistogram.SIGNIFICANT_DIGITS)
+        : h.microsHistogram(negatives);
+  }
+
+  private void recordNanos(String name, long nanos) {
+    if (nanos >= 0) {
+      histogram(name).recordMs(nanos / 1e6);
+    }
+  }
+
+  private void record(String name, Double ms) {
+    if (ms != null && Double.isFinite(ms)) {
+      histogram(name).recordMs(ms);
+    }
+  }
+
+  private SignedHistogram existing(String name) {
+    if (!NAME_SET.contains(name)) {
+      throw new IllegalArgumentException("unknown phase: " + name + " (known: " + NAMES + ")");
+    }
+    return histograms.get(name);
+  }
+
+  private SignedHistogram histogram(String name) {
+    return histograms.computeIfAbsent(name, n -> new SignedHistogram());
+  }
+}
