@@ -1,0 +1,51 @@
+package io.phasemeter.load.workload;
+
+import io.vertx.core.buffer.Buffer;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * One request to send: where, what, and what to expect back.
+ *
+ * @param path request path, e.g. {@code /v1/completions}
+ * @param body the JSON body
+ * @param bucket low-cardinality length-bucket tag
+ * @param promptTokens exact prompt tokens sent, or -1 for free text (usage is then not checked)
+ * @param maxTokens completion tokens asked for
+ * @param stream whether the response is streamed (SSE)
+ * @param headers extra request headers (e.g. the simulator's {@code x-sim-*}); never null
+ */
+public record RequestSpec(
+    String path,
+    Buffer body,
+    String bucket,
+    int promptTokens,
+    int maxTokens,
+    boolean stream,
+    Map<String, String> headers) {
+
+  public RequestSpec {
+    Objects.requireNonNull(path, "path");
+    Objects.requireNonNull(body, "body");
+    Objects.requireNonNull(bucket, "bucket");
+    headers = headers == null ? Map.of() : Map.copyOf(headers);
+  }
+
+  /** A request without extra headers. */
+  public RequestSpec(
+      String path, Buffer body, String bucket, int promptTokens, int maxTokens, boolean stream) {
+    this(path, body, bucket, promptTokens, maxTokens, stream, Map.of());
+  }
+
+  /** This request with {@code extra} headers added (replacing any of the same name). */
+  public RequestSpec withHeaders(Map<String, String> extra) {
+    java.util.HashMap<String, String> all = new java.util.HashMap<>(headers);
+    all.putAll(extra);
+    return new RequestSpec(path, body, bucket, promptTokens, maxTokens, stream, all);
+  }
+
+  /** Whether usage must match exactly ({@code promptTokens >= 0}). */
+  public boolean exactLengths() {
+    return promptTokens >= 0;
+  }
+}
