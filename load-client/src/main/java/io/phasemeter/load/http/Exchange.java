@@ -1,0 +1,343 @@
+package io.phasemeter.load.http;
+
+import io.phasemeter.load.ClientResult;
+import io.phasemeter.load.ErrorClass;
+import io.phasemeter.load.workload.RequestSpec;
+import io.vertx.core.AsyncResult;
+import io.vertx.core.Promise;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpClientRequest;
+import io.vertx.core.http.HttpClientResponse;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.RequestOptions;
+import java.net.ConnectException;
+import java.net.NoRouteToHostException;
+import java.net.UnknownHostException;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * One request in flight. Every method runs on the runner's context, so the state needs no locks;
+ * {@link #done} makes the first ending win (a timeout and a late response, say).
+ */
+final class Exchange {
+  private static final int MAX_SSE_LINE_BYTES = 16 * 1024 * 1024;
+  private static final int MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+  private final RequestRunner runner;
+  private final long seq;
+  private final RequestSpec spec;
+  private final String traceId;
+  private final String traceparent;
+  private final int step;
+  private final long intended;
+  private final Promise<ClientResult> promise;
+
+  private boolean done;
+  private long timerId = -1;
+  private HttpClientRequest request;
+  private long actual;
+  private long transportSetup = -1;
+  private long ttfb = -1;
+  private long ttft = -1;
+  private long lastByte = -1;
+  private int status;
+  private String serverTiming;
+
+  private boolean sse;
+  private SseParser parser;
+  private boolean doneEvent;
+  private boolean streamError;
+  private Buffer body;
+  private boolean bodyTooLarge;
+
+  private long firstToken = -1;
+  private long lastToken = -1;
+  private int contentEvents;
+  private long[] gaps = new long[0];
+  private long usagePrompt = -1;
+  private long usageCompletion = -1;
+
+  Exchange(
+      RequestRunner runner,
+      long seq,
+      RequestSpec spec,
+      String traceId,
+      String traceparent,
+      int step,
+      long intended,
+      Promise<ClientResult> promise) {
+    this.runner = runner;
+    this.seq = seq;
+    this.spec = spec;
+    this.traceId = traceId;
+    this.traceparent = traceparent;
+    this.step = step;
+    this.intended = intended;
+    this.promise = promise;
+  }
+
+  void start() {
+    RequestOptions options =
+        new RequestOptions()
+            .setMethod(HttpMethod.POST)
+            .setHost(runner.host)
+            .setPort(runner.port)
+            .setSsl(runner.ssl)
+            .setURI(runner.uri(spec.path()))
+            .setConnectTimeout(runner.timeoutMs)
+            .putHeader("content-type", "application/json")
+            .putHeader("accept", spec.stream() ? "text/event-stream" : "application/json");
+    if (traceparent != null) {
+      options.putHeader("traceparent", traceparent);
+    }
+    for (Map.Entry<String, String> h : spec.headers().entrySet()) {
+      options.putHeader(h.getKey(), h.getValue());
+    }
+    actual = System.nanoTime();
+    timerId = runner.vertx.setTimer(runner.timeoutMs, id -> onTimeout());
+    runner.client.request(options).onComplete(this::onRequest);
+  }
+
+  private void onRequest(AsyncResult<HttpClientRequest> ar) {
+    if (done) {
+      if (ar.succeeded()) {
+        ar.result().reset();
+      }
+      return;
+    }
+    if (ar.failed()) {
+      finish(isTimeout(ar.cause()) ? ErrorClass.TIMEOUT : ErrorClass.CONNECT, null);
+      return;
+    }
+    transportSetup = System.nanoTime() - actual;
+    request = ar.result();
+    request.send(spec.body()).onComplete(this::onResponse);
+  }
+
+  private void onResponse(AsyncResult<HttpClientResponse> ar) {
+    if (done) {
+      return;
+    }
+    if (ar.failed()) {
+      onFailure(ar.cause());
+      return;
+    }
+    ttfb = System.nanoTime() - intended;
+    HttpClientResponse response = ar.result();
+    status = response.statusCode();
+    List<String> timing = response.headers().getAll("server-timing");
+    serverTiming = timing.isEmpty() ? null : String.join(", ", timing);
+    String type = response.getHeader("content-type");
+    sse =
+        status < 400
+            && type != null
+            && type.toLowerCase(Locale.ROOT).startsWith("text/event-stream");
+    if (sse) {
+      parser = new SseParser(MAX_SSE_LINE_BYTES);
+    } else if (status < 400) {
+      body = Buffer.buffer();
+    }
+    response.handler(this::onData);
+    response.exceptionHandler(this::onFailure);
+    response.endHandler(v -> onEnd());
+  }
+
+  private void onData(Buffer chunk) {
+    if (done) {
+      return;
+    }
+    if (sse) {
+      long now = System.nanoTime();
+      try {
+        parser.feed(chunk, data -> onEvent(data, now));
+      } catch (IllegalStateException e) {
+        streamError = true;
+        finish(ErrorClass.STREAM_ERROR, null);
+        request.reset();
+      }
+    } else if (body != null) {
+      if (body.length() + chunk.length() > MAX_BODY_BYTES) {
+        bodyTooLarge = true;
+        body = null;
+      } else {
+        body.appendBuffer(chunk);
+      }
+    }
+  }
+
+  private void onEvent(String data, long now) {
+    if (doneEvent) {
+      return;
+    }
+    if (data.trim().equals("[DONE]")) {
+      doneEvent = true;
+      return;
+    }
+    ResponseJson json = ResponseJson.parse(data);
+    if (json == null || json.error) {
+      streamError = true;
+      return;
+    }
+    if (json.content) {
+      if (firstToken < 0) {
+        firstToken = now;
+        ttft = now - intended;
+      } else {
+        if (contentEvents - 1 == gaps.length) {
+          gaps = Arrays.copyOf(gaps, Math.max(16, gaps.length * 2));
+        }
+        gaps[contentEvents - 1] = now - lastToken;
+      }
+      lastToken = now;
+      contentEvents++;
+    }
+    if (json.hasUsage()) {
+      usagePrompt = json.promptTokens;
+      usageCompletion = json.completionTokens;
+    }
+  }
+
+  private void onEnd() {
+    if (done) {
+      return;
+    }
+    lastByte = System.nanoTime();
+    if (status >= 500) {
+      finish(ErrorClass.HTTP_5XX, null);
+    } else if (status >= 400) {
+      finish(ErrorClass.HTTP_4XX, null);
+    } else if (sse) {
+      if (streamError || !doneEvent) {
+        finish(ErrorClass.STREAM_ERROR, null);
+      } else {
+        validate();
+      }
+    } else {
+      ttft = lastByte - intended;
+      byte[] bytes = body == null ? null : body.getBytes();
+      body = null;
+      ResponseJson json = bytes == null ? null : ResponseJson.parse(bytes);
+      if (bodyTooLarge) {
+        finish(ErrorClass.INVALID, "response body larger than " + MAX_BODY_BYTES + " bytes");
+      } else if (json == null) {
+        finish(ErrorClass.INVALID, "response body is not a JSON object");
+      } else if (json.error) {
+        finish(ErrorClass.INVALID, "response body carries an error");
+      } else {
+        if (json.hasUsage()) {
+          usagePrompt = json.promptTokens;
+          usageCompletion = json.completionTokens;
+        }
+        validate();
+      }
+    }
+  }
+
+  private void validate() {
+    if (!spec.exactLengths()) {
+      finish(ErrorClass.NONE, null);
+    } else if (usageCompletion < 0 && usagePrompt < 0) {
+      finish(ErrorClass.INVALID, "no usage in the response");
+    } else if (usagePrompt != spec.promptTokens()) {
+      finish(
+          ErrorClass.INVALID,
+          "prompt_tokens " + usagePrompt + " != prompt tokens sent " + spec.promptTokens());
+    } else if (usageCompletion != spec.maxTokens()) {
+      finish(
+          ErrorClass.INVALID,
+          "completion_tokens " + usageCompletion + " != max_tokens " + spec.maxTokens());
+    } else {
+      finish(ErrorClass.NONE, null);
+    }
+  }
+
+  private void onFailure(Throwable cause) {
+    if (done) {
+      return;
+    }
+    finish(isTimeout(cause) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
+  }
+
+  private void onTimeout() {
+    timerId = -1;
+    if (done) {
+      return;
+    }
+    finish(ErrorClass.TIMEOUT, null);
+    if (request != null) {
+      request.reset();
+    }
+  }
+
+  private void finish(ErrorClass error, String reason) {
+    if (done) {
+      return;
+    }
+    done = true;
+    long total = (lastByte >= 0 ? lastByte : System.nanoTime()) - intended;
+    if (timerId >= 0) {
+      runner.vertx.cancelTimer(timerId);
+      timerId = -1;
+    }
+    long tpot = -1;
+    long itlCount = 0;
+    if (sse && contentEvents > 0) {
+      long n = usageCompletion > 0 ? usageCompletion : contentEvents;
+      if (n > 1) {
+        tpot = (lastToken - firstToken) / (n - 1);
+      }
+    }
+    if (error == ErrorClass.NONE) {
+      itlCount = Math.max(0, contentEvents - 1);
+      for (int i = 0; i < itlCount; i++) {
+        runner.itlSink.accept(gaps[i]);
+      }
+    }
+    gaps = null;
+    promise.complete(
+        new ClientResult(
+            seq,
+            traceId,
+            spec.bucket(),
+            step,
+            intended,
+            actual,
+            transportSetup,
+            ttfb,
+            ttft,
+            total,
+            tpot,
+            itlCount,
+            status,
+            error,
+            reason,
+            spec.promptTokens(),
+            spec.maxTokens(),
+            usagePrompt,
+            usageCompletion,
+            serverTiming));
+  }
+
+  /**
+   * Whether a failure is a timeout of this request (the pool wait, say) rather than a failed
+   * connection; a TCP connect timeout counts as a failed connection.
+   */
+  private static boolean isTimeout(Throwable cause) {
+    for (Throwable t = cause; t != null; t = t.getCause()) {
+      if (t instanceof ConnectException
+          || t instanceof UnknownHostException
+          || t instanceof NoRouteToHostException) {
+        return false;
+      }
+      if (t instanceof TimeoutException
+          || t.getClass().getSimpleName().endsWith("TimeoutException")) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

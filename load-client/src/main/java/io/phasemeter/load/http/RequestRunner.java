@@ -1,0 +1,150 @@
+package io.phasemeter.load.http;
+
+import io.phasemeter.load.ClientResult;
+import io.phasemeter.load.workload.RequestSpec;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.PoolOptions;
+import java.net.URI;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.function.LongConsumer;
+
+/**
+ * Sends requests to an OpenAI-compatible server and measures each one on the client's monotonic
+ * clock ({@link System#nanoTime()}), from its <em>intended</em> start.
+ *
+ * <p>What each {@link ClientResult} holds:
+ *
+ * <ul>
+ *   <li>{@code transportSetupNanos}: from asking the connection pool for a request until it is
+ *       handed out: waiting for a free connection plus connecting (and TLS). Near 0 on a reused
+ *       keep-alive connection.
+ *   <li>{@code ttfbNanos}: intended start to the response headers.
+ *   <li>{@code ttftNanos}: intended start to the first SSE event carrying generated content ({@code
+ *       choices[].text}, {@code choices[].delta.content}, reasoning or tool calls), not the
+ *       role-only chunk. For a response that is not streamed this equals {@code totalNanos}: the
+ *       first token is seen with the last byte.
+ *   <li>{@code tpotNanos}: {@code (t_last_token − t_first_token) / (n − 1)} with {@code n} the
+ *       reported {@code usage.completion_tokens} when known, else the content events (vLLM's
+ *       definition); -1 when {@code n ≤ 1} or the response is not streamed.
+ *   <li>{@code totalNanos}: intended start to the last byte.
+ * </ul>
+ *
+ * <p>Each gap between consecutive content events goes to the ITL sink, only once the request has
+ * succeeded, so that failed streams stay out of the latency figures as DESIGN §2 asks; {@code
+ * itlCount} is the number of gaps handed to the sink.
+ *
+ * <p>Classes: status ≥ 400 is {@code HTTP_4XX}/{@code HTTP_5XX}; no connection is {@code CONNECT};
+ * the timeout (from the actual start) is {@code TIMEOUT}, and the request is reset; a connection
+ * closed mid-response is {@code RESET}; an error event, an unparseable event or a stream that ends
+ * without {@code [DONE]} is {@code STREAM_ERROR}; a complete response whose usage differs from what
+ * was asked (when {@link RequestSpec#exactLengths()}) is {@code INVALID}, with a reason.
+ *
+ * <p>The response text is parsed on the fly and dropped; no prompt or completion is kept.
+ *
+ * <p>Every request is issued from this runner's Vert.x context, whatever thread calls {@link #run}:
+ * a request issued from a foreign thread can lose the start of its response body.
+ */
+public final class RequestRunner {
+  final Vertx vertx;
+  final Context context;
+  final HttpClient client;
+  final String host;
+  final int port;
+  final boolean ssl;
+  final String basePath;
+  final long timeoutMs;
+  final LongConsumer itlSink;
+
+  /**
+   * @param vertx the Vert.x instance whose event loop runs the requests
+   * @param baseUrl the server, e.g. {@code http://127.0.0.1:8080}; a path prefix is kept, a
+   *     trailing {@code /v1} is not doubled
+   * @param maxConnections keep-alive connections in the pool, at most
+   * @param timeout the longest a request may take from its actual start
+   * @param itlSink receives each inter-token gap, in nanoseconds, of successful streams
+   */
+  public RequestRunner(
+      Vertx vertx, URI baseUrl, int maxConnections, Duration timeout, LongConsumer itlSink) {
+    this.vertx = Objects.requireNonNull(vertx, "vertx");
+    Objects.requireNonNull(baseUrl, "baseUrl");
+    String scheme = baseUrl.getScheme() == null ? "" : baseUrl.getScheme().toLowerCase(Locale.ROOT);
+    if (!scheme.equals("http") && !scheme.equals("https")) {
+      throw new IllegalArgumentException("--url must be http:// or https://, got " + baseUrl);
+    }
+    if (baseUrl.getHost() == null) {
+      throw new IllegalArgumentException("--url must name a host, got " + baseUrl);
+    }
+    if (maxConnections < 1) {
+      throw new IllegalArgumentException(
+          "max connections must be at least 1, got " + maxConnections);
+    }
+    if (timeout == null || timeout.isNegative() || timeout.isZero()) {
+      throw new IllegalArgumentException("timeout must be positive, got " + timeout);
+    }
+    this.itlSink = Objects.requireNonNull(itlSink, "itlSink");
+    this.ssl = scheme.equals("https");
+    this.host = baseUrl.getHost();
+    this.port = baseUrl.getPort() >= 0 ? baseUrl.getPort() : ssl ? 443 : 80;
+    String path = baseUrl.getRawPath() == null ? "" : baseUrl.getRawPath();
+    while (path.endsWith("/")) {
+      path = path.substring(0, path.length() - 1);
+    }
+    this.basePath = path;
+    this.timeoutMs = Math.max(1, timeout.toMillis());
+    this.context = vertx.getOrCreateContext();
+    HttpClientOptions options =
+        new HttpClientOptions()
+            .setKeepAlive(true)
+            .setPipelining(false)
+            .setSsl(ssl)
+            .setConnectTimeout((int) Math.min(Integer.MAX_VALUE, timeoutMs))
+            .setDecompressionSupported(false);
+    this.client =
+        vertx.createHttpClient(options, new PoolOptions().setHttp1MaxSize(maxConnections));
+  }
+
+  /**
+   * Starts a request now (on this runner's context) and measures it.
+   *
+   * @param seq the request's number in the run
+   * @param spec what to send
+   * @param traceId the W3C trace id in {@code traceparent}, kept in the result
+   * @param traceparent sent as the {@code traceparent} header
+   * @param step the arrival-rate step the request belongs to
+   * @param intendedNanos the scheduled start, on the {@link System#nanoTime()} scale
+   * @return the result; never fails (failures are classes of the result)
+   */
+  public Future<ClientResult> run(
+      long seq,
+      RequestSpec spec,
+      String traceId,
+      String traceparent,
+      int step,
+      long intendedNanos) {
+    Objects.requireNonNull(spec, "spec");
+    Promise<ClientResult> promise = Promise.promise();
+    Exchange exchange =
+        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, promise);
+    context.runOnContext(v -> exchange.start());
+    return promise.future();
+  }
+
+  /** Closes the connections; requests still running end as {@code RESET}. */
+  public Future<Void> close() {
+    return client.close();
+  }
+
+  String uri(String path) {
+    if (basePath.endsWith("/v1") && path.startsWith("/v1/")) {
+      return basePath + path.substring(3);
+    }
+    return basePath + path;
+  }
+}

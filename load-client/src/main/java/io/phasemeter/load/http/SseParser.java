@@ -1,0 +1,101 @@
+package io.phasemeter.load.http;
+
+import io.vertx.core.buffer.Buffer;
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.function.Consumer;
+
+/**
+ * Incremental {@code text/event-stream} parser (WHATWG HTML, "Server-sent events") that hands out
+ * the data of each event. Lines end with {@code \n}, {@code \r\n} or a bare {@code \r}, also when
+ * the two bytes of a {@code \r\n} arrive in different reads; comments ({@code :…}) and fields other
+ * than {@code data} are skipped; several {@code data} lines join with {@code \n}; an event without
+ * data is not dispatched. Lines are decoded as UTF-8 only once complete, so a character split
+ * across reads survives.
+ *
+ * <p>Not thread-safe: one stream, one context.
+ */
+final class SseParser {
+  private final ByteArrayOutputStream line = new ByteArrayOutputStream(256);
+  private final int maxLineBytes;
+  private StringBuilder data;
+  private boolean skipLf;
+  private boolean firstLine = true;
+
+  /**
+   * @param maxLineBytes the longest line accepted; a longer one makes {@link #feed} throw
+   */
+  SseParser(int maxLineBytes) {
+    this.maxLineBytes = maxLineBytes;
+  }
+
+  /**
+   * Feeds one read; calls {@code sink} with the data of every event it completes, in order.
+   *
+   * @throws IllegalStateException when a line is longer than the limit
+   */
+  void feed(Buffer chunk, Consumer<String> sink) {
+    int n = chunk.length();
+    for (int i = 0; i < n; i++) {
+      byte b = chunk.getByte(i);
+      if (skipLf) {
+        skipLf = false;
+        if (b == '\n') {
+          continue;
+        }
+      }
+      if (b == '\r' || b == '\n') {
+        skipLf = b == '\r';
+        endLine(sink);
+      } else {
+        if (line.size() >= maxLineBytes) {
+          throw new IllegalStateException(
+              "an event line is longer than " + maxLineBytes + " bytes");
+        }
+        line.write(b);
+      }
+    }
+  }
+
+  /** Whether an event or line has started and not ended. */
+  boolean hasPending() {
+    return line.size() > 0 || data != null;
+  }
+
+  private void endLine(Consumer<String> sink) {
+    String text = line.toString(StandardCharsets.UTF_8);
+    line.reset();
+    if (firstLine) {
+      firstLine = false;
+      if (text.startsWith("\uFEFF")) {
+        text = text.substring(1);
+      }
+    }
+    if (text.isEmpty()) {
+      if (data != null) {
+        String event = data.toString();
+        data = null;
+        sink.accept(event);
+      }
+      return;
+    }
+    if (text.charAt(0) == ':') {
+      return;
+    }
+    int colon = text.indexOf(':');
+    String field = colon < 0 ? text : text.substring(0, colon);
+    if (!field.equals("data")) {
+      return;
+    }
+    String value = colon < 0 ? "" : text.substring(colon + 1);
+    if (value.startsWith(" ")) {
+      value = value.substring(1);
+    }
+    if (data == null) {
+      data = new StringBuilder(value.length());
+    } else {
+      data.append('\n');
+    }
+    data.append(value);
+  }
+}

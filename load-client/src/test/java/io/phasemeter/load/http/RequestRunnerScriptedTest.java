@@ -1,0 +1,266 @@
+package io.phasemeter.load.http;
+
+import static io.phasemeter.load.http.RequestRunnerSimulatorTest.await;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.phasemeter.load.ClientResult;
+import io.phasemeter.load.ErrorClass;
+import io.phasemeter.load.workload.RequestSpec;
+import io.vertx.core.Handler;
+import io.vertx.core.Vertx;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpServerResponse;
+import io.vertx.junit5.VertxExtension;
+import java.net.URI;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** The runner against a scripted backend that answers exactly what each test writes. */
+@ExtendWith(VertxExtension.class)
+class RequestRunnerScriptedTest {
+  private static final String TRACE = "0000000000000007000000000000012f";
+  private static final String ROLE =
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+  private static final String DONE = "data: [DONE]\n\n";
+
+  private Vertx vertx;
+  private HttpServer backend;
+  private RequestRunner runner;
+  private final List<Long> itl = new CopyOnWriteArrayList<>();
+  private final AtomicReference<HttpServerRequest> seen = new AtomicReference<>();
+  private volatile Handler<HttpServerRequest> script;
+
+  @BeforeEach
+  void start(Vertx vertx) throws Exception {
+    this.vertx = vertx;
+    backend =
+        await(
+            vertx
+                .createHttpServer()
+                .requestHandler(
+                    req -> {
+                      seen.set(req);
+                      req.body().onSuccess(b -> script.handle(req));
+                    })
+                .listen(0, "127.0.0.1"));
+    runner = runner("http://127.0.0.1:" + backend.actualPort());
+  }
+
+  @AfterEach
+  void stop() throws Exception {
+    await(runner.close());
+    await(backend.close());
+  }
+
+  @Test
+  void wrongCompletionTokensIsInvalidWithReason() throws Exception {
+    script = req -> sse(req.response(), chunk("a") + chunk("b") + usage(10, 298) + DONE);
+    ClientResult r = run(spec(10, 300, true));
+    assertThat(r.error()).isEqualTo(ErrorClass.INVALID);
+    assertThat(r.invalidReason()).isEqualTo("completion_tokens 298 != max_tokens 300");
+    assertThat(r.usageCompletionTokens()).isEqualTo(298);
+    assertThat(itl).isEmpty();
+  }
+
+  @Test
+  void wrongPromptTokensIsInvalid() throws Exception {
+    script = req -> sse(req.response(), chunk("a") + usage(9, 1) + DONE);
+    ClientResult r = run(spec(10, 1, true));
+    assertThat(r.error()).isEqualTo(ErrorClass.INVALID);
+    assertThat(r.invalidReason()).contains("prompt_tokens 9");
+  }
+
+  @Test
+  void missingUsageIsInvalidOnlyWhenLengthsAreExact() throws Exception {
+    script = req -> sse(req.response(), chunk("a") + chunk("b") + DONE);
+    ClientResult exact = run(spec(10, 2, true));
+    assertThat(exact.error()).isEqualTo(ErrorClass.INVALID);
+    assertThat(exact.invalidReason()).isEqualTo("no usage in the response");
+    ClientResult free = run(spec(-1, 2, true));
+    assertThat(free.error()).isEqualTo(ErrorClass.NONE);
+    assertThat(free.usageCompletionTokens()).isEqualTo(-1);
+    // Without usage, n is the number of content events: 2, so one gap.
+    assertThat(free.itlCount()).isEqualTo(1);
+    assertThat(free.tpotNanos()).isNotNegative();
+  }
+
+  @Test
+  void wholeBodyWithWrongUsageIsInvalid() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .end(
+                    "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3}}");
+    ClientResult r = run(spec(10, 4, false));
+    assertThat(r.error()).isEqualTo(ErrorClass.INVALID);
+    assertThat(r.invalidReason()).isEqualTo("completion_tokens 3 != max_tokens 4");
+    assertThat(r.ttftNanos()).isEqualTo(r.totalNanos());
+  }
+
+  @Test
+  void wholeBodyThatIsNotJsonIsInvalid() throws Exception {
+    script = req -> req.response().putHeader("content-type", "application/json").end("{not json");
+    ClientResult r = run(spec(10, 4, false));
+    assertThat(r.error()).isEqualTo(ErrorClass.INVALID);
+  }
+
+  @Test
+  void errorEventIsStreamError() throws Exception {
+    script =
+        req ->
+            sse(
+                req.response(),
+                chunk("a")
+                    + "data: {\"error\":{\"message\":\"engine died\",\"code\":500}}\n\n"
+                    + DONE);
+    assertThat(run(spec(-1, 4, true)).error()).isEqualTo(ErrorClass.STREAM_ERROR);
+  }
+
+  @Test
+  void streamEndingWithoutDoneIsStreamError() throws Exception {
+    script = req -> sse(req.response(), chunk("a") + usage(10, 1));
+    ClientResult r = run(spec(10, 1, true));
+    assertThat(r.error()).isEqualTo(ErrorClass.STREAM_ERROR);
+    assertThat(r.ttftNanos()).isPositive();
+  }
+
+  @Test
+  void eventsSplitAcrossWritesWithCrlfAndCommentsAreParsed() throws Exception {
+    String stream =
+        (": ping\n\n"
+                + ROLE
+                + chunk("a")
+                + ": ping\n\n"
+                + chunk("b")
+                + chunk("c")
+                + usage(10, 3)
+                + DONE)
+            .replace("\n", "\r\n");
+    script =
+        req -> {
+          HttpServerResponse res = req.response();
+          res.setChunked(true).putHeader("content-type", "text/event-stream");
+          // One write per byte, each after the previous one: the client sees many small reads.
+          writeSlowly(res, stream, 0);
+        };
+    ClientResult r = run(spec(10, 3, true));
+    assertThat(r.error()).isEqualTo(ErrorClass.NONE);
+    assertThat(r.itlCount()).isEqualTo(2);
+    assertThat(itl).hasSize(2);
+    assertThat(r.usageCompletionTokens()).isEqualTo(3);
+    assertThat(r.ttftNanos()).isGreaterThanOrEqualTo(r.ttfbNanos()).isLessThan(r.totalNanos());
+  }
+
+  @Test
+  void roleChunkEosChunkAndUsageChunkAreNotContentButReasoningAndToolCallsAre() throws Exception {
+    String eos = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n";
+    String reasoning =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n";
+    String tool =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}\n\n";
+    script = req -> sse(req.response(), ROLE + reasoning + tool + eos + usage(-1, 0) + DONE);
+    ClientResult r = run(spec(-1, 8, true));
+    assertThat(r.error()).isEqualTo(ErrorClass.NONE);
+    // Two content events: reasoning and the tool call.
+    assertThat(r.itlCount()).isEqualTo(1);
+  }
+
+  @Test
+  void requestCarriesTraceparentAndExtraHeadersAndServerTimingIsKept() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .putHeader("Server-Timing", "queue;dur=12.5, generation;dur=100")
+                .end("{\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+    RequestSpec spec = spec(10, 4, false).withHeaders(java.util.Map.of("x-tenant", "t1"));
+    ClientResult r = run(spec);
+    assertThat(r.ok()).isTrue();
+    assertThat(r.serverTiming()).isEqualTo("queue;dur=12.5, generation;dur=100");
+    HttpServerRequest req = seen.get();
+    assertThat(req.getHeader("traceparent")).isEqualTo("00-" + TRACE + "-00f067aa0ba902b7-01");
+    assertThat(req.getHeader("x-tenant")).isEqualTo("t1");
+    assertThat(req.getHeader("content-type")).isEqualTo("application/json");
+    assertThat(req.path()).isEqualTo("/v1/completions");
+  }
+
+  @Test
+  void baseUrlPathIsKeptAndATrailingV1IsNotDoubled() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+    RequestRunner prefixed = runner("http://127.0.0.1:" + backend.actualPort() + "/gw/v1/");
+    try {
+      assertThat(await(prefixed.run(1, spec(10, 4, false), TRACE, null, 0, System.nanoTime())).ok())
+          .isTrue();
+      assertThat(seen.get().path()).isEqualTo("/gw/v1/completions");
+    } finally {
+      await(prefixed.close());
+    }
+  }
+
+  @Test
+  void connectionIsKeptAlive() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+    run(spec(10, 4, false));
+    var first = seen.get().connection();
+    run(spec(10, 4, false));
+    assertThat(seen.get().connection()).isSameAs(first);
+  }
+
+  private void writeSlowly(HttpServerResponse res, String text, int at) {
+    if (at == text.length()) {
+      res.end();
+      return;
+    }
+    res.write(text.substring(at, at + 1)).onComplete(v -> writeSlowly(res, text, at + 1));
+  }
+
+  private static void sse(HttpServerResponse res, String body) {
+    res.putHeader("content-type", "text/event-stream").end(body);
+  }
+
+  private static String chunk(String text) {
+    return "data: {\"choices\":[{\"index\":0,\"text\":\""
+        + text
+        + "\",\"finish_reason\":null}]}\n\n";
+  }
+
+  private static String usage(int prompt, int completion) {
+    String p = prompt < 0 ? "" : "\"prompt_tokens\":" + prompt + ",";
+    return "data: {\"choices\":[],\"usage\":{"
+        + p
+        + "\"completion_tokens\":"
+        + completion
+        + "}}\n\n";
+  }
+
+  private static RequestSpec spec(int promptTokens, int maxTokens, boolean stream) {
+    return new RequestSpec(
+        "/v1/completions", Buffer.buffer("{}"), "b", promptTokens, maxTokens, stream);
+  }
+
+  private RequestRunner runner(String url) {
+    return new RequestRunner(vertx, URI.create(url), 2, Duration.ofSeconds(30), itl::add);
+  }
+
+  private ClientResult run(RequestSpec spec) throws Exception {
+    return await(
+        runner.run(1, spec, TRACE, "00-" + TRACE + "-00f067aa0ba902b7-01", 0, System.nanoTime()));
+  }
+}
