@@ -1,0 +1,111 @@
+package io.phasemeter.load.report;
+
+import io.phasemeter.load.ClientResult;
+import io.phasemeter.load.Pair;
+import io.phasemeter.load.ServerRecord;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * pairs.csv: one row per request, ids, status, class and durations in milliseconds; no bodies. RFC
+ * 4180: fields holding a comma, a quote or a line break are quoted, quotes doubled; an unknown
+ * duration is an empty field.
+ */
+final class PairsCsv {
+  static final List<String> HEADER =
+      List.of(
+          "seq",
+          "trace_id",
+          "step",
+          "bucket",
+          "status",
+          "class",
+          "invalid_reason",
+          "joined",
+          "client_total_ms",
+          "client_ttft_ms",
+          "transport_setup_ms",
+          "schedule_lag_ms",
+          "tpot_ms",
+          "server_root_ms",
+          "server_ttft_ms",
+          "gateway_ms",
+          "receive_ms",
+          "queue_ms",
+          "generation_ms",
+          "write_ms",
+          "unattributed_ms",
+          "network_envelope_ms",
+          "ttft_envelope_ms",
+          "sampled");
+
+  private PairsCsv() {}
+
+  static void write(Path file, List<Pair> pairs) throws IOException {
+    try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
+      w.write(String.join(",", HEADER));
+      w.write("\r\n");
+      StringBuilder row = new StringBuilder(256);
+      for (Pair p : pairs) {
+        row.setLength(0);
+        appendRow(row, p);
+        w.append(row).append("\r\n");
+      }
+    }
+  }
+
+  static void appendRow(StringBuilder b, Pair p) {
+    ClientResult c = p.client();
+    ServerRecord s = p.server();
+    b.append(c.seq()).append(',');
+    b.append(quote(c.traceId())).append(',');
+    b.append(c.step()).append(',');
+    b.append(quote(c.bucket())).append(',');
+    b.append(c.status()).append(',');
+    b.append(c.error()).append(',');
+    b.append(quote(c.invalidReason())).append(',');
+    b.append(p.joined()).append(',');
+    b.append(nanos(c.totalNanos())).append(',');
+    b.append(nanos(c.ttftNanos())).append(',');
+    b.append(nanos(c.transportSetupNanos())).append(',');
+    b.append(c.intendedNanos() < 0 || c.actualNanos() < 0 ? "" : ms(c.scheduleLagNanos() / 1e6));
+    b.append(',');
+    b.append(nanos(c.tpotNanos())).append(',');
+    b.append(s == null ? "" : ms(s.rootMs())).append(',');
+    b.append(s == null ? "" : ms(SlowRequest.orNaN(s.serverTtftMs()))).append(',');
+    b.append(s == null ? "" : ms(SlowRequest.orNaN(s.gatewayMs()))).append(',');
+    for (String phase : List.of("receive", "queue", "generation", "write")) {
+      b.append(ms(SlowRequest.phase(s, phase))).append(',');
+    }
+    b.append(s == null ? "" : ms(SlowRequest.orNaN(s.unattributedMs()))).append(',');
+    b.append(ms(p.networkEnvelopeMs())).append(',');
+    b.append(ms(p.ttftEnvelopeMs())).append(',');
+    b.append(s == null ? "" : String.valueOf(s.sampled()));
+  }
+
+  private static String nanos(long nanos) {
+    return nanos < 0 ? "" : ms(nanos / 1e6);
+  }
+
+  private static String ms(double ms) {
+    return Double.isFinite(ms) ? String.format(Locale.ROOT, "%.3f", ms) : "";
+  }
+
+  static String quote(String field) {
+    if (field == null) {
+      return "";
+    }
+    if (field.indexOf(',') < 0
+        && field.indexOf('"') < 0
+        && field.indexOf('\n') < 0
+        && field.indexOf('\r') < 0) {
+      return field;
+    }
+    return '"' + field.replace("\"", "\"\"") + '"';
+  }
+}

@@ -1,0 +1,73 @@
+package io.phasemeter.load.report;
+
+import io.phasemeter.load.BudgetResult;
+import io.phasemeter.load.Pair;
+import io.phasemeter.load.StepInfo;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Everything a finished run hands to {@link ReportWriter}.
+ *
+ * @param pairs every finished request, joined with its proxy record or not
+ * @param steps the load steps (one when not stepping)
+ * @param runStartNanos when the run began (client clock)
+ * @param runEndNanos when it ended (client clock)
+ * @param conditions free-form facts about the run (versions, URLs, workload…), written as given
+ * @param sent requests started
+ * @param ok requests that succeeded
+ * @param errors requests that failed (any {@code ErrorClass} but {@code NONE}, invalid included)
+ * @param dropped iterations that could not start
+ * @param invalid complete responses judged invalid
+ * @param achievedRate requests per second the run achieved
+ * @param budgets every budget judged, latency and gates
+ * @param phaseStats the run's cumulative statistics (the only source of ITL)
+ */
+public record ReportInput(
+    List<Pair> pairs,
+    List<StepInfo> steps,
+    long runStartNanos,
+    long runEndNanos,
+    Map<String, Object> conditions,
+    long sent,
+    long ok,
+    long errors,
+    long dropped,
+    long invalid,
+    double achievedRate,
+    List<BudgetResult> budgets,
+    PhaseStats phaseStats) {
+
+  /** How many of the slowest requests a report reconciles. */
+  public static final int SLOWEST = 10;
+
+  public ReportInput {
+    pairs = List.copyOf(pairs);
+    steps = List.copyOf(steps);
+    conditions =
+        conditions == null
+            ? Map.of()
+            : Collections.unmodifiableMap(new LinkedHashMap<>(conditions)); // nulls allowed
+    budgets = List.copyOf(budgets);
+    if (phaseStats == null) {
+      phaseStats = PhaseStats.of(pairs);
+    }
+  }
+
+  /** The run's length in seconds (at least one nanosecond). */
+  public double durationSeconds() {
+    return Math.max(1, runEndNanos - runStartNanos) / 1e9;
+  }
+
+  /** Per-interval means of the phases, by intended start, for the over-time plot. */
+  public List<TimePoint> timeSeries() {
+    return TimePoint.series(pairs, runStartNanos, runEndNanos);
+  }
+
+  /** The {@value #SLOWEST} slowest successful requests, reconciled phase by phase. */
+  public List<SlowRequest> slowest() {
+    return SlowRequest.slowest(pairs, SLOWEST);
+  }
+}

@@ -1,0 +1,161 @@
+package io.phasemeter.load.report;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.phasemeter.load.BudgetResult;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Map;
+
+/** summary.json (DESIGN.md §7): the machine-readable verdict of a run. NaN is written as null. */
+final class SummaryJson {
+  private static final ObjectMapper MAPPER =
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+  private SummaryJson() {}
+
+  static void write(Path file, ReportModel m) throws IOException {
+    MAPPER.writeValue(file.toFile(), build(m));
+  }
+
+  static ObjectNode build(ReportModel m) {
+    ReportInput in = m.in;
+    ObjectNode root = JsonNodeFactory.instance.objectNode();
+    root.put("v", 1);
+    ObjectNode requests = root.putObject("requests");
+    requests.put("sent", in.sent());
+    requests.put("ok", in.ok());
+    requests.put("errors", in.errors());
+    requests.put("dropped", in.dropped());
+    requests.put("invalid", in.invalid());
+    num(root, "join_coverage", m.joinCoverage());
+    ObjectNode join = root.putObject("join");
+    join.put("ok", m.stats.okCount());
+    join.put("joined_ok", m.stats.joinedOkCount());
+    join.put("finished", m.stats.startedCount());
+    join.put("joined", m.stats.joinedCount());
+    num(root, "achieved_rate", in.achievedRate());
+    num(root, "request_throughput", m.requestThroughput);
+    num(root, "output_token_throughput", m.outputTokenThroughput);
+    root.put("total_output_tokens", m.outputTokens);
+    num(root, "duration_s", in.durationSeconds());
+
+    ObjectNode phases = root.putObject("phases");
+    for (String name : PhaseStats.NAMES) {
+      PhaseStats.Summary s = m.stats.summary(name);
+      ObjectNode p = phases.putObject(name);
+      p.put("count", s.count());
+      num(p, "p50_ms", s.p50());
+      num(p, "p95_ms", s.p95());
+      num(p, "p99_ms", s.p99());
+      num(p, "max_ms", s.max());
+      p.put("negative", m.stats.negativeCount(name));
+    }
+    ObjectNode negative = root.putObject("negative_envelopes");
+    negative.put("network_envelope", m.stats.negativeCount("network_envelope"));
+    negative.put("ttft_envelope", m.stats.negativeCount("ttft_envelope"));
+    negative.put(
+        "note",
+        "a negative envelope is a boundary, unit or join error; kept in every quantile, not"
+            + " clipped");
+
+    ArrayNode budgets = root.putArray("budgets");
+    for (BudgetResult b : in.budgets()) {
+      ObjectNode o = budgets.addObject();
+      o.put("name", b.name());
+      o.put("phase", b.phase());
+      num(o, "limit_ms", b.limitMs());
+      num(o, "observed_ms", b.observedMs());
+      o.put("breached", b.breached());
+    }
+
+    ObjectNode conditions = root.putObject("conditions");
+    for (Map.Entry<String, Object> e : in.conditions().entrySet()) {
+      JsonNode value;
+      try {
+        value = MAPPER.valueToTree(e.getValue());
+      } catch (IllegalArgumentException ex) {
+        value = JsonNodeFactory.instance.textNode(String.valueOf(e.getValue()));
+      }
+      conditions.set(e.getKey(), value);
+    }
+
+    ArrayNode steps = root.putArray("steps");
+    for (ReportModel.Step s : m.steps) {
+      ObjectNode o = steps.addObject();
+      o.put("index", s.info().index());
+      num(o, "offered_rate", s.info().offeredRate() < 0 ? Double.NaN : s.info().offeredRate());
+      o.put("concurrency", s.info().concurrency());
+      num(o, "achieved_rate", s.achievedRate());
+      num(o, "ok_rate", s.okRate());
+      num(o, "duration_s", s.durationSeconds());
+      o.put("sent", s.info().sent());
+      o.put("finished", s.finished());
+      o.put("ok", s.ok());
+      o.put("dropped", s.info().dropped());
+      num(o, "join_coverage", s.stats().joinCoverage());
+      ObjectNode ph = o.putObject("phases");
+      for (String name : PhaseStats.NAMES) {
+        PhaseStats.Summary sum = s.stats().summary(name);
+        if (sum.count() == 0) {
+          continue; // itl is only known for the whole run
+        }
+        ObjectNode p = ph.putObject(name);
+        p.put("count", sum.count());
+        num(p, "p50_ms", sum.p50());
+        num(p, "p95_ms", sum.p95());
+      }
+    }
+
+    ArrayNode slowest = root.putArray("slowest");
+    for (SlowRequest r : m.slowest) {
+      ObjectNode o = slowest.addObject();
+      o.put("seq", r.seq());
+      o.put("trace_id", r.traceId());
+      o.put("step", r.step());
+      o.put("joined", r.joined());
+      num(o, "client_total_ms", r.clientTotalMs());
+      num(o, "server_root_ms", r.serverRootMs());
+      for (SlowRequest.Part part : r.parts()) {
+        num(o, part.name() + "_ms", part.ms());
+      }
+      num(o, "residual_ms", r.residualMs());
+    }
+
+    ObjectNode definitions = root.putObject("definitions");
+    definitions.put("note", Definitions.NOTE);
+    Definitions.TERMS.forEach(definitions::put);
+    return (ObjectNode) nullNonFinite(root);
+  }
+
+  private static void num(ObjectNode o, String field, double v) {
+    if (Double.isFinite(v)) {
+      o.put(field, v);
+    } else {
+      o.putNull(field);
+    }
+  }
+
+  /** NaN and infinities anywhere (conditions included) become null: JSON has no NaN. */
+  private static JsonNode nullNonFinite(JsonNode node) {
+    if (node.isFloatingPointNumber() && !Double.isFinite(node.doubleValue())) {
+      return JsonNodeFactory.instance.nullNode();
+    }
+    if (node.isObject()) {
+      ObjectNode o = (ObjectNode) node;
+      for (Map.Entry<String, JsonNode> e : o.properties()) {
+        e.setValue(nullNonFinite(e.getValue()));
+      }
+    } else if (node.isArray()) {
+      ArrayNode a = (ArrayNode) node;
+      for (int i = 0; i < a.size(); i++) {
+        a.set(i, nullNonFinite(a.get(i)));
+      }
+    }
+    return node;
+  }
+}
