@@ -1,11 +1,295 @@
 package io.phasemeter.load;
 
-/** Entry point (placeholder until the CLI lands). */
-public final class LoadMain {
-  private LoadMain() {}
+import io.phasemeter.load.workload.Durations;
+import java.io.PrintWriter;
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.LocalDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code phasemeter load run …} and {@code phasemeter demo}. */
+@Command(
+    name = "phasemeter load",
+    mixinStandardHelpOptions = true,
+    versionProvider = LoadMain.VersionProvider.class,
+    description = "The Phasemeter load client: open- and closed-model load, joined with the proxy.",
+    subcommands = {LoadMain.Run.class, Demo.class},
+    exitCodeOnInvalidInput = 2)
+public final class LoadMain implements Callable<Integer> {
+
+  @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
   public static void main(String[] args) {
-    System.err.println("phasemeter load: not wired yet");
-    System.exit(2);
+    System.exit(
+        commandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true))
+            .execute(args));
+  }
+
+  static CommandLine commandLine(PrintWriter out, PrintWriter err) {
+    CommandLine cl = new CommandLine(new LoadMain());
+    cl.setOut(out);
+    cl.setErr(err);
+    cl.setExecutionExceptionHandler(
+        (ex, line, parse) -> {
+          line.getErr().println("phasemeter load: " + ex.getMessage());
+          return 2;
+        });
+    return cl;
+  }
+
+  @Override
+  public Integer call() {
+    spec.commandLine().usage(spec.commandLine().getOut());
+    return 2;
+  }
+
+  /** {@code phasemeter load run}. */
+  @Command(
+      name = "run",
+      mixinStandardHelpOptions = true,
+      sortOptions = false,
+      description = {
+        "Sends load to an OpenAI-compatible URL, joins each request with the proxy's record (with"
+            + " --admin), prints a live table and writes summary.json, pairs.csv, HdrHistogram logs"
+            + " and report.html.",
+        "",
+        "Exit codes: 0 every budget holds; 3 a budget is breached (the phase is named); 2 bad usage"
+            + " or config; 4 the run is invalid (dropped iterations, error rate or join coverage past"
+            + " their gates)."
+      },
+      exitCodeOnInvalidInput = 2)
+  static final class Run implements Callable<Integer> {
+    @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+
+    @Option(
+        names = "--url",
+        required = true,
+        paramLabel = "URL",
+        description = "target base URL, e.g. http://127.0.0.1:8080")
+    String url;
+
+    @Option(
+        names = "--admin",
+        paramLabel = "URL",
+        description = "the proxy's admin URL (e.g. http://127.0.0.1:9464): join with its records")
+    String admin;
+
+    @Option(
+        names = "--admin-token",
+        paramLabel = "TOKEN",
+        description = "bearer token of the admin listener, if it has one")
+    String adminToken;
+
+    @Option(
+        names = "--model",
+        required = true,
+        paramLabel = "M",
+        description = "model name to send")
+    String model;
+
+    @Option(names = "--rate", paramLabel = "R", description = "open model: requests per second")
+    double rate;
+
+    @Option(
+        names = "--arrival",
+        paramLabel = "KIND",
+        defaultValue = "poisson",
+        description = "constant, poisson or gamma (default: ${DEFAULT-VALUE})")
+    String arrival;
+
+    @Option(
+        names = "--burstiness",
+        paramLabel = "B",
+        defaultValue = "1.0",
+        description =
+            "gamma shape: 1 = Poisson, < 1 burstier, > 1 smoother (default: ${DEFAULT-VALUE})")
+    double burstiness;
+
+    @Option(
+        names = "--concurrency",
+        paramLabel = "N",
+        description = "closed model: N requests always in flight")
+    int concurrency;
+
+    @Option(
+        names = "--steps",
+        paramLabel = "R1,R2,…",
+        split = ",",
+        description = "stepped open model: these rates in turn (find the knee)")
+    List<Double> steps = new ArrayList<>();
+
+    @Option(
+        names = "--step-duration",
+        paramLabel = "D",
+        description = "length of each step, e.g. 30s")
+    String stepDuration;
+
+    @Option(
+        names = "--duration",
+        paramLabel = "D",
+        description = "length of the run, e.g. 60s, 5m (not with --steps)")
+    String duration;
+
+    @Option(
+        names = "--max-in-flight",
+        paramLabel = "N",
+        defaultValue = "1024",
+        description =
+            "cap on requests in flight; iterations past it are dropped and counted (default: ${DEFAULT-VALUE})")
+    int maxInFlight;
+
+    @Option(
+        names = "--profile",
+        paramLabel = "NAME",
+        description = "doc-qa (4096 in/300 out), single-1k, single-8k, single-32k (…/512 out)")
+    String profile;
+
+    @Option(
+        names = "--input-tokens",
+        paramLabel = "N",
+        defaultValue = "-1",
+        description = "custom input length (token-id prompt)")
+    int inputTokens;
+
+    @Option(
+        names = "--output-tokens",
+        paramLabel = "N",
+        defaultValue = "-1",
+        description = "custom output length (ignore_eos, min_tokens = max_tokens)")
+    int outputTokens;
+
+    @Option(
+        names = "--mix",
+        paramLabel = "MIX",
+        description = "length buckets, e.g. 1k:512=0.7,4k:300=0.3")
+    String mix;
+
+    @Option(
+        names = "--stream",
+        negatable = true,
+        defaultValue = "true",
+        fallbackValue = "true",
+        description = "stream responses (default: true; --no-stream for whole responses)")
+    boolean stream;
+
+    @Option(
+        names = "--chat",
+        description = "free-text chat requests instead of exact-length token-id prompts")
+    boolean chat;
+
+    @Option(
+        names = "--budgets",
+        paramLabel = "FILE",
+        description = "budgets file (DESIGN.md §6), e.g. config/budgets.yaml")
+    Path budgets;
+
+    @Option(
+        names = "--out",
+        paramLabel = "DIR",
+        description = "where the report goes (default: phasemeter-out/run-<time>)")
+    Path out;
+
+    @Option(
+        names = "--seed",
+        paramLabel = "S",
+        defaultValue = "1",
+        description = "seed of arrivals and prompts (default: ${DEFAULT-VALUE})")
+    long seed;
+
+    @Option(
+        names = "--timeout",
+        paramLabel = "D",
+        defaultValue = "120s",
+        description = "per-request timeout (default: ${DEFAULT-VALUE})")
+    String timeout;
+
+    @Option(
+        names = "--report-interval",
+        paramLabel = "D",
+        defaultValue = "5s",
+        description = "live table period (default: ${DEFAULT-VALUE})")
+    String reportInterval;
+
+    @Option(
+        names = "--join-grace",
+        paramLabel = "D",
+        defaultValue = "3s",
+        description = "how long to wait for the proxy's last records (default: ${DEFAULT-VALUE})")
+    String joinGrace;
+
+    @Option(
+        names = "--warmup",
+        paramLabel = "N",
+        defaultValue = "0",
+        description =
+            "requests sent one by one before the clock starts, not counted (default: ${DEFAULT-VALUE})")
+    int warmup;
+
+    @Override
+    public Integer call() {
+      PrintWriter err = spec.commandLine().getErr();
+      LoadOptions o;
+      try {
+        o = options();
+      } catch (IllegalArgumentException e) {
+        err.println("phasemeter load: " + e.getMessage());
+        return 2;
+      }
+      return LoadRun.execute(o, spec.commandLine().getOut(), err);
+    }
+
+    LoadOptions options() {
+      return new LoadOptions(
+          URI.create(url),
+          admin == null ? null : URI.create(admin),
+          adminToken,
+          model,
+          rate,
+          arrival,
+          burstiness,
+          concurrency,
+          steps,
+          stepDuration == null ? null : Durations.parse("--step-duration", stepDuration),
+          duration == null
+              ? (steps.isEmpty()
+                  ? null
+                  : Durations.parse("--step-duration", stepDuration).multipliedBy(steps.size()))
+              : Durations.parse("--duration", duration),
+          maxInFlight,
+          profile,
+          inputTokens,
+          outputTokens,
+          mix,
+          stream,
+          budgets,
+          out == null ? defaultOut("run") : out,
+          seed,
+          Durations.parse("--timeout", timeout),
+          Durations.parse("--report-interval", reportInterval),
+          Durations.parse("--join-grace", joinGrace),
+          chat,
+          warmup);
+    }
+  }
+
+  /** {@code phasemeter-out/<kind>-<local time>}. */
+  static Path defaultOut(String kind) {
+    return Path.of(
+        "phasemeter-out",
+        kind + "-" + LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
+  }
+
+  /** Prints the version. */
+  static final class VersionProvider implements CommandLine.IVersionProvider {
+    @Override
+    public String[] getVersion() {
+      return new String[] {"phasemeter load " + Version.version()};
+    }
   }
 }

@@ -37,7 +37,8 @@ public record LoadOptions(
     Duration timeout,
     Duration reportInterval,
     Duration joinGrace,
-    boolean chat) {
+    boolean chat,
+    int warmup) {
 
   public LoadOptions {
     int shapes = (rate > 0 ? 1 : 0) + (concurrency > 0 ? 1 : 0) + (steps.isEmpty() ? 0 : 1);
@@ -56,6 +57,9 @@ public record LoadOptions(
     }
     if (burstiness <= 0) {
       throw new IllegalArgumentException("--burstiness must be positive");
+    }
+    if (warmup < 0) {
+      throw new IllegalArgumentException("--warmup must be 0 or more");
     }
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("--max-in-flight must be at least 1");

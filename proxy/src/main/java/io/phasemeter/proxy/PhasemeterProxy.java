@@ -12,6 +12,7 @@ import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.NanoClock;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
+import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.phasemeter.proxy.telemetry.RecordFeed;
 import io.phasemeter.proxy.telemetry.RecordStore;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
@@ -49,6 +50,7 @@ public final class PhasemeterProxy {
   private final RecordStore records;
   private final LiveStats stats;
   private final long rotateTimer;
+  private final ProxyTelemetry ownedTelemetry;
   private final AtomicBoolean closed = new AtomicBoolean();
 
   private PhasemeterProxy(
@@ -59,7 +61,9 @@ public final class PhasemeterProxy {
       ProxyMetrics metrics,
       RecordStore records,
       LiveStats stats,
-      long rotateTimer) {
+      long rotateTimer,
+      ProxyTelemetry ownedTelemetry) {
+    this.ownedTelemetry = ownedTelemetry;
     this.vertx = vertx;
     this.pipeline = pipeline;
     this.server = server;
@@ -115,7 +119,13 @@ public final class PhasemeterProxy {
     vertx.cancelTimer(rotateTimer);
     return Future.join(server.close(), admin.close())
         .compose(v -> pipeline.close())
-        .onComplete(v -> metrics.close())
+        .onComplete(
+            v -> {
+              metrics.close();
+              if (ownedTelemetry != null) {
+                ownedTelemetry.close();
+              }
+            })
         .mapEmpty();
   }
 
@@ -137,7 +147,7 @@ public final class PhasemeterProxy {
   public static final class Builder {
     private final Vertx vertx;
     private final ProxyConfig config;
-    private OpenTelemetry openTelemetry = OpenTelemetry.noop();
+    private OpenTelemetry openTelemetry;
     private NanoClock clock = NanoClock.system();
     private ProxyMetrics metrics;
     private Budgets budgets = new Budgets(List.of());
@@ -148,7 +158,10 @@ public final class PhasemeterProxy {
       this.config = Objects.requireNonNull(config);
     }
 
-    /** The OpenTelemetry instance spans go to (default: no-op). */
+    /**
+     * The OpenTelemetry instance spans go to (default: one built from the config's telemetry
+     * section and the OTEL_* variables, owned and closed by the proxy).
+     */
     public Builder openTelemetry(OpenTelemetry openTelemetry) {
       this.openTelemetry = Objects.requireNonNull(openTelemetry);
       return this;
@@ -181,6 +194,15 @@ public final class PhasemeterProxy {
     /** Binds both listeners and completes with the running proxy. */
     public Future<PhasemeterProxy> start() {
       ProxyMetrics m = metrics != null ? metrics : ProxyMetrics.create();
+      ProxyTelemetry owned = null;
+      OpenTelemetry otel = openTelemetry;
+      if (otel == null) {
+        // Without an SDK there would be no trace ids: records and the join need them.
+        owned = ProxyTelemetry.create(config.telemetry(), System.getenv(), version(), clock);
+        owned.bindTo(m);
+        otel = owned.openTelemetry();
+      }
+      ProxyTelemetry ownedTelemetry = owned;
       ProxyConfig.Telemetry t = config.telemetry();
       ExportPolicy policy =
           new ExportPolicy(
@@ -201,7 +223,7 @@ public final class PhasemeterProxy {
       all.add(records);
       all.add(stats);
       all.addAll(observers);
-      Pipeline pipeline = new Pipeline(vertx, config, openTelemetry, clock, all);
+      Pipeline pipeline = new Pipeline(vertx, config, otel, clock, all);
       m.bindPipeline(pipeline.inFlightByPool(), pipeline.slotPools());
       m.bindExportedRatio(records::exportedRatio);
       AtomicBoolean listening = new AtomicBoolean();
@@ -233,7 +255,8 @@ public final class PhasemeterProxy {
                     m,
                     records,
                     stats,
-                    rotate);
+                    rotate,
+                    ownedTelemetry);
               })
           .onFailure(
               err -> {
@@ -246,6 +269,9 @@ public final class PhasemeterProxy {
                 }
                 pipeline.close();
                 m.close();
+                if (ownedTelemetry != null) {
+                  ownedTelemetry.close();
+                }
               });
     }
   }

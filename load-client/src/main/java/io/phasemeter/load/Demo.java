@@ -1,0 +1,166 @@
+package io.phasemeter.load;
+
+import io.phasemeter.load.workload.Durations;
+import io.phasemeter.proxy.PhasemeterProxy;
+import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.config.ConfigLoader;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.sim.Simulator;
+import io.phasemeter.sim.SimulatorConfig;
+import io.vertx.core.Vertx;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code phasemeter demo}: the simulator and the proxy in this JVM on free ports, then a stepped
+ * load that crosses the knee in about a minute. The live table shows the queue phase grow while
+ * generation stays flat, the BREACH line names the queue, and the report is written.
+ */
+@Command(
+    name = "demo",
+    mixinStandardHelpOptions = true,
+    description = {
+      "Runs the simulator and the proxy in-process and drives a stepped load across the knee"
+          + " (about a minute): live phase table, the breach when the queue budget goes, and a"
+          + " report. Needs nothing but Java."
+    })
+public final class Demo implements Callable<Integer> {
+  @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+
+  @Option(
+      names = "--steps",
+      paramLabel = "R1,R2,…",
+      split = ",",
+      description = "offered rates (default: 4,8,12,16 req/s; capacity is about 10)")
+  List<Double> steps = new ArrayList<>(List.of(4.0, 8.0, 12.0, 16.0));
+
+  @Option(
+      names = "--step-duration",
+      paramLabel = "D",
+      defaultValue = "12s",
+      description = "length of each step (default: ${DEFAULT-VALUE})")
+  String stepDuration;
+
+  @Option(
+      names = "--out",
+      paramLabel = "DIR",
+      description = "where the report goes (default: phasemeter-out/demo-<time>)")
+  Path out;
+
+  @Option(
+      names = "--report-interval",
+      paramLabel = "D",
+      defaultValue = "5s",
+      description = "live table period (default: ${DEFAULT-VALUE})")
+  String reportInterval;
+
+  /** The demo's pool: 8 slots in front of a simulator decoding 10 ms per token. */
+  static final int SLOTS = 8;
+
+  @Override
+  public Integer call() throws Exception {
+    PrintWriter stdout = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    Path dir = out == null ? LoadMain.defaultOut("demo") : out;
+    Files.createDirectories(dir);
+    Path budgetsFile = dir.resolve("budgets.yaml");
+    try (InputStream in = Demo.class.getResourceAsStream("/demo-budgets.yaml")) {
+      Files.write(budgetsFile, in.readAllBytes());
+    }
+    Vertx servers = Vertx.vertx();
+    try {
+      Simulator sim =
+          Simulator.start(
+                  servers,
+                  SimulatorConfig.defaults()
+                      .withPort(0)
+                      .withSlots(32)
+                      .withDecodeStepMs(10)
+                      .withDecodeStepGrowth(0.02)
+                      .withPrefillTokensPerSecond(20_000))
+              .await(10, TimeUnit.SECONDS);
+      ProxyConfig config =
+          ConfigLoader.parse(
+              "listen: {host: 127.0.0.1, port: 0}\n"
+                  + "admin: {host: 127.0.0.1, port: 0}\n"
+                  + "pools:\n"
+                  + "  - name: default\n"
+                  + "    models: [sim-llama]\n"
+                  + "    upstreams: [http://127.0.0.1:"
+                  + sim.port()
+                  + "]\n"
+                  + "    slots: "
+                  + SLOTS
+                  + "\n"
+                  + "    queue: {max: 1000, timeout: 60s}\n",
+              "demo proxy config");
+      PhasemeterProxy proxy =
+          PhasemeterProxy.builder(servers, config)
+              .budgets(Budgets.load(budgetsFile))
+              .start()
+              .await(10, TimeUnit.SECONDS);
+      stdout.println(
+          "phasemeter demo: simulator on :"
+              + sim.port()
+              + " (decode 10 ms/token), proxy on :"
+              + proxy.port()
+              + " ("
+              + SLOTS
+              + " slots), admin on :"
+              + proxy.adminPort()
+              + ". Offered load steps "
+              + steps
+              + " req/s of 512-token prompts and 64-token answers; the pool serves about 10 req/s,"
+              + " so the later steps queue on purpose.");
+      stdout.flush();
+      Duration step = Durations.parse("--step-duration", stepDuration);
+      LoadOptions o =
+          new LoadOptions(
+              URI.create("http://127.0.0.1:" + proxy.port()),
+              URI.create("http://127.0.0.1:" + proxy.adminPort()),
+              null,
+              "sim-llama",
+              0,
+              "poisson",
+              1.0,
+              0,
+              steps,
+              step,
+              step.multipliedBy(steps.size()),
+              1024,
+              null,
+              512,
+              64,
+              null,
+              true,
+              budgetsFile,
+              dir,
+              1,
+              Duration.ofSeconds(90),
+              Durations.parse("--report-interval", reportInterval),
+              Duration.ofSeconds(3),
+              false,
+              5);
+      int code = LoadRun.execute(o, stdout, err);
+      if (code == LoadRun.BREACHED) {
+        stdout.println(
+            "phasemeter demo: the breach above is the point of the demo (a real run exits 3 on it).");
+        return 0;
+      }
+      return code;
+    } finally {
+      servers.close().await(10, TimeUnit.SECONDS);
+    }
+  }
+}

@@ -1,0 +1,99 @@
+package io.phasemeter.load;
+
+import io.phasemeter.load.report.PhaseStats;
+import java.io.PrintWriter;
+import java.util.List;
+import java.util.Locale;
+
+/** The compact table printed every few seconds while a run goes: window and cumulative. */
+final class LiveTable {
+  /** The phases shown, in pipeline order; rows without data are skipped. */
+  static final List<String> ROWS =
+      List.of(
+          "client_total",
+          "client_ttft",
+          "network_envelope",
+          "ttft_envelope",
+          "gateway",
+          "queue",
+          "generation",
+          "write",
+          "unattributed",
+          "server_ttft",
+          "tpot",
+          "itl",
+          "transport_setup",
+          "schedule_lag");
+
+  private LiveTable() {}
+
+  static void print(
+      PrintWriter out,
+      String header,
+      PhaseStats window,
+      PhaseStats total,
+      List<BudgetResult> breaches) {
+    out.println(header);
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "  %-17s %9s %9s %9s | %9s %9s %9s %7s",
+            "phase (ms)",
+            "win p50",
+            "win p95",
+            "win p99",
+            "all p50",
+            "all p95",
+            "all p99",
+            "n"));
+    for (String name : ROWS) {
+      PhaseStats.Summary all = total.summary(name);
+      if (all.count() == 0) {
+        continue;
+      }
+      PhaseStats.Summary w = window.summary(name);
+      out.println(
+          String.format(
+              Locale.ROOT,
+              "  %-17s %9s %9s %9s | %9s %9s %9s %7d%s",
+              name,
+              fmt(w.p50()),
+              fmt(w.p95()),
+              fmt(w.p99()),
+              fmt(all.p50()),
+              fmt(all.p95()),
+              fmt(all.p99()),
+              all.count(),
+              total.negativeCount(name) > 0
+                  ? "  (" + total.negativeCount(name) + " negative!)"
+                  : ""));
+    }
+    for (BudgetResult b : breaches) {
+      out.println(breachLine(b));
+    }
+    out.flush();
+  }
+
+  static String breachLine(BudgetResult b) {
+    boolean rate = b.phase().equals("error_rate") || b.phase().equals("join_coverage");
+    return String.format(
+        Locale.ROOT,
+        "  BREACH %s: %s %s %s %s (page: %s)",
+        b.name(),
+        b.phase(),
+        rate ? String.format(Locale.ROOT, "%.4f", b.observedMs()) : fmt(b.observedMs()) + " ms",
+        b.phase().equals("join_coverage") ? "<" : ">",
+        rate ? String.format(Locale.ROOT, "%.4f", b.limitMs()) : fmt(b.limitMs()) + " ms limit",
+        rate ? "the run's validity gate" : ClientBudgets.owner(b.phase()));
+  }
+
+  static String fmt(double ms) {
+    if (Double.isNaN(ms)) {
+      return "-";
+    }
+    if (Math.abs(ms) >= 1000) {
+      return String.format(Locale.ROOT, "%.0f", ms);
+    }
+    return String.format(Locale.ROOT, "%.1f", ms);
+  }
+}

@@ -1,0 +1,568 @@
+package io.phasemeter.load;
+
+import io.phasemeter.load.http.RequestRunner;
+import io.phasemeter.load.report.PhaseStats;
+import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.Mix;
+import io.phasemeter.load.workload.Profile;
+import io.phasemeter.load.workload.RequestSpec;
+import io.phasemeter.load.workload.TraceIds;
+import io.phasemeter.load.workload.Workload;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.core.json.JsonObject;
+import java.io.PrintWriter;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * One load run: schedules requests from a clock (open model) or keeps N in flight (closed model),
+ * step by step; joins each with the proxy's record; prints the live table; judges the budgets and
+ * writes the report. Exit codes as in DESIGN.md §7.
+ */
+public final class LoadRun {
+  /** Exit codes (DESIGN.md §7). */
+  public static final int OK = 0;
+
+  public static final int USAGE = 2;
+  public static final int BREACHED = 3;
+  public static final int INVALID_RUN = 4;
+
+  /** At most this many SLOW/FAIL lines per report interval; the rest are counted. */
+  private static final int NOTABLE_LINES = 10;
+
+  private final Vertx vertx;
+  private final LoadOptions o;
+  private final PrintWriter out;
+  private final ClientBudgets budgets;
+  private final TraceIds ids;
+  private final Workload workload;
+  private final String workloadText;
+  private final String prefix;
+  private final RequestRunner runner;
+  private final Joiner joiner;
+  private final Object statsLock = new Object();
+  private final PhaseStats cumulative = new PhaseStats();
+  private final AtomicReference<PhaseStats> window = new AtomicReference<>(new PhaseStats());
+  private final AtomicInteger inFlight = new AtomicInteger();
+  private final AtomicLong seq = new AtomicLong();
+  private final AtomicLong completed = new AtomicLong();
+  private final AtomicLong notable = new AtomicLong();
+  private final AtomicLong notableSuppressed = new AtomicLong();
+  private final List<StepInfo> steps = new ArrayList<>();
+  private final Map<String, Object> conditions = new LinkedHashMap<>();
+  private volatile int currentStep;
+  private volatile String currentStepText = "";
+  private RecordFeedClient feed;
+  private long runStart;
+
+  LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets) {
+    this.vertx = vertx;
+    this.o = o;
+    this.out = out;
+    this.budgets = budgets;
+    this.ids = TraceIds.random();
+    this.prefix = String.format("%016x", ids.instanceId());
+    this.workload = workload(o);
+    this.workloadText = workloadText(o);
+    this.runner =
+        new RequestRunner(
+            vertx,
+            o.url(),
+            Math.min(o.maxInFlight(), 4096),
+            o.timeout(),
+            gap -> {
+              synchronized (statsLock) {
+                cumulative.addItl(gap);
+                window.get().addItl(gap);
+              }
+            });
+    this.joiner =
+        new Joiner(
+            prefix,
+            100_000,
+            pair -> {
+              synchronized (statsLock) {
+                cumulative.add(pair);
+                window.get().add(pair);
+              }
+            });
+  }
+
+  /** Runs with a Vert.x of its own and returns the exit code. */
+  public static int execute(LoadOptions o, PrintWriter out, PrintWriter err) {
+    ClientBudgets budgets;
+    try {
+      budgets = o.budgets() == null ? ClientBudgets.none() : ClientBudgets.load(o.budgets());
+      workload(o);
+    } catch (IllegalArgumentException e) {
+      err.println("phasemeter load: " + e.getMessage());
+      return USAGE;
+    }
+    Vertx vertx = Vertx.vertx();
+    try {
+      return new LoadRun(vertx, o, out, budgets).run(err);
+    } catch (Exception e) {
+      err.println("phasemeter load: the run failed: " + e);
+      return INVALID_RUN;
+    } finally {
+      vertx.close();
+    }
+  }
+
+  int run(PrintWriter err) throws Exception {
+    if (o.admin() != null) {
+      feed = new RecordFeedClient(vertx, o.admin(), o.adminToken());
+      try {
+        feed.start(joiner::record).await(10, TimeUnit.SECONDS);
+      } catch (Exception e) {
+        err.println("phasemeter load: " + e.getMessage());
+        return USAGE;
+      }
+      conditions.putAll(proxyConditions());
+    }
+    recordConditions();
+    out.println(
+        "phasemeter load: "
+            + o.arrivalDescription()
+            + " -> "
+            + o.url()
+            + " (model "
+            + o.model()
+            + ", "
+            + workloadText
+            + (o.admin() == null
+                ? "; no --admin: no join, no envelope"
+                : "; joining with " + o.admin())
+            + ")");
+    out.flush();
+    warmUp();
+    runStart = System.nanoTime();
+    long periodic =
+        vertx.setPeriodic(Math.max(1000, o.reportInterval().toMillis()), id -> printLive());
+    try {
+      if (o.concurrency() > 0) {
+        steps.add(closedStep(0, o.concurrency(), o.duration()).await());
+      } else if (!o.steps().isEmpty()) {
+        for (int i = 0; i < o.steps().size(); i++) {
+          double rate = o.steps().get(i);
+          steps.add(openStep(i, rate, o.stepDuration(), arrivals(rate, i)).await());
+        }
+      } else {
+        steps.add(openStep(0, o.rate(), o.duration(), arrivals(o.rate(), 0)).await());
+      }
+      // Whatever is still in flight finishes (or times out) before the join is closed.
+      long deadline = System.nanoTime() + o.timeout().toNanos() + 5_000_000_000L;
+      while (inFlight.get() > 0 && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+      }
+      long joinDeadline = System.nanoTime() + o.joinGrace().toNanos();
+      while (feed != null && joiner.waiting() > 0 && System.nanoTime() < joinDeadline) {
+        Thread.sleep(20);
+      }
+      joiner.flush();
+    } finally {
+      vertx.cancelTimer(periodic);
+      runner.close();
+      if (feed != null) {
+        feed.close();
+      }
+    }
+    long runEnd = System.nanoTime();
+    return finish(runEnd);
+  }
+
+  /** Exact lengths (token-id prompts) unless --chat; from --mix, --profile or custom lengths. */
+  static Workload workload(LoadOptions o) {
+    if (o.chat()) {
+      return Workload.chat(
+          o.model(), o.outputTokens() > 0 ? o.outputTokens() : 128, o.stream(), o.seed());
+    }
+    if (o.mix() != null) {
+      return Workload.completions(o.model(), Mix.parse(o.mix()), o.stream(), o.seed());
+    }
+    return Workload.completions(o.model(), profile(o), o.stream(), o.seed());
+  }
+
+  static Profile profile(LoadOptions o) {
+    if (o.profile() != null) {
+      return Profile.named(o.profile());
+    }
+    if (o.inputTokens() > 0 && o.outputTokens() > 0) {
+      return Profile.custom(o.inputTokens(), o.outputTokens());
+    }
+    if (o.inputTokens() > 0 || o.outputTokens() > 0) {
+      throw new IllegalArgumentException("--input-tokens and --output-tokens go together");
+    }
+    return Profile.DOC_QA;
+  }
+
+  static String workloadText(LoadOptions o) {
+    String lengths;
+    if (o.chat()) {
+      lengths = "chat, free text";
+    } else if (o.mix() != null) {
+      lengths = "mix " + o.mix();
+    } else {
+      Profile p = profile(o);
+      lengths = p.name() + " (" + p.inputTokens() + " in / " + p.outputTokens() + " out)";
+    }
+    return lengths + (o.stream() ? ", streamed" : ", whole responses");
+  }
+
+  /**
+   * Sends {@code --warmup} requests one by one before the clock starts, under a different trace-id
+   * prefix so their records are ignored: JIT and connection set-up stay out of the figures.
+   */
+  private void warmUp() throws Exception {
+    if (o.warmup() <= 0) {
+      return;
+    }
+    TraceIds warm = TraceIds.random();
+    Workload w = workload(o);
+    RequestRunner warmRunner = new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {});
+    try {
+      for (int i = 1; i <= o.warmup(); i++) {
+        warmRunner
+            .run(-i, w.request(-i), warm.traceId(i), warm.traceparent(i), 0, System.nanoTime())
+            .await(o.timeout().toMillis() + 5000, TimeUnit.MILLISECONDS);
+      }
+    } finally {
+      warmRunner.close();
+    }
+    out.println("phasemeter load: " + o.warmup() + " warm-up requests sent (not counted)");
+  }
+
+  private Arrivals arrivals(double rate, int step) {
+    long seed = o.seed() * 31 + step;
+    return switch (o.arrival()) {
+      case "poisson" -> Arrivals.poisson(rate, seed);
+      case "gamma" -> Arrivals.gamma(rate, o.burstiness(), seed);
+      default -> Arrivals.constant(rate);
+    };
+  }
+
+  /** Open model: requests leave at their scheduled times, whatever the responses do. */
+  private Future<StepInfo> openStep(int index, double rate, Duration d, Arrivals arrivals) {
+    Promise<StepInfo> done = Promise.promise();
+    Context ctx = vertx.getOrCreateContext();
+    currentStep = index;
+    currentStepText = stepText(index, String.format(Locale.ROOT, "%.2f req/s", rate));
+    long[] counts = new long[2]; // sent, dropped
+    ctx.runOnContext(
+        v -> {
+          long start = System.nanoTime();
+          long end = start + d.toNanos();
+          long[] next = {start};
+          Runnable[] tick = new Runnable[1];
+          tick[0] =
+              () -> {
+                long now = System.nanoTime();
+                while (next[0] <= now && next[0] < end) {
+                  if (launch(next[0], index)) {
+                    counts[0]++;
+                  } else {
+                    counts[1]++;
+                  }
+                  next[0] += arrivals.nextGapNanos();
+                }
+                if (next[0] >= end) {
+                  done.complete(new StepInfo(index, rate, 0, start, end, counts[0], counts[1]));
+                  return;
+                }
+                long delayMs = Math.max(1, (next[0] - System.nanoTime()) / 1_000_000);
+                vertx.setTimer(delayMs, id -> tick[0].run());
+              };
+          tick[0].run();
+        });
+    return done.future();
+  }
+
+  /** Closed model: N requests in flight, each followed at once by the next. */
+  private Future<StepInfo> closedStep(int index, int concurrency, Duration d) {
+    Promise<StepInfo> done = Promise.promise();
+    Context ctx = vertx.getOrCreateContext();
+    currentStepText = stepText(index, "concurrency " + concurrency);
+    AtomicLong sent = new AtomicLong();
+    AtomicInteger running = new AtomicInteger(concurrency);
+    ctx.runOnContext(
+        v -> {
+          long start = System.nanoTime();
+          long end = start + d.toNanos();
+          for (int w = 0; w < concurrency; w++) {
+            Runnable[] loop = new Runnable[1];
+            loop[0] =
+                () -> {
+                  long now = System.nanoTime();
+                  if (now >= end) {
+                    if (running.decrementAndGet() == 0) {
+                      done.complete(
+                          new StepInfo(index, -1, concurrency, start, end, sent.get(), 0));
+                    }
+                    return;
+                  }
+                  sent.incrementAndGet();
+                  send(now, index).onComplete(ar -> ctx.runOnContext(x -> loop[0].run()));
+                };
+            loop[0].run();
+          }
+        });
+    return done.future();
+  }
+
+  /** Starts one request at its intended time, unless the in-flight cap is reached (a drop). */
+  private boolean launch(long intended, int step) {
+    if (inFlight.get() >= o.maxInFlight()) {
+      return false;
+    }
+    send(intended, step);
+    return true;
+  }
+
+  private Future<ClientResult> send(long intended, int step) {
+    inFlight.incrementAndGet();
+    long n = seq.incrementAndGet();
+    RequestSpec spec = workload.request(n);
+    return runner
+        .run(n, spec, ids.traceId(n), ids.traceparent(n), step, intended)
+        .onComplete(
+            ar -> {
+              inFlight.decrementAndGet();
+              completed.incrementAndGet();
+              if (ar.succeeded()) {
+                ClientResult r = ar.result();
+                notable(r);
+                if (feed != null) {
+                  joiner.client(r);
+                } else {
+                  joiner.alone(r);
+                }
+              }
+            });
+  }
+
+  /** Failed requests, and very slow ones, are printed with their trace id; nothing else is. */
+  private void notable(ClientResult r) {
+    String line = null;
+    if (!r.ok()) {
+      line =
+          "  FAIL trace="
+              + r.traceId()
+              + " class="
+              + r.error()
+              + " status="
+              + r.status()
+              + (r.invalidReason() == null ? "" : " reason=" + r.invalidReason());
+    } else {
+      double p99;
+      synchronized (statsLock) {
+        p99 =
+            cumulative.summary("client_total").count() >= 100
+                ? cumulative.quantileMs("client_total", 0.99)
+                : Double.NaN;
+      }
+      if (!Double.isNaN(p99) && r.totalNanos() / 1e6 > 2 * p99) {
+        line =
+            String.format(
+                Locale.ROOT,
+                "  SLOW trace=%s client_total=%.1f ms (> 2 × p99 %.1f ms)",
+                r.traceId(),
+                r.totalNanos() / 1e6,
+                p99);
+      }
+    }
+    if (line == null) {
+      return;
+    }
+    if (notable.incrementAndGet() <= NOTABLE_LINES) {
+      synchronized (out) {
+        out.println(line);
+        out.flush();
+      }
+    } else {
+      notableSuppressed.incrementAndGet();
+    }
+  }
+
+  private void printLive() {
+    PhaseStats w;
+    List<BudgetResult> breaches;
+    synchronized (statsLock) {
+      w = window.getAndSet(new PhaseStats());
+      breaches =
+          budgets.judgeLatency(o.model(), cumulative).stream()
+              .filter(BudgetResult::breached)
+              .toList();
+    }
+    double elapsed = (System.nanoTime() - runStart) / 1e9;
+    long suppressed = notableSuppressed.getAndSet(0);
+    notable.set(0);
+    String header =
+        String.format(
+            Locale.ROOT,
+            "[%6.1fs] %s  sent %d  done %d  in-flight %d  drops %d  join %s%s",
+            elapsed,
+            currentStepText,
+            seq.get(),
+            completed.get(),
+            inFlight.get(),
+            steps.stream().mapToLong(StepInfo::dropped).sum(),
+            feed == null ? "-" : String.format(Locale.ROOT, "%.1f%%", 100 * coverage()),
+            suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
+    synchronized (out) {
+      synchronized (statsLock) {
+        LiveTable.print(out, header, w, cumulative, breaches);
+      }
+    }
+  }
+
+  private double coverage() {
+    synchronized (statsLock) {
+      long ok = cumulative.okCount();
+      return ok == 0 ? 1.0 : (double) cumulative.joinedOkCount() / ok;
+    }
+  }
+
+  private String stepText(int index, String what) {
+    int total = o.steps().isEmpty() ? 1 : o.steps().size();
+    return "step " + (index + 1) + "/" + total + " (" + what + ")";
+  }
+
+  private Map<String, Object> proxyConditions() {
+    Map<String, Object> c = new LinkedHashMap<>();
+    try {
+      HttpGet.Result r = HttpGet.get(vertx, o.admin().resolve("/admin/stats"), o.adminToken());
+      if (r.status() == 200) {
+        JsonObject stats = new JsonObject(r.body());
+        c.put("proxy_version", stats.getValue("version"));
+        c.put("proxy_sampling", stats.getValue("sampling"));
+        c.put("record_schema", stats.getValue("record_schema"));
+      }
+    } catch (Exception e) {
+      c.put("proxy_stats_error", e.getMessage());
+    }
+    return c;
+  }
+
+  private void recordConditions() {
+    conditions.put("phasemeter_version", Version.version());
+    conditions.put("git_commit", Version.gitCommit());
+    conditions.put("target_url", o.url().toString());
+    conditions.put("admin_url", o.admin() == null ? null : o.admin().toString());
+    conditions.put("model", o.model());
+    conditions.put("workload", workloadText);
+    conditions.put("arrival", o.arrivalDescription());
+    conditions.put("max_in_flight", o.maxInFlight());
+    conditions.put("streaming", o.stream());
+    conditions.put("seed", o.seed());
+    conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
+    conditions.put("budgets_sha256", budgets.sha256());
+    conditions.put("trace_id_prefix", prefix);
+    conditions.put("started_at", java.time.Instant.now().toString());
+  }
+
+  private int finish(long runEnd) throws Exception {
+    List<Pair> pairs = joiner.pairs();
+    long sent = seq.get();
+    long ok = pairs.stream().filter(p -> p.client().ok()).count();
+    long invalid = pairs.stream().filter(p -> p.client().error() == ErrorClass.INVALID).count();
+    long errors = pairs.size() - ok;
+    long dropped = steps.stream().mapToLong(StepInfo::dropped).sum();
+    double seconds = Math.max(1e-9, (runEnd - runStart) / 1e9);
+    double achieved = pairs.size() / seconds;
+    double errorRate = pairs.isEmpty() ? 0 : (double) errors / pairs.size();
+    double coverage = coverage();
+    List<BudgetResult> results = new ArrayList<>(budgets.judgeLatency(o.model(), cumulative));
+    List<BudgetResult> gates = budgets.judgeGates(o.model(), errorRate, coverage, feed != null);
+    results.addAll(gates);
+    if (feed != null) {
+      conditions.put("join_foreign_records_ignored", joiner.foreign());
+      conditions.put("feed_malformed_events", feed.malformed());
+    }
+    java.nio.file.Path outDir = o.out();
+    io.phasemeter.load.report.ReportWriter.write(
+        outDir,
+        new io.phasemeter.load.report.ReportInput(
+            pairs,
+            List.copyOf(steps),
+            runStart,
+            runEnd,
+            conditions,
+            sent,
+            ok,
+            errors,
+            dropped,
+            invalid,
+            achieved,
+            results,
+            cumulative));
+    printLiveFinal();
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: sent %d, ok %d, errors %d (invalid %d), dropped %d, achieved %.2f req/s, join coverage %s",
+            sent,
+            ok,
+            errors,
+            invalid,
+            dropped,
+            achieved,
+            feed == null
+                ? "n/a (no --admin)"
+                : String.format(Locale.ROOT, "%.1f%%", 100 * coverage)));
+    out.println(
+        "phasemeter load: report written to " + outDir.toAbsolutePath().resolve("report.html"));
+    List<String> reasons = new ArrayList<>();
+    if (dropped > 0) {
+      reasons.add(
+          dropped
+              + " iterations dropped at --max-in-flight "
+              + o.maxInFlight()
+              + ": the promised load was not generated");
+    }
+    for (BudgetResult g : gates) {
+      if (g.breached()) {
+        reasons.add(LiveTable.breachLine(g).trim());
+      }
+    }
+    if (!reasons.isEmpty()) {
+      out.println("phasemeter load: INVALID RUN (exit 4):");
+      reasons.forEach(r -> out.println("  " + r));
+      out.flush();
+      return INVALID_RUN;
+    }
+    List<BudgetResult> breached = results.stream().filter(BudgetResult::breached).toList();
+    if (!breached.isEmpty()) {
+      out.println("phasemeter load: budget breached (exit 3):");
+      breached.forEach(b -> out.println(LiveTable.breachLine(b)));
+      out.flush();
+      return BREACHED;
+    }
+    out.println("phasemeter load: every budget holds (exit 0)");
+    out.flush();
+    return OK;
+  }
+
+  private void printLiveFinal() {
+    synchronized (statsLock) {
+      LiveTable.print(
+          out,
+          "final (whole run):",
+          cumulative,
+          cumulative,
+          budgets.judgeLatency(o.model(), cumulative).stream()
+              .filter(BudgetResult::breached)
+              .toList());
+    }
+  }
+}

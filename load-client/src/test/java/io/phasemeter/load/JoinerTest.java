@@ -1,0 +1,93 @@
+package io.phasemeter.load;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Client results and proxy records pair on the trace id, whichever comes first. */
+class JoinerTest {
+  private static final String PREFIX = "00000000000abcde";
+
+  static ClientResult client(String traceId, long totalMs) {
+    return new ClientResult(
+        1,
+        traceId,
+        "b",
+        0,
+        0,
+        0,
+        1_000_000,
+        2_000_000,
+        5_000_000,
+        totalMs * 1_000_000,
+        -1,
+        0,
+        200,
+        ErrorClass.NONE,
+        null,
+        -1,
+        8,
+        7,
+        8,
+        null);
+  }
+
+  static ServerRecord record(String traceId, double rootMs) {
+    return new ServerRecord(
+        traceId,
+        "m",
+        "default",
+        true,
+        200,
+        "success",
+        rootMs,
+        3.0,
+        Map.of("queue", 1.0),
+        0.1,
+        null,
+        7L,
+        8L,
+        true);
+  }
+
+  @Test
+  void pairsInEitherOrderAndLeavesTheRestAlone() {
+    List<Pair> formed = new ArrayList<>();
+    Joiner j = new Joiner(PREFIX, 10, formed::add);
+    j.client(client(PREFIX + "0000000000000001", 50));
+    j.record(record(PREFIX + "0000000000000001", 40));
+    j.record(record(PREFIX + "0000000000000002", 30));
+    j.client(client(PREFIX + "0000000000000002", 35));
+    j.client(client(PREFIX + "0000000000000003", 20));
+    assertThat(formed).hasSize(2).allMatch(Pair::joined);
+    assertThat(formed.get(0).networkEnvelopeMs()).isEqualTo(10.0);
+    assertThat(formed.get(1).networkEnvelopeMs()).isEqualTo(5.0);
+    assertThat(j.waiting()).isEqualTo(1);
+    j.flush();
+    assertThat(formed).hasSize(3);
+    assertThat(formed.get(2).joined()).isFalse();
+    assertThat(formed.get(2).networkEnvelopeMs()).isNaN();
+  }
+
+  @Test
+  void recordsOfOtherTrafficAreIgnoredAndWaitingRecordsAreBounded() {
+    Joiner j = new Joiner(PREFIX, 3, p -> {});
+    j.record(record("ffffffffffffffff0000000000000001", 1));
+    for (int i = 0; i < 10; i++) {
+      j.record(record(PREFIX + String.format("%016x", i), 1));
+    }
+    assertThat(j.foreign()).isEqualTo(1);
+    assertThat(j.overflow()).isEqualTo(7);
+  }
+
+  @Test
+  void aNegativeEnvelopeIsKeptNotClipped() {
+    Pair p =
+        new Pair(
+            client(PREFIX + "0000000000000009", 10), record(PREFIX + "0000000000000009", 12.5));
+    assertThat(p.networkEnvelopeMs()).isEqualTo(-2.5);
+  }
+}

@@ -1,0 +1,352 @@
+package io.phasemeter.load;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.proxy.PhasemeterProxy;
+import io.phasemeter.proxy.config.ConfigLoader;
+import io.phasemeter.sim.Simulator;
+import io.phasemeter.sim.SimulatorConfig;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.http.RequestOptions;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Whole runs of the load client against the simulator behind the proxy (both in this JVM through
+ * their public entry points; the load client itself speaks only HTTP to them), with known truths.
+ */
+class LoadRunTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private Vertx servers;
+  private Simulator sim;
+  private PhasemeterProxy proxy;
+  private final StringWriter out = new StringWriter();
+  private final StringWriter err = new StringWriter();
+
+  @TempDir Path dir;
+
+  @BeforeEach
+  void start() throws Exception {
+    servers = Vertx.vertx();
+    // Decode 10 ms per token, no batch growth, instant prefill: generation of N tokens is
+    // (N - 1) × 10 ms after the first token, which comes at once.
+    sim =
+        Simulator.start(
+                servers,
+                SimulatorConfig.defaults()
+                    .withPort(0)
+                    .withSlots(16)
+                    .withDecodeStepMs(10)
+                    .withDecodeStepGrowth(0)
+                    .withPrefillTokensPerSecond(10_000_000))
+            .await(10, TimeUnit.SECONDS);
+  }
+
+  @AfterEach
+  void stop() throws Exception {
+    servers.close().await(10, TimeUnit.SECONDS);
+  }
+
+  private void startProxy(int slots) throws Exception {
+    proxy =
+        PhasemeterProxy.builder(
+                servers,
+                ConfigLoader.parse(
+                    "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
+                        + "pools:\n  - name: default\n    models: [sim-llama]\n    upstreams: [http://127.0.0.1:"
+                        + sim.port()
+                        + "]\n    slots: "
+                        + slots
+                        + "\n",
+                    "test.yaml"))
+            .start()
+            .await(10, TimeUnit.SECONDS);
+  }
+
+  private int run(String... args) {
+    return LoadMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+        .execute(args);
+  }
+
+  private JsonNode summary() throws Exception {
+    return JSON.readTree(dir.resolve("summary.json").toFile());
+  }
+
+  private int columnOf(String name) throws Exception {
+    String[] header = Files.readAllLines(dir.resolve("pairs.csv")).get(0).split(",");
+    return java.util.Arrays.asList(header).indexOf(name);
+  }
+
+  private static double p50(JsonNode s, String phase) {
+    return s.path("phases").path(phase).path("p50_ms").asDouble(Double.NaN);
+  }
+
+  @Test
+  void theDecompositionRecoversAKnownQueueAndGeneration() throws Exception {
+    startProxy(1);
+    // Closed model, 2 in flight, 1 slot: each request waits for the other's whole generation.
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--admin",
+            "http://127.0.0.1:" + proxy.adminPort(),
+            "--model",
+            "sim-llama",
+            "--concurrency",
+            "2",
+            "--duration",
+            "4s",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "21",
+            "--out",
+            dir.toString(),
+            "--report-interval",
+            "2s");
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    assertThat(s.path("join_coverage").asDouble()).isEqualTo(1.0);
+    assertThat(s.path("requests").path("errors").asLong()).isZero();
+    // Truth: 20 decode steps of 10 ms. Tolerance +40/-5 ms: timers are late, never early.
+    double generation = p50(s, "generation");
+    assertThat(generation).isBetween(195.0, 240.0);
+    // Truth: the queue is the other request's time in the slot (its generation and write).
+    assertThat(p50(s, "queue")).isBetween(generation - 30, generation + 30);
+    // Loopback, same machine: the network envelope is small. The root ends when end() completed,
+    // which the server's event loop learns a little after the bytes left; a client in the same
+    // JVM can read them first, so an envelope may dip below zero by microseconds — never more.
+    assertThat(p50(s, "network_envelope")).isBetween(0.0, 10.0);
+    int column = columnOf("network_envelope_ms");
+    double min =
+        Files.readAllLines(dir.resolve("pairs.csv")).stream()
+            .skip(1)
+            .map(l -> l.split(",", -1))
+            .map(cols -> cols[column])
+            .filter(v -> !v.isEmpty())
+            .mapToDouble(Double::parseDouble)
+            .min()
+            .orElseThrow();
+    assertThat(min).isGreaterThan(-1.0);
+    assertThat(Files.exists(dir.resolve("pairs.csv"))).isTrue();
+    assertThat(Files.exists(dir.resolve("report.html"))).isTrue();
+  }
+
+  @Test
+  void partlyMissingRecordsLowerTheCoverageAndOnlyJoinedPairsMakeEnvelopes() throws Exception {
+    startProxy(8);
+    // A relay in front of the proxy's feed that passes only every other record.
+    HttpClient feedClient = servers.createHttpClient();
+    AtomicLong passed = new AtomicLong();
+    HttpServer relay =
+        servers
+            .createHttpServer()
+            .requestHandler(
+                req -> {
+                  HttpServerResponse resp = req.response();
+                  resp.setChunked(true).putHeader("content-type", "text/event-stream");
+                  resp.write(": relay\n\n");
+                  AtomicLong n = new AtomicLong();
+                  feedClient
+                      .request(
+                          new RequestOptions()
+                              .setMethod(HttpMethod.GET)
+                              .setHost("127.0.0.1")
+                              .setPort(proxy.adminPort())
+                              .setURI("/admin/records/stream"))
+                      .compose(r -> r.send())
+                      .onSuccess(
+                          feed -> {
+                            StringBuilder pending = new StringBuilder();
+                            feed.handler(
+                                b -> {
+                                  pending.append(b.toString());
+                                  int end;
+                                  while ((end = pending.indexOf("\n\n")) >= 0) {
+                                    String event = pending.substring(0, end + 2);
+                                    pending.delete(0, end + 2);
+                                    if (event.startsWith("data:") && n.incrementAndGet() % 2 == 0) {
+                                      passed.incrementAndGet();
+                                      resp.write(event);
+                                    }
+                                  }
+                                });
+                          });
+                })
+            .listen(0, "127.0.0.1")
+            .await(5, TimeUnit.SECONDS);
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--admin",
+            "http://127.0.0.1:" + relay.actualPort(),
+            "--model",
+            "sim-llama",
+            "--rate",
+            "20",
+            "--arrival",
+            "constant",
+            "--duration",
+            "3s",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "4",
+            "--out",
+            dir.toString(),
+            "--join-grace",
+            "2s");
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    long ok = s.path("requests").path("ok").asLong();
+    double coverage = s.path("join_coverage").asDouble();
+    assertThat(ok).isGreaterThan(40);
+    assertThat(coverage).isBetween(0.4, 0.6);
+    long envelopes = s.path("phases").path("network_envelope").path("count").asLong();
+    assertThat(envelopes).isEqualTo(Math.round(coverage * ok));
+    assertThat(s.path("phases").path("queue").path("count").asLong()).isEqualTo(envelopes);
+    assertThat(s.path("phases").path("client_total").path("count").asLong()).isEqualTo(ok);
+  }
+
+  @Test
+  void aRateTheInFlightCapCannotSustainDropsAndExits4() throws Exception {
+    startProxy(8);
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--model",
+            "sim-llama",
+            "--rate",
+            "50",
+            "--arrival",
+            "constant",
+            "--duration",
+            "2s",
+            "--max-in-flight",
+            "1",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "30",
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isEqualTo(4);
+    assertThat(summary().path("requests").path("dropped").asLong()).isPositive();
+    assertThat(out.toString()).contains("INVALID RUN").contains("dropped");
+  }
+
+  @Test
+  void aBudgetBreachedOnOnePhaseExits3AndNamesThatPhaseOnly() throws Exception {
+    startProxy(1);
+    Path budgets = dir.resolve("budgets.yaml");
+    Files.writeString(
+        budgets,
+        "budgets:\n  - name: tight-queue\n    model: \"*\"\n    quantile: 0.5\n    window: 1m\n"
+            + "    limits_ms: {queue: 20, gateway: 1000, generation: 5000, network_envelope: 1000, total: 60000}\n"
+            + "    max_error_rate: 0.5\n    min_join_coverage: 0.5\n");
+    Path reportDir = dir.resolve("report");
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--admin",
+            "http://127.0.0.1:" + proxy.adminPort(),
+            "--model",
+            "sim-llama",
+            "--concurrency",
+            "3",
+            "--duration",
+            "3s",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "11",
+            "--budgets",
+            budgets.toString(),
+            "--out",
+            reportDir.toString());
+    assertThat(code).as(out + "\n" + err).isEqualTo(3);
+    String breaches =
+        out.toString().lines().filter(l -> l.contains("BREACH")).reduce("", (a, b) -> a + b + "\n");
+    assertThat(breaches)
+        .contains("queue")
+        .doesNotContain("gateway")
+        .doesNotContain("generation")
+        .doesNotContain("network_envelope")
+        .doesNotContain("total");
+    JsonNode s = JSON.readTree(reportDir.resolve("summary.json").toFile());
+    for (JsonNode b : s.path("budgets")) {
+      assertThat(b.path("breached").asBoolean())
+          .as(b.toString())
+          .isEqualTo(b.path("phase").asText().equals("queue"));
+    }
+  }
+
+  @Test
+  void badUsageExits2WithOneLine() {
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--concurrency",
+                "2",
+                "--duration",
+                "1s"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("exactly one of");
+    assertThat(
+            run("run", "--url", "http://x:1", "--model", "m", "--rate", "1", "--duration", "soon"))
+        .isEqualTo(2);
+    assertThat(run("run", "--model", "m")).isEqualTo(2);
+  }
+
+  @Test
+  void theDemoRunsEndToEndAndWritesItsReport() throws Exception {
+    Path demoDir = dir.resolve("demo");
+    int code =
+        run(
+            "demo",
+            "--steps",
+            "2,30",
+            "--step-duration",
+            "3s",
+            "--out",
+            demoDir.toString(),
+            "--report-interval",
+            "2s");
+    assertThat(code).as(out + "\n" + err).isZero();
+    assertThat(out.toString())
+        .contains("phasemeter demo:")
+        .contains("BREACH")
+        .contains("report written to");
+    assertThat(Files.exists(demoDir.resolve("summary.json"))).isTrue();
+    assertThat(Files.exists(demoDir.resolve("report.html"))).isTrue();
+  }
+}

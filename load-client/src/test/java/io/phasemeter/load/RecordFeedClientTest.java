@@ -1,0 +1,43 @@
+package io.phasemeter.load;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import org.junit.jupiter.api.Test;
+
+/** The feed's records are read by their published schema (v1), not by proxy classes. */
+class RecordFeedClientTest {
+
+  @Test
+  void parsesAV1Record() {
+    RecordFeedClient c =
+        new RecordFeedClient(null, java.net.URI.create("http://127.0.0.1:1"), null);
+    ServerRecord r =
+        c.parse(
+            "{\"v\":1,\"trace_id\":\"0000000000000007000000000000012f\",\"span_id\":\"aa\",\"model\":\"m\",\"pool\":\"p\","
+                + "\"stream\":true,\"status\":200,\"outcome\":\"success\",\"root_ms\":1691.2,\"server_ttft_ms\":640.3,"
+                + "\"phases_ms\":{\"auth\":0.1,\"receive\":0.2,\"prepare\":0.3,\"route\":0.01,\"queue\":428.0,\"generation\":1210.0,\"write\":0.4},"
+                + "\"unattributed_ms\":52.2,\"tpot_ms\":19.1,\"tokens\":{\"input\":4096,\"output\":300},\"finish_reason\":\"length\",\"sampled\":false}");
+    assertThat(r.traceId()).isEqualTo("0000000000000007000000000000012f");
+    assertThat(r.rootMs()).isEqualTo(1691.2);
+    assertThat(r.serverTtftMs()).isEqualTo(640.3);
+    assertThat(r.phasesMs()).containsEntry("queue", 428.0);
+    assertThat(r.gatewayMs()).isCloseTo(0.41, org.assertj.core.data.Offset.offset(1e-9));
+    assertThat(r.outputTokens()).isEqualTo(300);
+    assertThat(r.sampled()).isFalse();
+  }
+
+  @Test
+  void otherEventsAreCountedNotFatal() {
+    RecordFeedClient c =
+        new RecordFeedClient(null, java.net.URI.create("http://127.0.0.1:1"), null);
+    assertThat(c.parse("{not json")).isNull();
+    assertThat(c.parse("{\"v\":2,\"trace_id\":\"x\"}")).isNull();
+    assertThat(c.parse("{\"v\":1,\"server_ttft_ms\":null}")).isNull();
+    assertThat(c.malformed()).isEqualTo(3);
+    ServerRecord nulls =
+        c.parse(
+            "{\"v\":1,\"trace_id\":\"t\",\"root_ms\":1.0,\"server_ttft_ms\":null,\"tokens\":{\"input\":null,\"output\":null}}");
+    assertThat(nulls.serverTtftMs()).isNull();
+    assertThat(nulls.inputTokens()).isNull();
+  }
+}
