@@ -201,6 +201,49 @@ public final class ClientBudgets {
     return out;
   }
 
+  /** Phases that add up other phases; a breach of one is attributed to its largest part. */
+  private static final Map<String, List<String>> PARTS =
+      Map.of(
+          "client_total",
+              List.of("network_envelope", "gateway", "receive", "queue", "generation", "write"),
+          "total", List.of("gateway", "receive", "queue", "generation", "write"),
+          "server_root", List.of("gateway", "receive", "queue", "generation", "write"),
+          "client_ttft", List.of("ttft_envelope", "gateway", "receive", "queue", "generation"),
+          "ttft", List.of("gateway", "receive", "queue", "generation"),
+          "server_ttft", List.of("gateway", "receive", "queue", "generation"));
+
+  /**
+   * The phase that broke a budget: the phase itself, or for a sum (total, TTFT) the part with the
+   * largest value at the same quantile. TTFT's generation part is the time to the first token, so
+   * it is bounded by server TTFT minus the other parts.
+   */
+  public static String culprit(String phase, double quantile, PhaseStats stats) {
+    List<String> parts = PARTS.get(phase);
+    if (parts == null) {
+      return phase;
+    }
+    String best = phase;
+    double bestMs = -1;
+    for (String part : parts) {
+      double ms = stats.quantileMs(part, quantile);
+      if (part.equals("generation") && (phase.endsWith("ttft"))) {
+        double ttft = stats.quantileMs(PHASES.get(phase), quantile);
+        double others = 0;
+        for (String o : parts) {
+          if (!o.equals("generation") && !Double.isNaN(stats.quantileMs(o, quantile))) {
+            others += stats.quantileMs(o, quantile);
+          }
+        }
+        ms = Math.min(ms, ttft - others);
+      }
+      if (!Double.isNaN(ms) && ms > bestMs) {
+        bestMs = ms;
+        best = part;
+      }
+    }
+    return best;
+  }
+
   /** Who to page for a breach of {@code phase}. */
   public static String owner(String phase) {
     return OWNERS.getOrDefault(phase, "inference pool / model server");

@@ -32,7 +32,8 @@ final class LiveTable {
       String header,
       PhaseStats window,
       PhaseStats total,
-      List<BudgetResult> breaches) {
+      List<BudgetResult> breaches,
+      java.util.function.Function<BudgetResult, String> culprit) {
     out.println(header);
     out.println(
         String.format(
@@ -69,22 +70,30 @@ final class LiveTable {
                   : ""));
     }
     for (BudgetResult b : breaches) {
-      out.println(breachLine(b));
+      out.println(breachLine(b, culprit.apply(b)));
     }
     out.flush();
   }
 
-  static String breachLine(BudgetResult b) {
+  /**
+   * One BREACH line; {@code culprit} is the phase that broke it (the phase itself, or the largest
+   * part of a sum such as total or TTFT), and it decides whom to page.
+   */
+  static String breachLine(BudgetResult b, String culprit) {
     boolean rate = b.phase().equals("error_rate") || b.phase().equals("join_coverage");
+    String because = culprit == null || culprit.equals(b.phase()) ? "" : ", mostly " + culprit;
     return String.format(
         Locale.ROOT,
-        "  BREACH %s: %s %s %s %s (page: %s)",
+        "  BREACH %s: %s %s %s %s%s (page: %s)",
         b.name(),
         b.phase(),
         rate ? String.format(Locale.ROOT, "%.4f", b.observedMs()) : fmt(b.observedMs()) + " ms",
         b.phase().equals("join_coverage") ? "<" : ">",
         rate ? String.format(Locale.ROOT, "%.4f", b.limitMs()) : fmt(b.limitMs()) + " ms limit",
-        rate ? "the run's validity gate" : ClientBudgets.owner(b.phase()));
+        because,
+        rate
+            ? "the run's validity gate"
+            : ClientBudgets.owner(culprit == null ? b.phase() : culprit));
   }
 
   static String fmt(double ms) {

@@ -421,7 +421,7 @@ public final class LoadRun {
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
     synchronized (out) {
       synchronized (statsLock) {
-        LiveTable.print(out, header, w, cumulative, breaches);
+        LiveTable.print(out, header, w, cumulative, breaches, this::culprit);
       }
     }
   }
@@ -532,7 +532,7 @@ public final class LoadRun {
     }
     for (BudgetResult g : gates) {
       if (g.breached()) {
-        reasons.add(LiveTable.breachLine(g).trim());
+        reasons.add(LiveTable.breachLine(g, null).trim());
       }
     }
     if (!reasons.isEmpty()) {
@@ -544,7 +544,7 @@ public final class LoadRun {
     List<BudgetResult> breached = results.stream().filter(BudgetResult::breached).toList();
     if (!breached.isEmpty()) {
       out.println("phasemeter load: budget breached (exit 3):");
-      breached.forEach(b -> out.println(LiveTable.breachLine(b)));
+      breached.forEach(b -> out.println(LiveTable.breachLine(b, culprit(b))));
       out.flush();
       return BREACHED;
     }
@@ -562,7 +562,21 @@ public final class LoadRun {
           cumulative,
           budgets.judgeLatency(o.model(), cumulative).stream()
               .filter(BudgetResult::breached)
-              .toList());
+              .toList(),
+          this::culprit);
+    }
+  }
+
+  /** The phase behind a breach, judged on the whole run at the budget's quantile. */
+  private String culprit(BudgetResult b) {
+    double q =
+        budgets.forModel(o.model()).stream()
+            .filter(x -> x.name().equals(b.name()))
+            .mapToDouble(ClientBudgets.Budget::quantile)
+            .findFirst()
+            .orElse(0.95);
+    synchronized (statsLock) {
+      return ClientBudgets.culprit(b.phase(), q, cumulative);
     }
   }
 }

@@ -296,9 +296,12 @@ final class GeneratePhase {
         }
         default -> takeUsage(chunk);
       }
+      // Read the clock before handing the chunk over: once written, a client on the same host
+      // can read it before this call returns, and its TTFT must not come out shorter than ours.
+      long handedAt = ctx.now();
       out.write(event.raw());
       if (chunk.kind() == StreamChunk.Kind.CONTENT) {
-        ctx.onContentChunk(ctx.now());
+        ctx.onContentChunk(handedAt);
         cancelFirstTokenTimer();
       }
     }

@@ -1,0 +1,114 @@
+package io.phasemeter.load;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.phasemeter.load.report.PhaseStats;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The load client's reading and judging of the budgets file. */
+class ClientBudgetsTest {
+  @TempDir Path dir;
+
+  private static Pair pair(int i, double queueMs, double generationMs) {
+    double root = 1 + queueMs + generationMs;
+    ClientResult c =
+        new ClientResult(
+            i,
+            String.format("%032x", i + 1),
+            "b",
+            0,
+            0,
+            0,
+            0,
+            0,
+            (long) ((root - 5) * 1e6),
+            (long) ((root + 2) * 1e6),
+            -1,
+            0,
+            200,
+            ErrorClass.NONE,
+            null,
+            8,
+            8,
+            8,
+            8,
+            null);
+    ServerRecord s =
+        new ServerRecord(
+            c.traceId(),
+            "m",
+            "p",
+            true,
+            200,
+            "success",
+            root,
+            root - 6,
+            Map.of(
+                "auth",
+                0.1,
+                "receive",
+                0.1,
+                "prepare",
+                0.3,
+                "route",
+                0.1,
+                "queue",
+                queueMs,
+                "generation",
+                generationMs,
+                "write",
+                0.2),
+            0.2,
+            null,
+            8L,
+            8L,
+            true);
+    return new Pair(c, s);
+  }
+
+  @Test
+  void judgesEveryLimitedPhaseAndNamesTheCulpritOfASum() throws Exception {
+    Path f = dir.resolve("b.yaml");
+    Files.writeString(
+        f,
+        "budgets:\n  - name: b\n    model: \"*\"\n    quantile: 0.9\n    window: 1m\n"
+            + "    limits_ms: {queue: 100, generation: 5000, total: 1000, network_envelope: 50}\n"
+            + "    max_error_rate: 0.1\n    min_join_coverage: 0.9\n");
+    ClientBudgets budgets = ClientBudgets.load(f);
+    PhaseStats stats = new PhaseStats();
+    for (int i = 0; i < 100; i++) {
+      stats.add(pair(i, 900 + i, 300));
+    }
+    var results = budgets.judgeLatency("m", stats);
+    assertThat(results)
+        .extracting(BudgetResult::phase)
+        .containsExactly("queue", "generation", "total", "network_envelope");
+    assertThat(results)
+        .filteredOn(BudgetResult::breached)
+        .extracting(BudgetResult::phase)
+        .containsExactly("queue", "total");
+    assertThat(ClientBudgets.culprit("total", 0.9, stats)).isEqualTo("queue");
+    assertThat(ClientBudgets.culprit("queue", 0.9, stats)).isEqualTo("queue");
+    assertThat(ClientBudgets.owner("queue")).contains("capacity");
+    assertThat(budgets.sha256()).hasSize(64);
+    assertThat(budgets.judgeGates("m", 0.2, 0.5, true)).allMatch(BudgetResult::breached);
+    assertThat(budgets.forModel("other-model")).hasSize(1);
+  }
+
+  @Test
+  void badFilesSayWhereInOneLine() throws Exception {
+    Path f = dir.resolve("bad.yaml");
+    Files.writeString(f, "budgets:\n  - name: b\n    limits_ms: {quue: 100}\n");
+    assertThatThrownBy(() -> ClientBudgets.load(f))
+        .hasMessageContaining("bad.yaml")
+        .hasMessageContaining("limits_ms.quue")
+        .hasMessageNotContaining("\n");
+    assertThatThrownBy(() -> ClientBudgets.load(dir.resolve("missing.yaml")))
+        .hasMessageContaining("not found");
+  }
+}
