@@ -62,6 +62,8 @@ public final class LoadRun {
   private final List<StepInfo> steps = new ArrayList<>();
   private final Map<String, Object> conditions = new LinkedHashMap<>();
   private volatile int currentStep;
+  private long lastPrintNanos;
+  private long lastPrintCompleted;
   private volatile String currentStepText = "";
   private RecordFeedClient feed;
   private long runStart;
@@ -148,6 +150,7 @@ public final class LoadRun {
     out.flush();
     warmUp();
     runStart = System.nanoTime();
+    lastPrintNanos = runStart;
     long periodic =
         vertx.setPeriodic(Math.max(1000, o.reportInterval().toMillis()), id -> printLive());
     try {
@@ -257,7 +260,7 @@ public final class LoadRun {
     Promise<StepInfo> done = Promise.promise();
     Context ctx = vertx.getOrCreateContext();
     currentStep = index;
-    currentStepText = stepText(index, String.format(Locale.ROOT, "%.2f req/s", rate));
+    currentStepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
     long[] counts = new long[2]; // sent, dropped
     ctx.runOnContext(
         v -> {
@@ -404,15 +407,22 @@ public final class LoadRun {
               .filter(BudgetResult::breached)
               .toList();
     }
-    double elapsed = (System.nanoTime() - runStart) / 1e9;
+    long nowNanos = System.nanoTime();
+    double elapsed = (nowNanos - runStart) / 1e9;
+    long done = completed.get();
+    double windowSeconds = Math.max(1e-3, (nowNanos - lastPrintNanos) / 1e9);
+    double achieved = (done - lastPrintCompleted) / windowSeconds;
+    lastPrintNanos = nowNanos;
+    lastPrintCompleted = done;
     long suppressed = notableSuppressed.getAndSet(0);
     notable.set(0);
     String header =
         String.format(
             Locale.ROOT,
-            "[%6.1fs] %s  sent %d  done %d  in-flight %d  drops %d  join %s%s",
+            "[%6.1fs] %s  achieved %.2f req/s  sent %d  done %d  in-flight %d  drops %d  join %s%s",
             elapsed,
             currentStepText,
+            achieved,
             seq.get(),
             completed.get(),
             inFlight.get(),
