@@ -28,24 +28,7 @@ public final class ClientBudgets {
   private static final Map<String, String> OWNERS = new LinkedHashMap<>();
 
   static {
-    for (String same :
-        List.of(
-            "network_envelope",
-            "ttft_envelope",
-            "client_total",
-            "client_ttft",
-            "transport_setup",
-            "schedule_lag",
-            "gateway",
-            "receive",
-            "queue",
-            "generation",
-            "write",
-            "unattributed",
-            "tpot",
-            "itl",
-            "server_ttft",
-            "server_root")) {
+    for (String same : PhaseStats.NAMES) {
       PHASES.put(same, same);
     }
     PHASES.put("ttft", "server_ttft");

@@ -2,6 +2,7 @@ package io.phasemeter.load;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.load.http.SseParser;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -23,6 +24,9 @@ import java.util.function.Consumer;
  */
 public final class RecordFeedClient {
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** A record is well under a kilobyte; anything near this is not one. */
+  private static final int MAX_RECORD_BYTES = 1 << 20;
 
   private final Vertx vertx;
   private final URI admin;
@@ -85,26 +89,21 @@ public final class RecordFeedClient {
       return;
     }
     connected = true;
-    StringBuilder pending = new StringBuilder();
+    SseParser events = new SseParser(MAX_RECORD_BYTES);
     resp.handler(
         b -> {
-          pending.append(b.toString());
-          int end;
-          while ((end = eventEnd(pending)) >= 0) {
-            String event = pending.substring(0, end);
-            pending.delete(0, end);
-            while (pending.length() > 0
-                && (pending.charAt(0) == '\n' || pending.charAt(0) == '\r')) {
-              pending.deleteCharAt(0);
-            }
-            for (String line : event.split("\r?\n")) {
-              if (line.startsWith("data:")) {
-                ServerRecord r = parse(line.substring(5).trim());
-                if (r != null) {
-                  sink.accept(r);
-                }
-              }
-            }
+          try {
+            events.feed(
+                b,
+                data -> {
+                  ServerRecord r = parse(data);
+                  if (r != null) {
+                    sink.accept(r);
+                  }
+                });
+          } catch (IllegalStateException tooLong) {
+            lastError = "a feed event exceeded " + MAX_RECORD_BYTES + " bytes";
+            resp.request().reset();
           }
         });
     resp.endHandler(v -> connected = false);
@@ -114,15 +113,6 @@ public final class RecordFeedClient {
           lastError = t.toString();
         });
     ready.tryComplete();
-  }
-
-  private static int eventEnd(StringBuilder s) {
-    int a = s.indexOf("\n\n");
-    int b = s.indexOf("\r\n\r\n");
-    if (a < 0) {
-      return b;
-    }
-    return b < 0 ? a : Math.min(a, b);
   }
 
   private String basePath() {

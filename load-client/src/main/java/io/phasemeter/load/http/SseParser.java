@@ -15,7 +15,7 @@ import java.util.function.Consumer;
  *
  * <p>Not thread-safe: one stream, one context.
  */
-final class SseParser {
+public final class SseParser {
   private final ByteArrayOutputStream line = new ByteArrayOutputStream(256);
   private final int maxLineBytes;
   private StringBuilder data;
@@ -25,7 +25,7 @@ final class SseParser {
   /**
    * @param maxLineBytes the longest line accepted; a longer one makes {@link #feed} throw
    */
-  SseParser(int maxLineBytes) {
+  public SseParser(int maxLineBytes) {
     this.maxLineBytes = maxLineBytes;
   }
 
@@ -34,7 +34,7 @@ final class SseParser {
    *
    * @throws IllegalStateException when a line is longer than the limit
    */
-  void feed(Buffer chunk, Consumer<String> sink) {
+  public void feed(Buffer chunk, Consumer<String> sink) {
     int n = chunk.length();
     for (int i = 0; i < n; i++) {
       byte b = chunk.getByte(i);
