@@ -25,7 +25,11 @@ final class HttpGet {
                   new RequestOptions()
                       .setMethod(HttpMethod.GET)
                       .setHost(uri.getHost())
-                      .setPort(uri.getPort() > 0 ? uri.getPort() : 80)
+                      .setSsl("https".equalsIgnoreCase(uri.getScheme()))
+                      .setPort(
+                          uri.getPort() > 0
+                              ? uri.getPort()
+                              : "https".equalsIgnoreCase(uri.getScheme()) ? 443 : 80)
                       .setURI(
                           uri.getRawPath()
                               + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery()));

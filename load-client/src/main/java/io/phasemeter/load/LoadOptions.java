@@ -41,6 +41,12 @@ public record LoadOptions(
     int warmup) {
 
   public LoadOptions {
+    if (Double.isNaN(rate) || Double.isInfinite(rate)) {
+      throw new IllegalArgumentException("--rate must be a finite number");
+    }
+    if (stepDuration != null && (stepDuration.isZero() || stepDuration.isNegative())) {
+      throw new IllegalArgumentException("--step-duration must be positive");
+    }
     int shapes = (rate > 0 ? 1 : 0) + (concurrency > 0 ? 1 : 0) + (steps.isEmpty() ? 0 : 1);
     if (shapes != 1) {
       throw new IllegalArgumentException(
@@ -66,7 +72,7 @@ public record LoadOptions(
     }
     steps = List.copyOf(steps);
     for (double s : steps) {
-      if (s <= 0) {
+      if (!(s > 0) || Double.isInfinite(s)) {
         throw new IllegalArgumentException("--steps: every rate must be positive");
       }
     }

@@ -59,7 +59,8 @@ public final class LoadRun {
   private final AtomicLong completed = new AtomicLong();
   private final AtomicLong notable = new AtomicLong();
   private final AtomicLong notableSuppressed = new AtomicLong();
-  private final List<StepInfo> steps = new ArrayList<>();
+  private final List<StepInfo> steps = new java.util.concurrent.CopyOnWriteArrayList<>();
+  private final AtomicLong droppedTotal = new AtomicLong();
   private final Map<String, Object> conditions = new LinkedHashMap<>();
   private volatile int currentStep;
   private long lastPrintNanos;
@@ -107,6 +108,11 @@ public final class LoadRun {
     try {
       budgets = o.budgets() == null ? ClientBudgets.none() : ClientBudgets.load(o.budgets());
       workload(o);
+      for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
+        if (o.concurrency() == 0) {
+          arrivalsFor(o, rate, 0);
+        }
+      }
     } catch (IllegalArgumentException e) {
       err.println("phasemeter load: " + e.getMessage());
       return USAGE;
@@ -170,7 +176,10 @@ public final class LoadRun {
         Thread.sleep(20);
       }
       long joinDeadline = System.nanoTime() + o.joinGrace().toNanos();
-      while (feed != null && joiner.waiting() > 0 && System.nanoTime() < joinDeadline) {
+      while (feed != null
+          && feed.connected()
+          && joiner.waiting() > 0
+          && System.nanoTime() < joinDeadline) {
         Thread.sleep(20);
       }
       joiner.flush();
@@ -247,6 +256,10 @@ public final class LoadRun {
   }
 
   private Arrivals arrivals(double rate, int step) {
+    return arrivalsFor(o, rate, step);
+  }
+
+  static Arrivals arrivalsFor(LoadOptions o, double rate, int step) {
     long seed = o.seed() * 31 + step;
     return switch (o.arrival()) {
       case "poisson" -> Arrivals.poisson(rate, seed);
@@ -276,6 +289,7 @@ public final class LoadRun {
                     counts[0]++;
                   } else {
                     counts[1]++;
+                    droppedTotal.incrementAndGet();
                   }
                   next[0] += arrivals.nextGapNanos();
                 }
@@ -426,7 +440,7 @@ public final class LoadRun {
             seq.get(),
             completed.get(),
             inFlight.get(),
-            steps.stream().mapToLong(StepInfo::dropped).sum(),
+            droppedTotal.get(),
             feed == null ? "-" : String.format(Locale.ROOT, "%.1f%%", 100 * coverage()),
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
     synchronized (out) {
@@ -488,8 +502,10 @@ public final class LoadRun {
     long invalid = pairs.stream().filter(p -> p.client().error() == ErrorClass.INVALID).count();
     long errors = pairs.size() - ok;
     long dropped = steps.stream().mapToLong(StepInfo::dropped).sum();
-    double seconds = Math.max(1e-9, (runEnd - runStart) / 1e9);
-    double achieved = pairs.size() / seconds;
+    // Achieved rate over the time the schedule ran (not the drain and join grace after it).
+    double sendSeconds =
+        Math.max(1e-9, steps.stream().mapToLong(st -> st.endNanos() - st.startNanos()).sum() / 1e9);
+    double achieved = sent / sendSeconds;
     double errorRate = pairs.isEmpty() ? 0 : (double) errors / pairs.size();
     double coverage = coverage();
     List<BudgetResult> results = new ArrayList<>(budgets.judgeLatency(o.model(), cumulative));
@@ -533,6 +549,9 @@ public final class LoadRun {
     out.println(
         "phasemeter load: report written to " + outDir.toAbsolutePath().resolve("report.html"));
     List<String> reasons = new ArrayList<>();
+    if (sent == 0) {
+      reasons.add("no request was sent");
+    }
     if (dropped > 0) {
       reasons.add(
           dropped

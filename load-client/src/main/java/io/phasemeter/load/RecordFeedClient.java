@@ -53,7 +53,11 @@ public final class RecordFeedClient {
               new RequestOptions()
                   .setMethod(HttpMethod.GET)
                   .setHost(admin.getHost())
-                  .setPort(admin.getPort() > 0 ? admin.getPort() : 80)
+                  .setSsl("https".equalsIgnoreCase(admin.getScheme()))
+                  .setPort(
+                      admin.getPort() > 0
+                          ? admin.getPort()
+                          : "https".equalsIgnoreCase(admin.getScheme()) ? 443 : 80)
                   .setURI(basePath() + "/admin/records/stream")
                   .putHeader("accept", "text/event-stream");
           if (token != null && !token.isBlank()) {

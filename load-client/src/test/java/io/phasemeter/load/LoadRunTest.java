@@ -328,6 +328,44 @@ class LoadRunTest {
             run("run", "--url", "http://x:1", "--model", "m", "--rate", "1", "--duration", "soon"))
         .isEqualTo(2);
     assertThat(run("run", "--model", "m")).isEqualTo(2);
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--rate",
+                "Infinity",
+                "--duration",
+                "1s"))
+        .isEqualTo(2);
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--steps",
+                "1,2",
+                "--step-duration",
+                "0s"))
+        .isEqualTo(2);
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--budgets",
+                "/no/such/file.yaml"))
+        .isEqualTo(2);
   }
 
   @Test

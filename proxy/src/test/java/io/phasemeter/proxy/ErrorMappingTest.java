@@ -126,6 +126,40 @@ class ErrorMappingTest extends ProxyTestBase {
   }
 
   @Test
+  void aBodyThatStopsArrivingTimesOutWith408() throws Exception {
+    var cfg = config(okBackend(), 2, null);
+    cfg =
+        cfg.withLimits(
+            new io.phasemeter.proxy.config.ProxyConfig.Limits(
+                1024, java.time.Duration.ofMillis(300)));
+    startProxy(cfg);
+    HttpClientRequest req =
+        onClientContext(
+                () ->
+                    client.request(
+                        new RequestOptions()
+                            .setMethod(HttpMethod.POST)
+                            .setHost("127.0.0.1")
+                            .setPort(proxy.port())
+                            .setURI("/v1/chat/completions")))
+            .await(5, TimeUnit.SECONDS);
+    req.putHeader("content-type", "application/json").putHeader("content-length", "100");
+    Promise<HttpClientResponse> got = Promise.promise();
+    onClientContext(
+            () -> {
+              req.write("{\"model\":");
+              return req.response();
+            })
+        .onComplete(got);
+    HttpClientResponse resp = got.future().await(10, TimeUnit.SECONDS);
+    assertThat(resp.statusCode()).isEqualTo(408);
+    Finished f = awaitFinished(1).get(0);
+    assertThat(f.errorType()).isEqualTo("request_timeout");
+    assertThat(f.outcome()).isEqualTo("client_error");
+    assertIdle();
+  }
+
+  @Test
   void wrongContentTypeAndMethodAndUnknownPath() throws Exception {
     startProxy(config(okBackend(), 2, null));
     MultiMap h = MultiMap.caseInsensitiveMultiMap().add("content-type", "text/plain");

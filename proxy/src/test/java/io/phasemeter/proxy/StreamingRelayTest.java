@@ -314,6 +314,55 @@ class StreamingRelayTest extends ProxyTestBase {
   }
 
   @Test
+  void aClientThatStopsReadingIsBlamedNotTheUpstream() throws Exception {
+    Buffer event = Buffer.buffer(VllmScript.content("x".repeat(1000)));
+    AtomicBoolean upstreamClosed = new AtomicBoolean();
+    int port =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b -> {
+                          var resp = req.response();
+                          resp.setChunked(true).putHeader("content-type", "text/event-stream");
+                          resp.closeHandler(v -> upstreamClosed.set(true));
+                          Runnable[] pump = new Runnable[1];
+                          pump[0] =
+                              () -> {
+                                while (!resp.closed() && !resp.writeQueueFull()) {
+                                  resp.write(event);
+                                }
+                                if (!resp.closed()) {
+                                  resp.drainHandler(v -> pump[0].run());
+                                }
+                              };
+                          resp.write(VllmScript.ROLE);
+                          pump[0].run();
+                        }));
+    startProxy(config(port, 1, "    timeouts: {connect: 1s, first_token: 10s, idle: 500ms}\n"));
+    HttpClientRequest req =
+        onClientContext(
+                () ->
+                    client.request(
+                        new RequestOptions()
+                            .setMethod(HttpMethod.POST)
+                            .setHost("127.0.0.1")
+                            .setPort(proxy.port())
+                            .setURI("/v1/chat/completions")))
+            .await(5, TimeUnit.SECONDS);
+    req.putHeader("content-type", "application/json");
+    Promise<HttpClientResponse> got = Promise.promise();
+    onClientContext(() -> req.send(chat("hi", true)).onSuccess(r -> r.pause())).onComplete(got);
+    got.future().await(5, TimeUnit.SECONDS);
+
+    Finished f = awaitFinished(1).get(0);
+    assertThat(f.outcome()).isEqualTo("cancelled");
+    assertThat(f.errorType()).isEqualTo("client_stalled");
+    Awaitility.await().atMost(java.time.Duration.ofSeconds(10)).untilTrue(upstreamClosed);
+    assertIdle();
+  }
+
+  @Test
   void clientLeavingTheQueueFreesItsPlaceAtOnce() throws Exception {
     Promise<Void> release = Promise.promise();
     int port =

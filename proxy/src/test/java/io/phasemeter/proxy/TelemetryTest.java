@@ -70,6 +70,14 @@ class TelemetryTest extends ProxyTestBase {
     // OpenMetrics 1.0 (and Prometheus 2.x) allow exemplars on buckets and counters only.
     assertThat(om.text()).doesNotContainPattern("(?m)_(count|sum)\\{[^}]*\\} \\S+ # \\{");
 
+    // A scraper asking for protobuf gets text, not binary mangled into a string.
+    Response proto =
+        admin(
+            "/metrics",
+            "accept",
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.9,text/plain;version=0.0.4;q=0.5");
+    assertThat(proto.headers().get("content-type")).startsWith("text/plain");
+    assertThat(proto.text()).contains("gen_ai_server_time_to_first_token_seconds_bucket");
     Response text = admin("/metrics");
     assertThat(text.headers().get("content-type")).startsWith("text/plain");
     assertThat(text.text()).doesNotContain("trace_id=");

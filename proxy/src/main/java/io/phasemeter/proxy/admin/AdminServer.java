@@ -31,6 +31,7 @@ import java.util.regex.Pattern;
  */
 public final class AdminServer {
   private static final Pattern TRACE_ID = Pattern.compile("[0-9a-f]{32}");
+  private static final String OPEN_METRICS = "application/openmetrics-text; version=1.0.0";
 
   /** More feed subscribers than this get 429: each one holds a bounded buffer. */
   static final int MAX_SUBSCRIBERS = 32;
@@ -72,11 +73,23 @@ public final class AdminServer {
         .get("/metrics")
         .handler(
             rc -> {
+              // Text or OpenMetrics only: a protobuf writer is on the classpath too, and a
+              // scraper that asks for it would get binary squeezed through a String.
               String accept = rc.request().getHeader("accept");
-              String body = sources.registry().scrape(accept);
+              String wanted =
+                  accept != null && accept.contains("application/openmetrics-text")
+                      ? OPEN_METRICS
+                      : "text/plain; version=0.0.4";
+              java.io.ByteArrayOutputStream body = new java.io.ByteArrayOutputStream(64 * 1024);
+              try {
+                sources.registry().scrape(body, wanted);
+              } catch (java.io.IOException e) {
+                rc.fail(e);
+                return;
+              }
               rc.response()
-                  .putHeader("content-type", formats.findWriter(accept).getContentType())
-                  .end(body);
+                  .putHeader("content-type", formats.findWriter(wanted).getContentType())
+                  .end(io.vertx.core.buffer.Buffer.buffer(body.toByteArray()));
             });
     router
         .get("/admin/records/stream")

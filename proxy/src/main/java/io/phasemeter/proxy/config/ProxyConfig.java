@@ -104,13 +104,19 @@ public record ProxyConfig(
     }
   }
 
-  /** Request limits. */
-  public record Limits(long maxBodyBytes) {
+  /** Request limits: body size, and how long the body may take to arrive. */
+  public record Limits(long maxBodyBytes, Duration receiveTimeout) {
     public Limits {
       if (maxBodyBytes < 1) {
         throw new IllegalArgumentException(
             "limits.max_body_bytes: must be at least 1 (got " + maxBodyBytes + ")");
       }
+      requirePositive(receiveTimeout, "limits.receive_timeout");
+    }
+
+    /** A body limit with the default receive timeout (30 s). */
+    public Limits(long maxBodyBytes) {
+      this(maxBodyBytes, Duration.ofSeconds(30));
     }
   }
 

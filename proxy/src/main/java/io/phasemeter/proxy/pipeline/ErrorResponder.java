@@ -26,6 +26,14 @@ public final class ErrorResponder {
   Future<Void> respond(RequestContext ctx, Throwable failure) {
     ProxyFailure f = classify(failure);
     HttpServerResponse response = ctx.response();
+    if (f.kind() == ProxyFailure.Kind.CLIENT_STALLED && !response.closed()) {
+      // A client that stopped reading: the stream cannot be finished; close the connection.
+      ctx.outcome = Outcome.CANCELLED;
+      ctx.errorType = f.kind().code();
+      markOpenPhases(ctx, ctx.errorType, false);
+      ctx.request().connection().close();
+      return Future.succeededFuture();
+    }
     if (ctx.isCancelled() || f.kind() == ProxyFailure.Kind.CLIENT_CANCELLED || response.closed()) {
       ctx.outcome = Outcome.CANCELLED;
       ctx.errorType = ProxyFailure.Kind.CLIENT_CANCELLED.code();
@@ -59,7 +67,9 @@ public final class ErrorResponder {
       if (f.retryAfterSeconds() >= 0) {
         response.putHeader("retry-after", Long.toString(f.retryAfterSeconds()));
       }
-      boolean closeAfter = f.kind() == ProxyFailure.Kind.BODY_TOO_LARGE;
+      boolean closeAfter =
+          f.kind() == ProxyFailure.Kind.BODY_TOO_LARGE
+              || f.kind() == ProxyFailure.Kind.REQUEST_TIMEOUT;
       if (closeAfter) {
         response.putHeader("connection", "close");
       }

@@ -78,6 +78,7 @@ final class GeneratePhase {
     private long firstTokenTimer = -1;
     private long idleTimer = -1;
     private long lastActivity;
+    private long pausedSince = -1;
     private boolean over;
     private boolean sawDone;
     private SseParser parser;
@@ -244,8 +245,15 @@ final class GeneratePhase {
               return;
             }
             if (!over && out.writeQueueFull()) {
+              // The client is slow, not the upstream: the idle clock now watches the client.
               resp.pause();
-              out.drainHandler(v -> resp.resume());
+              pausedSince = ctx.now();
+              out.drainHandler(
+                  v -> {
+                    pausedSince = -1;
+                    lastActivity = ctx.now();
+                    resp.resume();
+                  });
             }
           });
       resp.endHandler(
@@ -342,6 +350,19 @@ final class GeneratePhase {
 
     private void checkIdle() {
       if (over) {
+        return;
+      }
+      if (pausedSince >= 0) {
+        long stalled = ctx.now() - pausedSince;
+        if (stalled >= idleNanos) {
+          fail(
+              ProxyFailure.of(
+                  ProxyFailure.Kind.CLIENT_STALLED,
+                  "The client read nothing for " + idleNanos / 1_000_000 + " ms."));
+        } else {
+          idleTimer =
+              vertx.setTimer(Math.max(1, (idleNanos - stalled) / 1_000_000), id -> checkIdle());
+        }
         return;
       }
       long quiet = ctx.now() - lastActivity;

@@ -79,7 +79,8 @@ public final class Pipeline {
           p.name(), new SlotPool(p.name(), p.slots(), p.queue().max(), p.queue().timeout(), vertx));
       inFlightByPool.put(p.name(), new AtomicInteger());
     }
-    this.receive = new ReceivePhase(config.limits().maxBodyBytes());
+    this.receive =
+        new ReceivePhase(vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout());
     this.route = new RoutePhase(upstreamPools, slotPools);
     this.generate = new GeneratePhase(vertx, propagator);
     this.modelsBody = modelsBody(config);

@@ -27,6 +27,8 @@ public final class ProxyFailure extends RuntimeException {
     UPSTREAM_DISCONNECTED(502, "server_error", "upstream_disconnected", Outcome.UPSTREAM_ERROR),
     UPSTREAM_TIMEOUT(504, "server_error", "upstream_timeout", Outcome.TIMEOUT),
     CLIENT_CANCELLED(499, "invalid_request_error", "client_cancelled", Outcome.CANCELLED),
+    CLIENT_STALLED(408, "invalid_request_error", "client_stalled", Outcome.CANCELLED),
+    REQUEST_TIMEOUT(408, "invalid_request_error", "request_timeout", Outcome.CLIENT_ERROR),
     INTERNAL(500, "server_error", "internal_error", Outcome.UPSTREAM_ERROR);
 
     private final int status;

@@ -12,9 +12,13 @@ import io.vertx.core.http.HttpServerRequest;
  */
 final class ReceivePhase {
   private final long maxBodyBytes;
+  private final long timeoutMs;
+  private final io.vertx.core.Vertx vertx;
 
-  ReceivePhase(long maxBodyBytes) {
+  ReceivePhase(io.vertx.core.Vertx vertx, long maxBodyBytes, java.time.Duration timeout) {
+    this.vertx = vertx;
     this.maxBodyBytes = maxBodyBytes;
+    this.timeoutMs = Math.max(1, timeout.toMillis());
   }
 
   Future<Void> receive(RequestContext ctx) {
@@ -37,6 +41,16 @@ final class ReceivePhase {
       ctx.response().writeContinue();
     }
     Promise<Void> done = Promise.promise();
+    // A body that trickles or stops must not hold the request (and its spans) forever.
+    long timer =
+        vertx.setTimer(
+            timeoutMs,
+            id ->
+                done.tryFail(
+                    ProxyFailure.of(
+                        ProxyFailure.Kind.REQUEST_TIMEOUT,
+                        "The request body did not arrive within " + timeoutMs + " ms.")));
+    done.future().onComplete(ar -> vertx.cancelTimer(timer));
     Buffer body = Buffer.buffer((int) Math.max(256, Math.min(declared, 1 << 20)));
     req.handler(
         chunk -> {
