@@ -151,7 +151,8 @@ public final class Demo implements Callable<Integer> {
               Durations.parse("--report-interval", reportInterval),
               Duration.ofSeconds(3),
               false,
-              5);
+              5,
+              false);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {
         stdout.println(

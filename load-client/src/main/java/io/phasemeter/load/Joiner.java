@@ -20,6 +20,8 @@ public final class Joiner {
   private final List<Pair> pairs = new ArrayList<>();
   private long foreign;
   private long overflow;
+  private long unsampled;
+  private volatile boolean sampledOnly;
 
   /**
    * @param prefix the high half of this generator's trace ids (16 hex)
@@ -63,6 +65,10 @@ public final class Joiner {
         foreign++;
         return;
       }
+      if (sampledOnly && !s.sampled()) {
+        unsampled++;
+        return;
+      }
       ClientResult c = waitingClients.remove(s.traceId());
       if (c == null) {
         if (waitingRecords.size() >= maxWaitingRecords) {
@@ -101,6 +107,19 @@ public final class Joiner {
   /** Every pair so far, in the order they formed. */
   public synchronized List<Pair> pairs() {
     return List.copyOf(pairs);
+  }
+
+  /**
+   * Joins only records whose trace the proxy exported, as a join against a trace backend would: the
+   * envelope then describes the exported share (with tail sampling: the tail).
+   */
+  public void sampledOnly(boolean on) {
+    this.sampledOnly = on;
+  }
+
+  /** Records left out because their trace was not exported ({@link #sampledOnly}). */
+  public synchronized long unsampled() {
+    return unsampled;
   }
 
   /** Records of other traffic that were ignored. */

@@ -231,6 +231,13 @@ public final class LoadMain implements Callable<Integer> {
             "requests sent one by one before the clock starts, not counted (default: ${DEFAULT-VALUE})")
     int warmup;
 
+    @Option(
+        names = "--join-sampled-only",
+        description =
+            "join only records whose trace the proxy exported (as a trace backend would see them);"
+                + " the report then says the envelope describes that share")
+    boolean joinSampledOnly;
+
     @Override
     public Integer call() {
       PrintWriter err = spec.commandLine().getErr();
@@ -274,7 +281,8 @@ public final class LoadMain implements Callable<Integer> {
           Durations.parse("--report-interval", reportInterval),
           Durations.parse("--join-grace", joinGrace),
           chat,
-          warmup);
+          warmup,
+          joinSampledOnly);
     }
   }
 

@@ -38,7 +38,8 @@ public record LoadOptions(
     Duration reportInterval,
     Duration joinGrace,
     boolean chat,
-    int warmup) {
+    int warmup,
+    boolean joinSampledOnly) {
 
   public LoadOptions {
     if (Double.isNaN(rate) || Double.isInfinite(rate)) {

@@ -130,6 +130,7 @@ public final class LoadRun {
 
   int run(PrintWriter err) throws Exception {
     if (o.admin() != null) {
+      joiner.sampledOnly(o.joinSampledOnly());
       feed = new RecordFeedClient(vertx, o.admin(), o.adminToken());
       try {
         feed.start(joiner::record).await(10, TimeUnit.SECONDS);
@@ -511,7 +512,36 @@ public final class LoadRun {
     List<BudgetResult> results = new ArrayList<>(budgets.judgeLatency(o.model(), cumulative));
     List<BudgetResult> gates = budgets.judgeGates(o.model(), errorRate, coverage, feed != null);
     results.addAll(gates);
+    String joinBasis = null;
     if (feed != null) {
+      long exported = pairs.stream().filter(p -> p.joined() && p.server().sampled()).count();
+      long joinedOk = pairs.stream().filter(p -> p.joined() && p.client().ok()).count();
+      double exportedShare = pairs.isEmpty() ? 1.0 : (double) exported / pairs.size();
+      Object sampling = conditions.get("proxy_sampling");
+      if (o.joinSampledOnly()) {
+        joinBasis =
+            String.format(
+                Locale.ROOT,
+                "envelopes and server phases come only from the requests whose traces the proxy"
+                    + " exported (%s): %d of %d successful requests joined (%.1f%%). With"
+                    + " keep_slower_than and a low ratio that share is the slow tail, so these"
+                    + " quantiles describe the tail, not every request.",
+                sampling,
+                joinedOk,
+                pairs.stream().filter(p -> p.client().ok()).count(),
+                100 * coverage());
+      } else if (exportedShare < 1.0) {
+        joinBasis =
+            String.format(
+                Locale.ROOT,
+                "every record was joined from the feed; the proxy exported the traces of %.1f%% of"
+                    + " requests (%s)",
+                100 * exportedShare,
+                sampling);
+      }
+      conditions.put(
+          "join_basis", joinBasis == null ? "every record from the proxy's feed" : joinBasis);
+      conditions.put("join_unsampled_records_left_out", joiner.unsampled());
       conditions.put("join_foreign_records_ignored", joiner.foreign());
       conditions.put("feed_malformed_events", feed.malformed());
     }
@@ -546,6 +576,9 @@ public final class LoadRun {
             feed == null
                 ? "n/a (no --admin)"
                 : String.format(Locale.ROOT, "%.1f%%", 100 * coverage)));
+    if (joinBasis != null) {
+      out.println("phasemeter load: note: " + joinBasis);
+    }
     out.println(
         "phasemeter load: report written to " + outDir.toAbsolutePath().resolve("report.html"));
     List<String> reasons = new ArrayList<>();

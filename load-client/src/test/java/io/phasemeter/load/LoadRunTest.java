@@ -63,6 +63,10 @@ class LoadRunTest {
   }
 
   private void startProxy(int slots) throws Exception {
+    startProxy(slots, "");
+  }
+
+  private void startProxy(int slots, String extraYaml) throws Exception {
     proxy =
         PhasemeterProxy.builder(
                 servers,
@@ -72,7 +76,8 @@ class LoadRunTest {
                         + sim.port()
                         + "]\n    slots: "
                         + slots
-                        + "\n",
+                        + "\n"
+                        + extraYaml,
                     "test.yaml"))
             .start()
             .await(10, TimeUnit.SECONDS);
@@ -228,6 +233,40 @@ class LoadRunTest {
     assertThat(envelopes).isEqualTo(Math.round(coverage * ok));
     assertThat(s.path("phases").path("queue").path("count").asLong()).isEqualTo(envelopes);
     assertThat(s.path("phases").path("client_total").path("count").asLong()).isEqualTo(ok);
+  }
+
+  @Test
+  void joiningOnlyExportedTracesSaysTheEnvelopeDescribesTheTail() throws Exception {
+    // The proxy exports only requests slower than 150 ms; half the requests take ~20 ms, half ~300.
+    startProxy(
+        8, "telemetry:\n  sampling: {ratio: 0.0, keep_errors: true, keep_slower_than: 150ms}\n");
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--admin",
+            "http://127.0.0.1:" + proxy.adminPort(),
+            "--model",
+            "sim-llama",
+            "--concurrency",
+            "4",
+            "--duration",
+            "3s",
+            "--mix",
+            "16:3=0.5,16:31=0.5",
+            "--join-sampled-only",
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    double coverage = s.path("join_coverage").asDouble();
+    assertThat(coverage).isBetween(0.25, 0.75);
+    assertThat(s.path("conditions").path("join_basis").asText()).contains("describe the tail");
+    assertThat(s.path("conditions").path("join_unsampled_records_left_out").asLong()).isPositive();
+    assertThat(out.toString()).contains("note: envelopes and server phases come only from");
+    // Only the slow, exported requests reach the server phases: generation p50 is the long one.
+    assertThat(p50(s, "generation")).isGreaterThan(150.0);
   }
 
   @Test
