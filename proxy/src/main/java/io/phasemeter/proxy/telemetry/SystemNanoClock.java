@@ -2,7 +2,11 @@ package io.phasemeter.proxy.telemetry;
 
 import java.time.Instant;
 
-/** {@link System#nanoTime()}, anchored to the wall clock once, when the class loads. */
+/**
+ * {@link System#nanoTime()}, anchored to the wall clock once, when the class loads. The system
+ * property {@code phasemeter.clock.skew-ms} shifts that anchor (span timestamps only): the accuracy
+ * suite uses it to show that pairing never depends on absolute time.
+ */
 final class SystemNanoClock implements NanoClock {
   static final SystemNanoClock INSTANCE = new SystemNanoClock();
 
@@ -12,7 +16,8 @@ final class SystemNanoClock implements NanoClock {
   private SystemNanoClock() {
     Instant now = Instant.now();
     anchorNano = System.nanoTime();
-    anchorEpochNanos = now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    long skewNanos = Long.getLong("phasemeter.clock.skew-ms", 0L) * 1_000_000L;
+    anchorEpochNanos = now.getEpochSecond() * 1_000_000_000L + now.getNano() + skewNanos;
   }
 
   @Override
