@@ -11,7 +11,6 @@ import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
-import io.vertx.core.http.RequestOptions;
 import io.vertx.core.json.JsonObject;
 import io.vertx.core.net.NetServer;
 import java.net.ServerSocket;
@@ -104,16 +103,8 @@ class ErrorMappingTest extends ProxyTestBase {
     assertError(call("/v1/chat/completions", big), 413, "request_too_large");
 
     // Chunked, no length: cut off as soon as it crosses the limit.
-    HttpClientRequest req =
-        client
-            .request(
-                new RequestOptions()
-                    .setMethod(HttpMethod.POST)
-                    .setHost("127.0.0.1")
-                    .setPort(proxy.port())
-                    .setURI("/v1/chat/completions"))
-            .await(5, TimeUnit.SECONDS);
-    req.setChunked(true).putHeader("content-type", "application/json");
+    HttpClientRequest req = openChat();
+    req.setChunked(true);
     Promise<HttpClientResponse> got = Promise.promise();
     req.response().onComplete(got);
     for (int i = 0; i < 8; i++) {
@@ -133,17 +124,8 @@ class ErrorMappingTest extends ProxyTestBase {
             new io.phasemeter.proxy.config.ProxyConfig.Limits(
                 1024, java.time.Duration.ofMillis(300)));
     startProxy(cfg);
-    HttpClientRequest req =
-        onClientContext(
-                () ->
-                    client.request(
-                        new RequestOptions()
-                            .setMethod(HttpMethod.POST)
-                            .setHost("127.0.0.1")
-                            .setPort(proxy.port())
-                            .setURI("/v1/chat/completions")))
-            .await(5, TimeUnit.SECONDS);
-    req.putHeader("content-type", "application/json").putHeader("content-length", "100");
+    HttpClientRequest req = openChat();
+    req.putHeader("content-length", "100");
     Promise<HttpClientResponse> got = Promise.promise();
     onClientContext(
             () -> {

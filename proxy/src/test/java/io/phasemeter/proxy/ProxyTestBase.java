@@ -20,6 +20,7 @@ import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClient;
 import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerRequest;
@@ -112,6 +113,21 @@ public abstract class ProxyTestBase {
     io.vertx.core.Promise<T> done = io.vertx.core.Promise.promise();
     clientContext.runOnContext(v -> exchange.get().onComplete(done));
     return done.future();
+  }
+
+  /** Opens a chat-completions POST to the proxy (on the client context), JSON content type set. */
+  protected HttpClientRequest openChat() throws Exception {
+    return onClientContext(
+            () ->
+                client
+                    .request(
+                        new RequestOptions()
+                            .setMethod(HttpMethod.POST)
+                            .setHost("127.0.0.1")
+                            .setPort(proxy.port())
+                            .setURI("/v1/chat/completions"))
+                    .map(r -> r.putHeader("content-type", "application/json")))
+        .await(5, TimeUnit.SECONDS);
   }
 
   /** Starts a scripted upstream on a free port. */

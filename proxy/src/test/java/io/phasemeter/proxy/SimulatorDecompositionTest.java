@@ -129,16 +129,7 @@ class SimulatorDecompositionTest extends ProxyTestBase {
   void cancelledStreamReleasesTheSimulatorSequenceToo() throws Exception {
     Simulator sim = simulator(20);
     startProxy(config(sim.port(), 1, null));
-    var req =
-        client
-            .request(
-                new io.vertx.core.http.RequestOptions()
-                    .setMethod(HttpMethod.POST)
-                    .setHost("127.0.0.1")
-                    .setPort(proxy.port())
-                    .setURI("/v1/chat/completions"))
-            .await(5, TimeUnit.SECONDS);
-    req.putHeader("content-type", "application/json");
+    var req = openChat();
     var resp = req.send(exact(500, true)).await(5, TimeUnit.SECONDS);
     io.vertx.core.Promise<Void> someTokens = io.vertx.core.Promise.promise();
     int[] chunks = {0};

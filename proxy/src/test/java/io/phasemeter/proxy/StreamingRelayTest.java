@@ -11,7 +11,6 @@ import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
-import io.vertx.core.http.RequestOptions;
 import io.vertx.core.json.JsonObject;
 import java.util.List;
 import java.util.Map;
@@ -212,16 +211,7 @@ class StreamingRelayTest extends ProxyTestBase {
                         }));
     startProxy(config(port, 1, null));
     Promise<Void> gotTokens = Promise.promise();
-    HttpClientRequest req =
-        client
-            .request(
-                new RequestOptions()
-                    .setMethod(HttpMethod.POST)
-                    .setHost("127.0.0.1")
-                    .setPort(proxy.port())
-                    .setURI("/v1/chat/completions"))
-            .await(5, TimeUnit.SECONDS);
-    req.putHeader("content-type", "application/json");
+    HttpClientRequest req = openChat();
     HttpClientResponse resp = req.send(chat("hi", true)).await(5, TimeUnit.SECONDS);
     Buffer seen = Buffer.buffer();
     resp.handler(
@@ -277,16 +267,7 @@ class StreamingRelayTest extends ProxyTestBase {
                           pump[0].run();
                         }));
     startProxy(config(port, 1, null));
-    HttpClientRequest req =
-        client
-            .request(
-                new RequestOptions()
-                    .setMethod(HttpMethod.POST)
-                    .setHost("127.0.0.1")
-                    .setPort(proxy.port())
-                    .setURI("/v1/chat/completions"))
-            .await(5, TimeUnit.SECONDS);
-    req.putHeader("content-type", "application/json");
+    HttpClientRequest req = openChat();
     HttpClientResponse resp = req.send(chat("hi", true)).await(5, TimeUnit.SECONDS);
     resp.pause(); // a client that stops reading
 
@@ -340,17 +321,7 @@ class StreamingRelayTest extends ProxyTestBase {
                           pump[0].run();
                         }));
     startProxy(config(port, 1, "    timeouts: {connect: 1s, first_token: 10s, idle: 500ms}\n"));
-    HttpClientRequest req =
-        onClientContext(
-                () ->
-                    client.request(
-                        new RequestOptions()
-                            .setMethod(HttpMethod.POST)
-                            .setHost("127.0.0.1")
-                            .setPort(proxy.port())
-                            .setURI("/v1/chat/completions")))
-            .await(5, TimeUnit.SECONDS);
-    req.putHeader("content-type", "application/json");
+    HttpClientRequest req = openChat();
     Promise<HttpClientResponse> got = Promise.promise();
     onClientContext(() -> req.send(chat("hi", true)).onSuccess(r -> r.pause())).onComplete(got);
     got.future().await(5, TimeUnit.SECONDS);
@@ -381,16 +352,7 @@ class StreamingRelayTest extends ProxyTestBase {
     startProxy(config(port, 1, null));
     var first = callAsync("/v1/chat/completions", chat("a", false));
     Awaitility.await().until(() -> proxy.slotPools().get("default").inUse() == 1);
-    HttpClientRequest waiting =
-        client
-            .request(
-                new RequestOptions()
-                    .setMethod(HttpMethod.POST)
-                    .setHost("127.0.0.1")
-                    .setPort(proxy.port())
-                    .setURI("/v1/chat/completions"))
-            .await(5, TimeUnit.SECONDS);
-    waiting.putHeader("content-type", "application/json");
+    HttpClientRequest waiting = openChat();
     waiting.send(chat("b", false));
     Awaitility.await().until(() -> proxy.slotPools().get("default").queueDepth() == 1);
     waiting.connection().close();
