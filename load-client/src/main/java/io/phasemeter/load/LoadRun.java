@@ -452,10 +452,11 @@ public final class LoadRun {
   }
 
   private double coverage() {
+    double c;
     synchronized (statsLock) {
-      long ok = cumulative.okCount();
-      return ok == 0 ? 1.0 : (double) cumulative.joinedOkCount() / ok;
+      c = cumulative.joinCoverage();
     }
+    return Double.isNaN(c) ? 1.0 : c;
   }
 
   private String stepText(int index, String what) {

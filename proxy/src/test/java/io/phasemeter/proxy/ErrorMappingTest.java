@@ -336,19 +336,7 @@ class ErrorMappingTest extends ProxyTestBase {
   @Test
   void fullQueueIs429WithRetryAfterAndQueueTimeoutIs503() throws Exception {
     Promise<Void> release = Promise.promise();
-    int port =
-        startBackend(
-            req ->
-                req.body()
-                    .onSuccess(
-                        b ->
-                            release
-                                .future()
-                                .onComplete(
-                                    v ->
-                                        req.response()
-                                            .putHeader("content-type", "application/json")
-                                            .end(VllmScript.COMPLETION))));
+    int port = startHeldBackend(release);
     startProxy(config(port, 1, "    queue: {max: 1, timeout: 400ms}\n"));
     var first = callAsync("/v1/chat/completions", chat("a", false));
     org.awaitility.Awaitility.await().until(() -> proxy.slotPools().get("default").inUse() == 1);

@@ -130,6 +130,58 @@ public abstract class ProxyTestBase {
         .await(5, TimeUnit.SECONDS);
   }
 
+  /** An upstream that answers each request with a whole completion once {@code release} is done. */
+  protected int startHeldBackend(io.vertx.core.Promise<Void> release) throws Exception {
+    return startBackend(
+        req ->
+            req.body()
+                .onSuccess(
+                    b ->
+                        release
+                            .future()
+                            .onComplete(
+                                v ->
+                                    req.response()
+                                        .putHeader("content-type", "application/json")
+                                        .end(VllmScript.COMPLETION))));
+  }
+
+  /**
+   * An upstream that streams 1 kB content events as fast as its socket takes them, until {@code
+   * cap} bytes (counted in {@code written}); {@code closed} turns true when its client goes away.
+   */
+  protected int startFloodingBackend(
+      long cap,
+      java.util.concurrent.atomic.AtomicLong written,
+      java.util.concurrent.atomic.AtomicBoolean closed)
+      throws Exception {
+    Buffer event = Buffer.buffer(VllmScript.content("x".repeat(1000)));
+    return startBackend(
+        req ->
+            req.body()
+                .onSuccess(
+                    b -> {
+                      var resp = req.response();
+                      resp.setChunked(true).putHeader("content-type", "text/event-stream");
+                      resp.closeHandler(v -> closed.set(true));
+                      Runnable[] pump = new Runnable[1];
+                      pump[0] =
+                          () -> {
+                            while (!resp.closed()
+                                && !resp.writeQueueFull()
+                                && written.get() < cap) {
+                              resp.write(event);
+                              written.addAndGet(event.length());
+                            }
+                            if (!resp.closed() && written.get() < cap) {
+                              resp.drainHandler(v -> pump[0].run());
+                            }
+                          };
+                      resp.write(VllmScript.ROLE);
+                      pump[0].run();
+                    }));
+  }
+
   /** Starts a scripted upstream on a free port. */
   protected int startBackend(Handler<HttpServerRequest> handler) throws Exception {
     HttpServer server =

@@ -239,33 +239,8 @@ class StreamingRelayTest extends ProxyTestBase {
   void slowClientPausesTheUpstreamInsteadOfBufferingWithoutBound() throws Exception {
     long cap = 512L << 20; // the upstream would send 512 MiB if nothing held it back
     java.util.concurrent.atomic.AtomicLong written = new java.util.concurrent.atomic.AtomicLong();
-    Buffer event = Buffer.buffer(VllmScript.content("x".repeat(1000)));
     AtomicBoolean upstreamClosed = new AtomicBoolean();
-    int port =
-        startBackend(
-            req ->
-                req.body()
-                    .onSuccess(
-                        b -> {
-                          var resp = req.response();
-                          resp.setChunked(true).putHeader("content-type", "text/event-stream");
-                          resp.closeHandler(v -> upstreamClosed.set(true));
-                          Runnable[] pump = new Runnable[1];
-                          pump[0] =
-                              () -> {
-                                while (!resp.closed()
-                                    && !resp.writeQueueFull()
-                                    && written.get() < cap) {
-                                  resp.write(event);
-                                  written.addAndGet(event.length());
-                                }
-                                if (!resp.closed() && written.get() < cap) {
-                                  resp.drainHandler(v -> pump[0].run());
-                                }
-                              };
-                          resp.write(VllmScript.ROLE);
-                          pump[0].run();
-                        }));
+    int port = startFloodingBackend(cap, written, upstreamClosed);
     startProxy(config(port, 1, null));
     HttpClientRequest req = openChat();
     HttpClientResponse resp = req.send(chat("hi", true)).await(5, TimeUnit.SECONDS);
@@ -296,30 +271,10 @@ class StreamingRelayTest extends ProxyTestBase {
 
   @Test
   void aClientThatStopsReadingIsBlamedNotTheUpstream() throws Exception {
-    Buffer event = Buffer.buffer(VllmScript.content("x".repeat(1000)));
     AtomicBoolean upstreamClosed = new AtomicBoolean();
     int port =
-        startBackend(
-            req ->
-                req.body()
-                    .onSuccess(
-                        b -> {
-                          var resp = req.response();
-                          resp.setChunked(true).putHeader("content-type", "text/event-stream");
-                          resp.closeHandler(v -> upstreamClosed.set(true));
-                          Runnable[] pump = new Runnable[1];
-                          pump[0] =
-                              () -> {
-                                while (!resp.closed() && !resp.writeQueueFull()) {
-                                  resp.write(event);
-                                }
-                                if (!resp.closed()) {
-                                  resp.drainHandler(v -> pump[0].run());
-                                }
-                              };
-                          resp.write(VllmScript.ROLE);
-                          pump[0].run();
-                        }));
+        startFloodingBackend(
+            Long.MAX_VALUE, new java.util.concurrent.atomic.AtomicLong(), upstreamClosed);
     startProxy(config(port, 1, "    timeouts: {connect: 1s, first_token: 10s, idle: 500ms}\n"));
     HttpClientRequest req = openChat();
     Promise<HttpClientResponse> got = Promise.promise();
@@ -336,19 +291,7 @@ class StreamingRelayTest extends ProxyTestBase {
   @Test
   void clientLeavingTheQueueFreesItsPlaceAtOnce() throws Exception {
     Promise<Void> release = Promise.promise();
-    int port =
-        startBackend(
-            req ->
-                req.body()
-                    .onSuccess(
-                        b ->
-                            release
-                                .future()
-                                .onComplete(
-                                    v ->
-                                        req.response()
-                                            .putHeader("content-type", "application/json")
-                                            .end(VllmScript.COMPLETION))));
+    int port = startHeldBackend(release);
     startProxy(config(port, 1, null));
     var first = callAsync("/v1/chat/completions", chat("a", false));
     Awaitility.await().until(() -> proxy.slotPools().get("default").inUse() == 1);
