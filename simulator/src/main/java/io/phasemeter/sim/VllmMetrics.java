@@ -17,6 +17,12 @@ import java.util.List;
  * JVM never share series.
  */
 final class VllmMetrics {
+  /** vLLM's buckets for whole-request latencies (end to end, queue time). */
+  private static final double[] REQUEST_BUCKETS = {
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0
+  };
+
   static final String CONTENT_TYPE = PrometheusTextFormatWriter.CONTENT_TYPE;
 
   private final PrometheusRegistry registry = new PrometheusRegistry();
@@ -92,27 +98,7 @@ final class VllmMetrics {
         histogram(
             "vllm:e2e_request_latency_seconds",
             "Histogram of end to end request latency in seconds.",
-            0.3,
-            0.5,
-            0.8,
-            1.0,
-            1.5,
-            2.0,
-            2.5,
-            5.0,
-            10.0,
-            15.0,
-            20.0,
-            30.0,
-            40.0,
-            50.0,
-            60.0,
-            120.0,
-            240.0,
-            480.0,
-            960.0,
-            1920.0,
-            7680.0);
+            REQUEST_BUCKETS);
     tpot =
         histogram(
             "vllm:time_per_output_token_seconds",
@@ -163,27 +149,7 @@ final class VllmMetrics {
         histogram(
             "vllm:request_queue_time_seconds",
             "Histogram of time spent in the waiting queue in seconds.",
-            0.3,
-            0.5,
-            0.8,
-            1.0,
-            1.5,
-            2.0,
-            2.5,
-            5.0,
-            10.0,
-            15.0,
-            20.0,
-            30.0,
-            40.0,
-            50.0,
-            60.0,
-            120.0,
-            240.0,
-            480.0,
-            960.0,
-            1920.0,
-            7680.0);
+            REQUEST_BUCKETS);
     for (String model : models) {
       // Series exist from the first scrape, as vLLM's do.
       running.labelValues(model).set(0);
