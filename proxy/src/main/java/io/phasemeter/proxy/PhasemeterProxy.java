@@ -51,7 +51,9 @@ public final class PhasemeterProxy {
   private final LiveStats stats;
   private final long rotateTimer;
   private final ProxyTelemetry ownedTelemetry;
+  private final AtomicBoolean ready;
   private final AtomicBoolean closed = new AtomicBoolean();
+  private volatile Future<DrainResult> draining;
 
   private PhasemeterProxy(
       Vertx vertx,
@@ -62,8 +64,10 @@ public final class PhasemeterProxy {
       RecordStore records,
       LiveStats stats,
       long rotateTimer,
-      ProxyTelemetry ownedTelemetry) {
+      ProxyTelemetry ownedTelemetry,
+      AtomicBoolean ready) {
     this.ownedTelemetry = ownedTelemetry;
+    this.ready = ready;
     this.vertx = vertx;
     this.pipeline = pipeline;
     this.server = server;
@@ -111,6 +115,47 @@ public final class PhasemeterProxy {
     return stats;
   }
 
+  /** What a drain did: requests that finished on their own, and those cancelled at the deadline. */
+  public record DrainResult(int inFlightAtStart, int cancelled, Duration took) {}
+
+  /**
+   * Drains the proxy (what SIGTERM does): reports not-ready, refuses new requests with 503 {@code
+   * shutting_down} and stops accepting connections, lets in-flight requests finish until {@code
+   * timeout}, then cancels the rest (outcome {@code cancelled}); completes when every request has
+   * ended, its record published and its spans ended. Close the proxy afterwards to flush the span
+   * export. Calling it again returns the same drain.
+   */
+  public synchronized Future<DrainResult> drain(Duration timeout) {
+    if (draining != null) {
+      return draining;
+    }
+    long startedAt = System.nanoTime();
+    ready.set(false);
+    pipeline.startDraining();
+    int atStart = pipeline.inFlight();
+    io.vertx.core.Promise<DrainResult> done = io.vertx.core.Promise.promise();
+    int[] cancelled = {0};
+    long deadline =
+        vertx.setTimer(Math.max(1, timeout.toMillis()), id -> cancelled[0] = pipeline.cancelAll());
+    // Stop accepting now; connections close as their requests end (or at the deadline).
+    server.shutdown(timeout.toMillis() + 1_000, java.util.concurrent.TimeUnit.MILLISECONDS);
+    long[] poll = new long[1];
+    poll[0] =
+        vertx.setPeriodic(
+            10,
+            id -> {
+              if (pipeline.inFlight() == 0) {
+                vertx.cancelTimer(poll[0]);
+                vertx.cancelTimer(deadline);
+                done.tryComplete(
+                    new DrainResult(
+                        atStart, cancelled[0], Duration.ofNanos(System.nanoTime() - startedAt)));
+              }
+            });
+    draining = done.future();
+    return draining;
+  }
+
   /** Stops both listeners and closes the upstream clients. */
   public Future<Void> close() {
     if (!closed.compareAndSet(false, true)) {
@@ -152,6 +197,7 @@ public final class PhasemeterProxy {
     private ProxyMetrics metrics;
     private Budgets budgets = new Budgets(List.of());
     private final List<RequestObserver> observers = new ArrayList<>();
+    private Map<String, String> environment = System.getenv();
 
     private Builder(Vertx vertx, ProxyConfig config) {
       this.vertx = Objects.requireNonNull(vertx);
@@ -185,6 +231,15 @@ public final class PhasemeterProxy {
       return this;
     }
 
+    /**
+     * Where a pool's {@code api_key_env} is looked up (default: the process environment). The value
+     * is only ever sent upstream, never logged.
+     */
+    public Builder environment(Map<String, String> environment) {
+      this.environment = Map.copyOf(environment);
+      return this;
+    }
+
     /** Adds an observer told about every finished request. */
     public Builder observer(RequestObserver observer) {
       observers.add(Objects.requireNonNull(observer));
@@ -193,6 +248,24 @@ public final class PhasemeterProxy {
 
     /** Binds both listeners and completes with the running proxy. */
     public Future<PhasemeterProxy> start() {
+      Map<String, String> providerKeys = new java.util.HashMap<>();
+      for (ProxyConfig.Pool p : config.pools()) {
+        if (p.apiKeyEnv() != null) {
+          String key = environment.get(p.apiKeyEnv());
+          if (key == null || key.isBlank()) {
+            return Future.failedFuture(
+                new io.phasemeter.proxy.config.ConfigException(
+                    "pools["
+                        + config.pools().indexOf(p)
+                        + "].api_key_env: the environment variable "
+                        + p.apiKeyEnv()
+                        + " is not set (pool '"
+                        + p.name()
+                        + "' needs it for its upstream)"));
+          }
+          providerKeys.put(p.name(), key.trim());
+        }
+      }
       ProxyMetrics m = metrics != null ? metrics : ProxyMetrics.create();
       ProxyTelemetry owned = null;
       OpenTelemetry otel = openTelemetry;
@@ -223,8 +296,9 @@ public final class PhasemeterProxy {
       all.add(records);
       all.add(stats);
       all.addAll(observers);
-      Pipeline pipeline = new Pipeline(vertx, config, otel, clock, all);
+      Pipeline pipeline = new Pipeline(vertx, config, otel, clock, all, providerKeys);
       m.bindPipeline(pipeline.inFlightByPool(), pipeline.slotPools());
+      m.bindUpstreams(pipeline.upstreamPools(), t.perUpstreamMetrics());
       m.bindExportedRatio(records::exportedRatio);
       AtomicBoolean listening = new AtomicBoolean();
       long rotate = vertx.setPeriodic(STATS_SLICE.toMillis(), id -> quantiles.rotate());
@@ -256,7 +330,8 @@ public final class PhasemeterProxy {
                     records,
                     stats,
                     rotate,
-                    ownedTelemetry);
+                    ownedTelemetry,
+                    listening);
               })
           .onFailure(
               err -> {

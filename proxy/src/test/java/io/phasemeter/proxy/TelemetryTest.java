@@ -446,7 +446,8 @@ class TelemetryTest extends ProxyTestBase {
             cfg.auth(),
             cfg.pools(),
             cfg.telemetry(),
-            cfg.budgets());
+            cfg.budgets(),
+            cfg.drain());
     startProxy(cfg);
     assertThat(admin("/health/live").status()).isEqualTo(200);
     assertThat(admin("/health/ready").status()).isEqualTo(200);

@@ -19,9 +19,11 @@ public record ProxyConfig(
     Auth auth,
     List<Pool> pools,
     Telemetry telemetry,
-    String budgets) {
+    String budgets,
+    Drain drain) {
 
   public ProxyConfig {
+    drain = drain == null ? new Drain(Duration.ofSeconds(25)) : drain;
     Objects.requireNonNull(listen, "listen");
     Objects.requireNonNull(admin, "admin");
     Objects.requireNonNull(limits, "limits");
@@ -62,7 +64,7 @@ public record ProxyConfig(
   /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
   public ProxyConfig withListenPort(int port) {
     return new ProxyConfig(
-        new Listen(listen.host(), port), admin, limits, auth, pools, telemetry, budgets);
+        new Listen(listen.host(), port), admin, limits, auth, pools, telemetry, budgets, drain);
   }
 
   /** Returns a copy whose admin listener uses {@code port} (0 = any free port). */
@@ -74,17 +76,28 @@ public record ProxyConfig(
         auth,
         pools,
         telemetry,
-        budgets);
+        budgets,
+        drain);
   }
 
   /** Returns a copy with {@code pools} replaced. */
   public ProxyConfig withPools(List<Pool> newPools) {
-    return new ProxyConfig(listen, admin, limits, auth, newPools, telemetry, budgets);
+    return new ProxyConfig(listen, admin, limits, auth, newPools, telemetry, budgets, drain);
   }
 
   /** Returns a copy with {@code limits} replaced. */
   public ProxyConfig withLimits(Limits newLimits) {
-    return new ProxyConfig(listen, admin, newLimits, auth, pools, telemetry, budgets);
+    return new ProxyConfig(listen, admin, newLimits, auth, pools, telemetry, budgets, drain);
+  }
+
+  /** Returns a copy with {@code auth} replaced. */
+  public ProxyConfig withAuth(Auth newAuth) {
+    return new ProxyConfig(listen, admin, limits, newAuth, pools, telemetry, budgets, drain);
+  }
+
+  /** Returns a copy with {@code drain} replaced. */
+  public ProxyConfig withDrain(Drain newDrain) {
+    return new ProxyConfig(listen, admin, limits, auth, pools, telemetry, budgets, newDrain);
   }
 
   /** The public listener. */
@@ -120,12 +133,36 @@ public record ProxyConfig(
     }
   }
 
-  /** API key checking; off must be explicit. */
-  public record Auth(boolean enabled, String keysFile) {
+  /**
+   * API key checking; off must be explicit. The keys file is re-read when it changes (checked every
+   * {@code reloadInterval}); verified keys are cached by digest for {@code cacheTtl}.
+   */
+  public record Auth(
+      boolean enabled, String keysFile, Duration reloadInterval, Duration cacheTtl, int cacheMax) {
     public Auth {
       if (enabled && (keysFile == null || keysFile.isBlank())) {
         throw new IllegalArgumentException("auth.keys_file: required when auth.enabled is true");
       }
+      reloadInterval = reloadInterval == null ? Duration.ofSeconds(5) : reloadInterval;
+      cacheTtl = cacheTtl == null ? Duration.ofMinutes(5) : cacheTtl;
+      requirePositive(reloadInterval, "auth.reload_interval");
+      requirePositive(cacheTtl, "auth.cache_ttl");
+      if (cacheMax < 1) {
+        throw new IllegalArgumentException(
+            "auth.cache_max: must be at least 1 (got " + cacheMax + ")");
+      }
+    }
+
+    /** Auth with the default reload interval and cache. */
+    public Auth(boolean enabled, String keysFile) {
+      this(enabled, keysFile, Duration.ofSeconds(5), Duration.ofMinutes(5), 10_000);
+    }
+  }
+
+  /** On SIGTERM: how long in-flight requests may run on before they are cancelled. */
+  public record Drain(Duration timeout) {
+    public Drain {
+      requirePositive(timeout, "drain.timeout");
     }
   }
 
@@ -136,7 +173,12 @@ public record ProxyConfig(
       List<String> upstreams,
       int slots,
       Queue queue,
-      Timeouts timeouts) {
+      Timeouts timeouts,
+      Health health,
+      Ejection ejection,
+      int retries,
+      boolean external,
+      String apiKeyEnv) {
     public Pool {
       name = requireText(name, "pools[].name");
       if (!name.matches("[A-Za-z0-9_.-]{1,64}")) {
@@ -163,6 +205,36 @@ public record ProxyConfig(
       }
       Objects.requireNonNull(queue, "queue");
       Objects.requireNonNull(timeouts, "timeouts");
+      health = health == null ? Health.DEFAULT : health;
+      ejection = ejection == null ? Ejection.DEFAULT : ejection;
+      if (retries < 0 || retries > 1) {
+        throw new IllegalArgumentException(
+            "retries: must be 0 or 1 (got "
+                + retries
+                + "); a retry is only ever on another"
+                + " upstream, before any byte reached the client");
+      }
+      apiKeyEnv = apiKeyEnv == null || apiKeyEnv.isBlank() ? null : apiKeyEnv.trim();
+      if (apiKeyEnv != null && !apiKeyEnv.matches("[A-Za-z_][A-Za-z0-9_]*")) {
+        throw new IllegalArgumentException(
+            "api_key_env: '" + apiKeyEnv + "' is not an environment variable name");
+      }
+    }
+
+    /** A pool with default health checks, ejection and one retry (tests build pools this way). */
+    public Pool(
+        String name,
+        List<String> models,
+        List<String> upstreams,
+        int slots,
+        Queue queue,
+        Timeouts timeouts) {
+      this(name, models, upstreams, slots, queue, timeouts, null, null, 1, false, null);
+    }
+
+    /** Whether active health checks run (never for external providers, which rarely offer one). */
+    public boolean activeHealthChecks() {
+      return !external && health.path() != null;
     }
 
     /** The parsed upstream addresses. */
@@ -171,13 +243,69 @@ public record ProxyConfig(
     }
   }
 
-  /** The bounded wait for a slot. */
-  public record Queue(int max, Duration timeout) {
+  /**
+   * The bounded wait for a slot. Higher priority is served first; a waiter is overtaken by later
+   * arrivals of higher priority at most {@code maxOvertakes} times, which bounds starvation.
+   */
+  public record Queue(int max, Duration timeout, int maxOvertakes) {
     public Queue {
       if (max < 0) {
         throw new IllegalArgumentException("queue.max: must be 0 or more (got " + max + ")");
       }
       requirePositive(timeout, "queue.timeout");
+      if (maxOvertakes < 0) {
+        throw new IllegalArgumentException(
+            "queue.max_overtakes: must be 0 or more (got " + maxOvertakes + ")");
+      }
+    }
+
+    /** A queue with the default starvation bound (16 overtakes). */
+    public Queue(int max, Duration timeout) {
+      this(max, timeout, 16);
+    }
+  }
+
+  /**
+   * Active health checks: GET {@code path} on every upstream each {@code interval}; {@code
+   * failures} failed checks in a row mark it down, one success marks it up. A null path turns them
+   * off.
+   */
+  public record Health(String path, Duration interval, Duration timeout, int failures) {
+    static final Health DEFAULT =
+        new Health("/health", Duration.ofSeconds(5), Duration.ofSeconds(2), 2);
+
+    public Health {
+      path = path == null || path.isBlank() ? null : path.trim();
+      if (path != null && !path.startsWith("/")) {
+        throw new IllegalArgumentException("health.path: must start with / (got " + path + ")");
+      }
+      requirePositive(interval, "health.interval");
+      requirePositive(timeout, "health.timeout");
+      if (failures < 1) {
+        throw new IllegalArgumentException(
+            "health.failures: must be at least 1 (got " + failures + ")");
+      }
+    }
+  }
+
+  /**
+   * Passive ejection: {@code after} connection failures in a row take an upstream out for {@code
+   * backoff}, doubling on each ejection in a row up to {@code maxBackoff}.
+   */
+  public record Ejection(int after, Duration backoff, Duration maxBackoff) {
+    static final Ejection DEFAULT = new Ejection(3, Duration.ofSeconds(1), Duration.ofSeconds(30));
+
+    public Ejection {
+      if (after < 1) {
+        throw new IllegalArgumentException(
+            "ejection.after: must be at least 1 (got " + after + ")");
+      }
+      requirePositive(backoff, "ejection.backoff");
+      requirePositive(maxBackoff, "ejection.max_backoff");
+      if (maxBackoff.compareTo(backoff) < 0) {
+        throw new IllegalArgumentException(
+            "ejection.max_backoff: must be at least ejection.backoff (" + backoff + ")");
+      }
     }
   }
 
@@ -191,7 +319,12 @@ public record ProxyConfig(
   }
 
   /** Tracing export and the per-request record store. */
-  public record Telemetry(String serviceName, Otlp otlp, Sampling sampling, Records records) {
+  public record Telemetry(
+      String serviceName,
+      Otlp otlp,
+      Sampling sampling,
+      Records records,
+      boolean perUpstreamMetrics) {
     public Telemetry {
       serviceName = requireText(serviceName, "telemetry.service_name");
       Objects.requireNonNull(otlp, "telemetry.otlp");

@@ -36,7 +36,10 @@ public final class ErrorResponder {
     }
     if (ctx.isCancelled() || f.kind() == ProxyFailure.Kind.CLIENT_CANCELLED || response.closed()) {
       ctx.outcome = Outcome.CANCELLED;
-      ctx.errorType = ProxyFailure.Kind.CLIENT_CANCELLED.code();
+      ctx.errorType =
+          ctx.cancelledByShutdown
+              ? ProxyFailure.Kind.SHUTTING_DOWN.code()
+              : ProxyFailure.Kind.CLIENT_CANCELLED.code();
       if (!response.headWritten()) {
         ctx.status = ProxyFailure.Kind.CLIENT_CANCELLED.status();
       }

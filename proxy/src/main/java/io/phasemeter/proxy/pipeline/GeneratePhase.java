@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.pipeline;
 
 import io.netty.channel.ConnectTimeoutException;
+import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.TextMapPropagator;
@@ -8,6 +9,7 @@ import io.opentelemetry.context.propagation.TextMapSetter;
 import io.phasemeter.proxy.upstream.SseEvent;
 import io.phasemeter.proxy.upstream.SseParser;
 import io.phasemeter.proxy.upstream.StreamChunk;
+import io.phasemeter.proxy.upstream.UpstreamHost;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
 import io.vertx.core.MultiMap;
@@ -19,6 +21,8 @@ import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpServerResponse;
 import java.net.ConnectException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
@@ -28,11 +32,21 @@ import java.util.Set;
  * last byte. A streamed response is relayed event by event while this phase runs, with backpressure
  * (a slow client pauses the upstream), and the first content event marks server TTFT. Timeouts:
  * connect, first token, and idle (no upstream byte for that long).
+ *
+ * <p>The upstream is chosen here, when the slot is granted, so that least-in-flight looks at the
+ * moment the request leaves. A failure before any byte reached the client (connection refused or
+ * reset, 502 or 503) is retried once on another upstream; the phase spans both attempts.
  */
 final class GeneratePhase {
   static final int MAX_ERROR_BODY = 1 << 20;
   static final int MAX_RESPONSE_BODY = 64 << 20;
   static final int MAX_EVENT_BYTES = 4 << 20;
+
+  /**
+   * Credentials the client presented to the gateway; never forwarded when the gateway owns them.
+   */
+  private static final Set<String> CLIENT_CREDENTIALS =
+      Set.of("authorization", "api-key", "x-api-key");
 
   private static final Set<String> HOP_BY_HOP =
       Set.of(
@@ -57,10 +71,16 @@ final class GeneratePhase {
 
   private final Vertx vertx;
   private final TextMapPropagator propagator;
+  private final boolean gatewayOwnsCredentials;
 
-  GeneratePhase(Vertx vertx, TextMapPropagator propagator) {
+  /**
+   * {@code gatewayOwnsCredentials}: with auth enabled the client's key is the gateway's, so it is
+   * never passed on.
+   */
+  GeneratePhase(Vertx vertx, TextMapPropagator propagator, boolean gatewayOwnsCredentials) {
     this.vertx = vertx;
     this.propagator = propagator;
+    this.gatewayOwnsCredentials = gatewayOwnsCredentials;
   }
 
   Future<Void> generate(RequestContext ctx, UpstreamPool pool) {
@@ -73,6 +93,8 @@ final class GeneratePhase {
     private final Promise<Void> done = Promise.promise();
     private final long firstTokenMs;
     private final long idleNanos;
+    private final List<UpstreamHost> tried = new ArrayList<>(2);
+    private UpstreamHost current;
     private HttpClientRequest upstreamRequest;
     private HttpClientResponse upstreamResponse;
     private long firstTokenTimer = -1;
@@ -92,8 +114,6 @@ final class GeneratePhase {
 
     Future<Void> start() {
       Span span = ctx.begin(Phase.GENERATION);
-      span.setAttribute("server.address", ctx.upstream.host());
-      span.setAttribute("server.port", (long) ctx.upstream.port());
       span.setAttribute("llm.streaming", ctx.stream);
       if (ctx.maxTokens >= 0) {
         span.setAttribute("gen_ai.request.max_tokens", ctx.maxTokens);
@@ -110,44 +130,126 @@ final class GeneratePhase {
                           "The upstream did not produce a first token within "
                               + firstTokenMs
                               + " ms.")));
-      pool.open(ctx.upstream, ctx.route().path())
+      UpstreamHost host = pool.choose(tried);
+      if (host == null) {
+        fail(noUpstream());
+      } else {
+        attempt(host);
+      }
+      return done.future();
+    }
+
+    private ProxyFailure noUpstream() {
+      return ProxyFailure.retryAfter(
+          ProxyFailure.Kind.NO_HEALTHY_UPSTREAM,
+          "No upstream of pool '" + pool.config().name() + "' is available; retry later.",
+          1);
+    }
+
+    private void attempt(UpstreamHost host) {
+      Span span = ctx.span(Phase.GENERATION);
+      tried.add(host);
+      current = host;
+      ctx.upstream = host.address();
+      ctx.upstreamAttempts = tried.size();
+      span.setAttribute("server.address", host.address().host());
+      span.setAttribute("server.port", (long) host.address().port());
+      pool.open(host, ctx.route().path())
           .onComplete(
               ar -> {
                 if (ar.failed()) {
-                  fail(connectFailure(ar.cause()));
+                  if (current == host) {
+                    pool.connectFailed(host);
+                  }
+                  attemptFailed(host, connectFailure(ar.cause()), true);
                   return;
                 }
-                upstreamRequest = ar.result();
-                if (over) {
-                  upstreamRequest.reset();
+                HttpClientRequest request = ar.result();
+                if (over || current != host) {
+                  request.reset();
                   return;
                 }
-                MultiMap headers = upstreamRequest.headers();
+                upstreamRequest = request;
+                MultiMap headers = request.headers();
+                boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
                 for (Map.Entry<String, String> h : ctx.request().headers()) {
-                  if (!HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
+                  String name = h.getKey().toLowerCase(Locale.ROOT);
+                  if (!HOP_BY_HOP.contains(name)
+                      && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
                     headers.add(h.getKey(), h.getValue());
                   }
                 }
+                if (pool.apiKey() != null) {
+                  headers.set("authorization", "Bearer " + pool.apiKey());
+                }
                 headers.set("content-type", "application/json");
                 propagator.inject(Context.root().with(span), headers, SETTER);
-                upstreamRequest
+                request
                     .send(ctx.upstreamBody)
                     .onComplete(
                         rr -> {
+                          if (current != host) {
+                            return;
+                          }
                           if (rr.failed()) {
-                            fail(connectFailure(rr.cause()));
+                            attemptFailed(host, connectFailure(rr.cause()), true);
                           } else {
                             onResponse(rr.result());
                           }
                         });
               });
-      return done.future();
+    }
+
+    /**
+     * An attempt failed. Retried once on another upstream when {@code retryable}, nothing reached
+     * the client yet and the pool allows it; otherwise the request fails.
+     */
+    private void attemptFailed(UpstreamHost host, ProxyFailure failure, boolean retryable) {
+      if (over || current != host) {
+        return;
+      }
+      endAttempt();
+      if (retryable
+          && tried.size() <= pool.config().retries()
+          && !ctx.isCancelled()
+          && !ctx.response().headWritten()) {
+        UpstreamHost other = pool.choose(tried);
+        if (other != null) {
+          pool.retried();
+          ctx.span(Phase.GENERATION)
+              .addEvent(
+                  "upstream.retry",
+                  Attributes.builder()
+                      .put("error.type", failure.kind().code())
+                      .put("server.address", host.address().host())
+                      .put("server.port", (long) host.address().port())
+                      .build());
+          attempt(other);
+          return;
+        }
+      }
+      fail(failure);
+    }
+
+    /** Ends the current attempt's bookkeeping once (in-flight count, upstream request). */
+    private void endAttempt() {
+      if (current != null) {
+        pool.ended(current);
+        current = null;
+      }
+      if (upstreamRequest != null) {
+        // Cancels the upstream's work: on HTTP/1.1 this closes the connection vLLM is writing to.
+        upstreamRequest.reset();
+        upstreamRequest = null;
+      }
     }
 
     private void onResponse(HttpClientResponse resp) {
       if (over) {
         return;
       }
+      UpstreamHost host = current;
+      pool.reachable(host);
       upstreamResponse = resp;
       lastActivity = ctx.now();
       resp.exceptionHandler(
@@ -159,7 +261,7 @@ final class GeneratePhase {
       int status = resp.statusCode();
       if (status >= 400) {
         collect(resp, MAX_ERROR_BODY)
-            .onSuccess(body -> onUpstreamError(resp, status, body))
+            .onSuccess(body -> onUpstreamError(host, resp, status, body))
             .onFailure(t -> fail(ErrorResponder.classify(t)));
         return;
       }
@@ -182,7 +284,8 @@ final class GeneratePhase {
       }
     }
 
-    private void onUpstreamError(HttpClientResponse resp, int status, Buffer body) {
+    private void onUpstreamError(
+        UpstreamHost host, HttpClientResponse resp, int status, Buffer body) {
       if (status < 500) {
         // The upstream judged the request itself: pass its answer through unchanged.
         ctx.passthroughStatus = status;
@@ -199,7 +302,11 @@ final class GeneratePhase {
             case 504 -> ProxyFailure.Kind.UPSTREAM_TIMEOUT;
             default -> ProxyFailure.Kind.UPSTREAM_ERROR;
           };
-      fail(ProxyFailure.of(kind, "The upstream inference server answered " + status + "."));
+      // 502 and 503 say "not now, not here": another upstream may serve it.
+      attemptFailed(
+          host,
+          ProxyFailure.of(kind, "The upstream inference server answered " + status + "."),
+          status == 502 || status == 503);
     }
 
     private void onFullBody(Buffer body) {
@@ -398,6 +505,11 @@ final class GeneratePhase {
       over = true;
       stopTimers();
       ctx.onCancel(null);
+      if (current != null) {
+        pool.ended(current);
+        current = null;
+      }
+      upstreamRequest = null;
       ctx.annotateGeneration();
       ctx.end(Phase.GENERATION, lastByteAt);
       done.tryComplete();
@@ -410,10 +522,7 @@ final class GeneratePhase {
       over = true;
       stopTimers();
       ctx.onCancel(null);
-      if (upstreamRequest != null) {
-        // Cancels the upstream's work: on HTTP/1.1 this closes the connection vLLM is writing to.
-        upstreamRequest.reset();
-      }
+      endAttempt();
       Span span = ctx.span(Phase.GENERATION);
       span.setAttribute(RequestContext.ERROR_TYPE, failure.kind().code());
       ctx.annotateGeneration();

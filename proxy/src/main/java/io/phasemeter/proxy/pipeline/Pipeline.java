@@ -20,6 +20,8 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -62,33 +64,55 @@ public final class Pipeline {
   private final AtomicInteger inFlight = new AtomicInteger();
   private final Map<String, AtomicInteger> inFlightByPool = new LinkedHashMap<>();
   private final AtomicInteger unrouted = new AtomicInteger();
+  private volatile boolean draining;
+  private final Set<RequestContext> live = ConcurrentHashMap.newKeySet();
 
+  /**
+   * Builds the pipeline; {@code providerKeys} holds, by pool name, the credential of pools whose
+   * upstream needs one (read from the pool's {@code api_key_env} by the caller).
+   */
   public Pipeline(
       Vertx vertx,
       ProxyConfig config,
       OpenTelemetry openTelemetry,
       NanoClock clock,
-      List<RequestObserver> observers) {
+      List<RequestObserver> observers,
+      Map<String, String> providerKeys) {
     this.clock = clock;
     this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
     this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
     this.observers = observers.toArray(new RequestObserver[0]);
     for (ProxyConfig.Pool p : config.pools()) {
-      upstreamPools.add(new UpstreamPool(vertx, p));
+      UpstreamPool upstreams = new UpstreamPool(vertx, p, clock, providerKeys.get(p.name()));
+      upstreams.startHealthChecks();
+      upstreamPools.add(upstreams);
       slotPools.put(
-          p.name(), new SlotPool(p.name(), p.slots(), p.queue().max(), p.queue().timeout(), vertx));
+          p.name(),
+          new SlotPool(
+              p.name(),
+              p.slots(),
+              p.queue().max(),
+              p.queue().timeout(),
+              p.queue().maxOvertakes(),
+              vertx));
       inFlightByPool.put(p.name(), new AtomicInteger());
     }
     this.receive =
         new ReceivePhase(vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout());
     this.route = new RoutePhase(upstreamPools, slotPools);
-    this.generate = new GeneratePhase(vertx, propagator);
+    this.generate = new GeneratePhase(vertx, propagator, config.auth().enabled());
     this.modelsBody = modelsBody(config);
   }
 
   /** Handles one request from the public listener. */
   public void handle(HttpServerRequest req) {
     long start = clock.nanoTime();
+    if (draining) {
+      // Raced the listener closing (a kept-alive connection): refuse, and close it.
+      req.response().putHeader("connection", "close");
+      reject(req, ProxyFailure.Kind.SHUTTING_DOWN, null);
+      return;
+    }
     ApiRoute api = ApiRoute.forPath(req.path());
     if (api == null) {
       if ("/v1/models".equals(req.path())) {
@@ -111,6 +135,7 @@ public final class Pipeline {
     RequestContext ctx = new RequestContext(clock, tracer, observers, req, api, parent, start);
     inFlight.incrementAndGet();
     unrouted.incrementAndGet();
+    live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
     auth.check(ctx, start);
     receive
@@ -136,6 +161,7 @@ public final class Pipeline {
 
   private void finish(RequestContext ctx) {
     ctx.finish(clock.nanoTime());
+    live.remove(ctx);
     inFlight.decrementAndGet();
     (ctx.poolName() == null ? unrouted : inFlightByPool.get(ctx.poolName())).decrementAndGet();
     for (RequestObserver o : observers) {
@@ -149,9 +175,12 @@ public final class Pipeline {
 
   private void reject(HttpServerRequest req, ProxyFailure.Kind kind, String allow) {
     String message =
-        kind == ProxyFailure.Kind.UNKNOWN_URL
-            ? "Unknown request URL: " + req.method() + " " + safePath(req.path()) + "."
-            : "Method " + req.method() + " is not allowed here; use " + allow + ".";
+        switch (kind) {
+          case UNKNOWN_URL ->
+              "Unknown request URL: " + req.method() + " " + safePath(req.path()) + ".";
+          case SHUTTING_DOWN -> "The proxy is shutting down; retry on another instance.";
+          default -> "Method " + req.method() + " is not allowed here; use " + allow + ".";
+        };
     if (allow != null) {
       req.response().putHeader("allow", allow);
     }
@@ -200,6 +229,37 @@ public final class Pipeline {
   /** The slot pool of each configured pool, by name. */
   public Map<String, SlotPool> slotPools() {
     return slotPools;
+  }
+
+  /** From now on, new requests are refused with 503 {@code shutting_down}. */
+  public void startDraining() {
+    draining = true;
+  }
+
+  /**
+   * Cancels every request still in flight (the drain deadline passed): each ends with outcome
+   * {@code cancelled} and error type {@code shutting_down}, its connection closed, its slot
+   * released and its record and spans finished as for any cancellation. Returns how many.
+   */
+  public int cancelAll() {
+    int n = 0;
+    for (RequestContext ctx : live) {
+      n++;
+      ctx.runOnContext(
+          () -> {
+            if (!ctx.isFinished()) {
+              ctx.cancelledByShutdown = true;
+              ctx.request().connection().close();
+              ctx.cancel();
+            }
+          });
+    }
+    return n;
+  }
+
+  /** The upstream pools (health, ejections, retries). */
+  public List<UpstreamPool> upstreamPools() {
+    return List.copyOf(upstreamPools);
   }
 
   /** Closes the upstream clients. */

@@ -14,8 +14,8 @@ final class QueuePhase {
     Span span = ctx.begin(Phase.QUEUE);
     span.setAttribute("llm.model", ctx.modelLabel);
     span.setAttribute("llm.pool", ctx.pool.name());
-    span.setAttribute("llm.priority", "normal");
-    SlotPool.Ticket ticket = slots.acquire();
+    span.setAttribute("llm.priority", ctx.priority.label());
+    SlotPool.Ticket ticket = slots.acquire(ctx.priority);
     span.setAttribute("llm.queue.depth_at_entry", (long) ticket.depthAtEntry());
     ctx.onCancel(ticket::cancel);
     Promise<Void> done = Promise.promise();

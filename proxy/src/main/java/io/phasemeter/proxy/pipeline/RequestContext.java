@@ -7,6 +7,7 @@ import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.gateway.Priority;
 import io.phasemeter.proxy.telemetry.NanoClock;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpServerRequest;
@@ -24,6 +25,9 @@ public final class RequestContext {
   static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
 
   private static final Phase[] PHASES = Phase.all();
+
+  /** The generation span's name for a pool of an external provider. */
+  public static final String EXTERNAL_GENERATION_SPAN = "provider.request";
 
   private final NanoClock clock;
   private final Tracer tracer;
@@ -47,7 +51,11 @@ public final class RequestContext {
   long maxTokens = -1;
   ProxyConfig.Pool pool;
   ProxyConfig.Upstream upstream;
+  int upstreamAttempts;
   SlotPool.Slot slot;
+  Priority priority = Priority.NORMAL;
+  String keyName;
+  Runnable onFinish;
 
   // What the response showed.
   int passthroughStatus;
@@ -64,6 +72,8 @@ public final class RequestContext {
   Outcome outcome;
   String errorType;
 
+  boolean cancelledByShutdown;
+  private final io.vertx.core.Context vertxContext = io.vertx.core.Vertx.currentContext();
   private Runnable cancelAction;
   private boolean cancelled;
   private boolean finished;
@@ -113,9 +123,14 @@ public final class RequestContext {
   Span begin(Phase phase, long at) {
     int i = phase.ordinal();
     phaseStart[i] = at;
+    // An external provider's queue and model are out of sight: its span says so by its name.
+    String name =
+        phase == Phase.GENERATION && pool != null && pool.external()
+            ? EXTERNAL_GENERATION_SPAN
+            : phase.spanName();
     Span span =
         tracer
-            .spanBuilder(phase.spanName())
+            .spanBuilder(name)
             .setParent(rootContext)
             .setSpanKind(phase.kind())
             .setStartTimestamp(clock.toEpochNanos(at), TimeUnit.NANOSECONDS)
@@ -224,6 +239,15 @@ public final class RequestContext {
     }
   }
 
+  /** Runs {@code action} on the request's event loop (where all its state lives). */
+  void runOnContext(Runnable action) {
+    if (vertxContext == null) {
+      action.run();
+    } else {
+      vertxContext.runOnContext(v -> action.run());
+    }
+  }
+
   /** Whether the client went away. */
   boolean isCancelled() {
     return cancelled;
@@ -246,6 +270,9 @@ public final class RequestContext {
     cancelAction = null;
     if (slot != null) {
       slot.release();
+    }
+    if (onFinish != null) {
+      onFinish.run();
     }
     for (Phase p : PHASES) {
       if (isOpen(p)) {
@@ -386,5 +413,25 @@ public final class RequestContext {
 
   public String finishReason() {
     return finishReason;
+  }
+
+  /** The request's slot-queue priority. */
+  public Priority priority() {
+    return priority;
+  }
+
+  /** How many upstreams were tried (0 when generation never started). */
+  public int upstreamAttempts() {
+    return upstreamAttempts;
+  }
+
+  /** Whether the pool is an external provider (generation cannot be split). */
+  public boolean external() {
+    return pool != null && pool.external();
+  }
+
+  /** The name of the verified API key (from the keys file), or null. */
+  public String keyName() {
+    return keyName;
   }
 }

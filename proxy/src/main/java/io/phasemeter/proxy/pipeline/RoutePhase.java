@@ -5,7 +5,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Phase {@code route}: picks the pool that serves the requested model, then an upstream in it. */
+/**
+ * Phase {@code route}: picks the pool that serves the requested model and checks that one of its
+ * upstreams is available. Which upstream is decided when the slot is granted ({@link
+ * GeneratePhase}), so least-in-flight sees the load at the moment the request leaves.
+ */
 final class RoutePhase {
   private final Map<String, UpstreamPool> byModel = new HashMap<>();
   private final Map<String, SlotPool> slotsByPool;
@@ -30,7 +34,13 @@ final class RoutePhase {
     }
     ctx.modelLabel = ctx.model;
     ctx.pool = pool.config();
-    ctx.upstream = pool.choose();
+    if (pool.availableCount() == 0) {
+      // Queueing for a pool with no live upstream would only turn a fast 503 into a slow one.
+      throw ProxyFailure.retryAfter(
+          ProxyFailure.Kind.NO_HEALTHY_UPSTREAM,
+          "No upstream of pool '" + pool.config().name() + "' is available; retry later.",
+          1);
+    }
     ctx.end(Phase.ROUTE);
     return pool;
   }

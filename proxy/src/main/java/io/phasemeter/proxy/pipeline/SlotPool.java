@@ -1,5 +1,6 @@
 package io.phasemeter.proxy.pipeline;
 
+import io.phasemeter.proxy.gateway.Priority;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -11,25 +12,47 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A pool's inference slots: at most {@code slots} upstream requests at once; the rest wait in a
- * bounded FIFO queue with a timeout. Shared by every event loop, so state changes happen under the
- * pool's lock and waiters are completed on their own context.
+ * bounded queue with a timeout. A freed slot goes to the oldest waiter of the highest priority,
+ * except that a waiter overtaken {@code maxOvertakes} times by later arrivals goes first: low
+ * priority is served later, never starved ({@code maxOvertakes = 0} is plain FIFO). Shared by every
+ * event loop, so state changes happen under the pool's lock and waiters are completed on their own
+ * context.
  */
 public final class SlotPool {
+  private static final Priority[] LEVELS = Priority.values();
+
   private final String name;
   private final int capacity;
   private final int maxQueue;
   private final long timeoutMs;
+  private final int maxOvertakes;
   private final Vertx vertx;
-  private final ArrayDeque<Waiter> waiters = new ArrayDeque<>();
+
+  /** One FIFO per priority, highest first; each is in arrival ({@code seq}) order. */
+  @SuppressWarnings("unchecked")
+  private final ArrayDeque<Waiter>[] waiters = new ArrayDeque[LEVELS.length];
+
+  private int waiting;
+  private long nextSeq;
   private int inUse;
 
   /** Creates a pool of {@code capacity} slots and a queue of at most {@code maxQueue} waiters. */
   public SlotPool(String name, int capacity, int maxQueue, Duration timeout, Vertx vertx) {
+    this(name, capacity, maxQueue, timeout, 16, vertx);
+  }
+
+  /** As above, with the starvation bound: how often a waiter may be overtaken. */
+  public SlotPool(
+      String name, int capacity, int maxQueue, Duration timeout, int maxOvertakes, Vertx vertx) {
     this.name = name;
     this.capacity = capacity;
     this.maxQueue = maxQueue;
     this.timeoutMs = Math.max(1, timeout.toMillis());
+    this.maxOvertakes = maxOvertakes;
     this.vertx = vertx;
+    for (int i = 0; i < waiters.length; i++) {
+      waiters[i] = new ArrayDeque<>();
+    }
   }
 
   /** A granted slot; {@link #release()} is idempotent. */
@@ -78,18 +101,23 @@ public final class SlotPool {
     }
   }
 
-  /** Asks for a slot; must be called on a Vert.x context (the request's event loop). */
+  /** Asks for a slot at normal priority; see {@link #acquire(Priority)}. */
   public Ticket acquire() {
+    return acquire(Priority.NORMAL);
+  }
+
+  /** Asks for a slot; must be called on a Vert.x context (the request's event loop). */
+  public Ticket acquire(Priority priority) {
     Context context = vertx.getOrCreateContext();
     Waiter w;
     int depth;
     synchronized (this) {
-      depth = waiters.size();
-      if (inUse < capacity && waiters.isEmpty()) {
+      depth = waiting;
+      if (inUse < capacity && waiting == 0) {
         inUse++;
         return new Ticket(Future.succeededFuture(new Slot()), 0, null);
       }
-      if (waiters.size() >= maxQueue) {
+      if (waiting >= maxQueue) {
         return new Ticket(
             Future.failedFuture(
                 ProxyFailure.retryAfter(
@@ -99,8 +127,9 @@ public final class SlotPool {
             depth,
             null);
       }
-      w = new Waiter(context);
-      waiters.addLast(w);
+      w = new Waiter(context, priority.ordinal(), nextSeq++);
+      waiters[w.level].addLast(w);
+      waiting++;
     }
     w.timer = context.owner().setTimer(timeoutMs, id -> w.timeout());
     return new Ticket(w.promise.future(), depth, w);
@@ -109,7 +138,7 @@ public final class SlotPool {
   private void release() {
     Waiter next;
     synchronized (this) {
-      next = waiters.pollFirst();
+      next = takeNext();
       if (next == null) {
         inUse--;
         return;
@@ -119,6 +148,40 @@ public final class SlotPool {
     next.grant(new Slot());
   }
 
+  /** Removes and returns the waiter the next free slot belongs to; call under the lock. */
+  private Waiter takeNext() {
+    Waiter best = null;
+    for (ArrayDeque<Waiter> q : waiters) {
+      if (!q.isEmpty()) {
+        best = q.peekFirst();
+        break;
+      }
+    }
+    if (best == null) {
+      return null;
+    }
+    // Only a level's head can be the most overtaken of its level: later ones arrived later.
+    Waiter chosen = best;
+    for (int level = best.level + 1; level < waiters.length; level++) {
+      Waiter head = waiters[level].peekFirst();
+      if (head != null && head.seq < chosen.seq && head.overtaken >= maxOvertakes) {
+        chosen = head;
+      }
+    }
+    waiters[chosen.level].pollFirst();
+    waiting--;
+    // Everyone still waiting who arrived before the chosen one has just been overtaken.
+    for (ArrayDeque<Waiter> q : waiters) {
+      for (Waiter w : q) {
+        if (w.seq > chosen.seq) {
+          break;
+        }
+        w.overtaken++;
+      }
+    }
+    return chosen;
+  }
+
   /** Slots in use now. */
   public synchronized int inUse() {
     return inUse;
@@ -126,7 +189,12 @@ public final class SlotPool {
 
   /** Requests waiting now. */
   public synchronized int queueDepth() {
-    return waiters.size();
+    return waiting;
+  }
+
+  /** Requests of {@code priority} waiting now. */
+  public synchronized int queueDepth(Priority priority) {
+    return waiters[priority.ordinal()].size();
   }
 
   /** The number of slots. */
@@ -140,12 +208,17 @@ public final class SlotPool {
 
   private final class Waiter {
     final Context context;
+    final int level;
+    final long seq;
     final Promise<Slot> promise = Promise.promise();
     long timer = -1;
+    int overtaken;
     boolean granted;
 
-    Waiter(Context context) {
+    Waiter(Context context, int level, long seq) {
       this.context = context;
+      this.level = level;
+      this.seq = seq;
     }
 
     void grant(Slot slot) {
@@ -183,9 +256,10 @@ public final class SlotPool {
         if (granted) {
           return false;
         }
-        for (Iterator<Waiter> it = waiters.iterator(); it.hasNext(); ) {
+        for (Iterator<Waiter> it = waiters[level].iterator(); it.hasNext(); ) {
           if (it.next() == this) {
             it.remove();
+            waiting--;
             return true;
           }
         }

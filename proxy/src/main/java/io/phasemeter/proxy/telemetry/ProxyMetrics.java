@@ -20,8 +20,11 @@ import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
 import io.phasemeter.proxy.pipeline.SlotPool;
+import io.phasemeter.proxy.upstream.UpstreamHost;
+import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -120,6 +123,51 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
           .tags(pool)
           .description("Configured slots")
           .register(registry);
+    }
+  }
+
+  /**
+   * Upstream health per pool: {@code llm_upstreams_available}, {@code llm_upstreams_configured},
+   * {@code llm_upstream_ejections_total} and {@code llm_upstream_retries_total}; with {@code
+   * perUpstream} also {@code llm_upstream_available} and {@code llm_upstream_in_flight} labelled by
+   * {@code upstream} (one series per configured upstream; off by default).
+   */
+  public void bindUpstreams(List<UpstreamPool> pools, boolean perUpstream) {
+    for (UpstreamPool p : pools) {
+      Tags pool = Tags.of("llm.pool", p.config().name());
+      Gauge.builder("llm.upstreams.available", p, UpstreamPool::availableCount)
+          .tags(pool)
+          .strongReference(true)
+          .description("Upstreams healthy and not ejected")
+          .register(registry);
+      Gauge.builder("llm.upstreams.configured", p, x -> x.hosts().size())
+          .tags(pool)
+          .strongReference(true)
+          .description("Configured upstreams")
+          .register(registry);
+      FunctionCounter.builder("llm.upstream.ejections", p, UpstreamPool::ejections)
+          .tags(pool)
+          .description("Upstreams ejected after connection failures in a row")
+          .register(registry);
+      FunctionCounter.builder("llm.upstream.retries", p, UpstreamPool::retries)
+          .tags(pool)
+          .description("Requests retried on another upstream before any byte reached the client")
+          .register(registry);
+      if (perUpstream) {
+        for (UpstreamHost h : p.hosts()) {
+          Tags tags = pool.and("upstream", h.address().authority());
+          Gauge.builder("llm.upstream.available", h, x -> p.isAvailable(x) ? 1 : 0)
+              .tags(tags)
+              .strongReference(true)
+              .description("1 when the upstream is healthy and not ejected")
+              .register(registry);
+          Gauge.builder("llm.upstream.in_flight", h, UpstreamHost::inFlight)
+              .tags(tags)
+              .strongReference(true)
+              .description("Requests running on the upstream")
+              .register(registry);
+        }
+      }
     }
   }
 

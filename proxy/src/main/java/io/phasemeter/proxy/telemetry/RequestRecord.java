@@ -66,6 +66,14 @@ public final class RequestRecord {
       }
       g.writeEndObject();
       g.writeStringField("finish_reason", ctx.finishReason());
+      g.writeStringField("priority", ctx.priority().label());
+      g.writeNumberField("upstream_attempts", ctx.upstreamAttempts());
+      if (ctx.external()) {
+        g.writeBooleanField("external", true);
+      }
+      if (ctx.keyName() != null) {
+        g.writeStringField("key_name", ctx.keyName());
+      }
       g.writeBooleanField("sampled", sampled);
       g.writeEndObject();
     } catch (IOException e) {

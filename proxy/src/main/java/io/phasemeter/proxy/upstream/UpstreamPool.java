@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.upstream;
 
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.telemetry.NanoClock;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;
@@ -9,22 +10,47 @@ import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.PoolOptions;
 import io.vertx.core.http.RequestOptions;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * The HTTP client of one pool and the choice among its upstreams (round robin). Connections are
- * kept alive and pooled, sized to the pool's slots so a full pool never waits on the client.
+ * The upstreams of one pool, their HTTP client, and the choice among them: the available upstream
+ * (healthy, not ejected) with the fewest requests in flight, ties broken in turn. Active health
+ * checks run on a timer; connection failures eject an upstream for a backoff. Connections are kept
+ * alive and pooled, sized to the pool's slots so a full pool never waits on the client.
  */
 public final class UpstreamPool {
-  private final ProxyConfig.Pool config;
-  private final List<ProxyConfig.Upstream> upstreams;
-  private final HttpClientAgent client;
-  private final AtomicInteger next = new AtomicInteger();
+  private static final Logger LOG = LoggerFactory.getLogger(UpstreamPool.class);
 
-  public UpstreamPool(Vertx vertx, ProxyConfig.Pool config) {
+  private final ProxyConfig.Pool config;
+  private final NanoClock clock;
+  private final Vertx vertx;
+  private final List<UpstreamHost> hosts = new ArrayList<>();
+  private final HttpClientAgent client;
+  private final HttpClientAgent healthClient;
+  private final String apiKey;
+  private final AtomicInteger next = new AtomicInteger();
+  private final AtomicLong ejections = new AtomicLong();
+  private final AtomicLong retries = new AtomicLong();
+  private long healthTimer = -1;
+
+  /**
+   * Creates the pool's client; {@code apiKey} is the provider credential sent upstream as a bearer
+   * token (null: none).
+   */
+  public UpstreamPool(Vertx vertx, ProxyConfig.Pool config, NanoClock clock, String apiKey) {
+    this.vertx = vertx;
     this.config = config;
-    this.upstreams = config.upstreamAddresses();
+    this.clock = clock;
+    this.apiKey = apiKey;
+    for (ProxyConfig.Upstream u : config.upstreamAddresses()) {
+      hosts.add(new UpstreamHost(u, config.ejection()));
+    }
     HttpClientOptions options =
         new HttpClientOptions()
             .setKeepAlive(true)
@@ -36,16 +62,85 @@ public final class UpstreamPool {
             .setMaxHeaderSize(32768);
     PoolOptions pool = new PoolOptions().setHttp1MaxSize(config.slots() + 8);
     this.client = vertx.createHttpClient(options, pool);
+    this.healthClient =
+        vertx.createHttpClient(
+            new HttpClientOptions(options).setKeepAlive(true),
+            new PoolOptions().setHttp1MaxSize(2));
   }
 
-  /** Picks the upstream for the next request. */
-  public ProxyConfig.Upstream choose() {
-    int i = Math.floorMod(next.getAndIncrement(), upstreams.size());
-    return upstreams.get(i);
+  /** Starts the active health checks (if the pool has them), every {@code health.interval}. */
+  public void startHealthChecks() {
+    if (!config.activeHealthChecks() || healthTimer >= 0) {
+      return;
+    }
+    healthTimer = vertx.setPeriodic(config.health().interval().toMillis(), id -> checkAll());
   }
 
-  /** Opens a POST to {@code path} on {@code upstream} (connecting if needed). */
-  public Future<HttpClientRequest> open(ProxyConfig.Upstream upstream, String path) {
+  private void checkAll() {
+    for (UpstreamHost h : hosts) {
+      check(h)
+          .onComplete(
+              ar -> {
+                boolean ok = ar.succeeded() && ar.result();
+                if (h.checked(ok, config.health().failures())) {
+                  LOG.warn(
+                      "pool {}: upstream {} is now {} (active health check {})",
+                      config.name(),
+                      h,
+                      ok ? "up" : "down",
+                      config.health().path());
+                }
+              });
+    }
+  }
+
+  /** One health check: a 2xx within the timeout. */
+  Future<Boolean> check(UpstreamHost h) {
+    ProxyConfig.Upstream u = h.address();
+    RequestOptions options =
+        new RequestOptions()
+            .setMethod(HttpMethod.GET)
+            .setHost(u.host())
+            .setPort(u.port())
+            .setSsl(u.tls())
+            .setURI(u.basePath() + config.health().path())
+            .setConnectTimeout(config.health().timeout().toMillis())
+            .setIdleTimeout(config.health().timeout().toMillis());
+    return healthClient
+        .request(options)
+        .compose(HttpClientRequest::send)
+        .compose(resp -> resp.body().map(b -> resp.statusCode() / 100 == 2));
+  }
+
+  /**
+   * Picks the available upstream with the fewest requests in flight, skipping {@code tried};
+   * returns null when none is available.
+   */
+  public UpstreamHost choose(Collection<UpstreamHost> tried) {
+    long now = clock.nanoTime();
+    int n = hosts.size();
+    int start = Math.floorMod(next.getAndIncrement(), n);
+    UpstreamHost best = null;
+    int bestLoad = Integer.MAX_VALUE;
+    for (int i = 0; i < n; i++) {
+      UpstreamHost h = hosts.get((start + i) % n);
+      if (tried.contains(h) || !h.available(now)) {
+        continue;
+      }
+      int load = h.inFlight();
+      if (load < bestLoad) {
+        best = h;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * Opens a POST to {@code path} on {@code host} (connecting if needed) and counts it in flight.
+   */
+  public Future<HttpClientRequest> open(UpstreamHost host, String path) {
+    ProxyConfig.Upstream upstream = host.address();
     RequestOptions options =
         new RequestOptions()
             .setMethod(HttpMethod.POST)
@@ -54,7 +149,72 @@ public final class UpstreamPool {
             .setSsl(upstream.tls())
             .setURI(upstream.basePath() + path)
             .setConnectTimeout(config.timeouts().connect().toMillis());
+    host.started();
     return client.request(options);
+  }
+
+  /** Ends what {@link #open} started, whatever happened. */
+  public void ended(UpstreamHost host) {
+    host.ended();
+  }
+
+  /** The upstream answered (headers arrived). */
+  public void reachable(UpstreamHost host) {
+    host.reachable();
+  }
+
+  /** Connecting to the upstream failed; may eject it. */
+  public void connectFailed(UpstreamHost host) {
+    if (host.connectFailed(clock.nanoTime())) {
+      ejections.incrementAndGet();
+      LOG.warn(
+          "pool {}: upstream {} ejected after {} connection failures in a row",
+          config.name(),
+          host,
+          config.ejection().after());
+    }
+  }
+
+  /** Counts a retry on another upstream. */
+  public void retried() {
+    retries.incrementAndGet();
+  }
+
+  /** The provider credential for the upstream's {@code Authorization}, or null. */
+  public String apiKey() {
+    return apiKey;
+  }
+
+  /** The pool's upstreams, in configured order. */
+  public List<UpstreamHost> hosts() {
+    return List.copyOf(hosts);
+  }
+
+  /** Upstreams available now. */
+  public int availableCount() {
+    long now = clock.nanoTime();
+    int c = 0;
+    for (UpstreamHost h : hosts) {
+      if (h.available(now)) {
+        c++;
+      }
+    }
+    return c;
+  }
+
+  /** Whether {@code host} may take a request now. */
+  public boolean isAvailable(UpstreamHost host) {
+    return host.available(clock.nanoTime());
+  }
+
+  /** Ejections since start. */
+  public long ejections() {
+    return ejections.get();
+  }
+
+  /** Retries on another upstream since start. */
+  public long retries() {
+    return retries.get();
   }
 
   public ProxyConfig.Pool config() {
@@ -62,6 +222,9 @@ public final class UpstreamPool {
   }
 
   public Future<Void> close() {
-    return client.close();
+    if (healthTimer >= 0) {
+      vertx.cancelTimer(healthTimer);
+    }
+    return Future.join(client.close(), healthClient.close()).mapEmpty();
   }
 }

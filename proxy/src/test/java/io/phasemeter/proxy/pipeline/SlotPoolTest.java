@@ -3,6 +3,7 @@ package io.phasemeter.proxy.pipeline;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.phasemeter.proxy.gateway.Priority;
 import io.phasemeter.proxy.pipeline.SlotPool.Slot;
 import io.phasemeter.proxy.pipeline.SlotPool.Ticket;
 import io.vertx.core.Context;
@@ -313,5 +314,113 @@ class SlotPoolTest {
     assertThat(order).isSorted().doesNotHaveDuplicates();
     await().until(() -> pool.inUse() == 0);
     assertThat(pool.queueDepth()).isZero();
+  }
+
+  /** Queues {@code names} at {@code priority}, recording the grant order into {@code granted}. */
+  private List<Ticket> enqueue(
+      SlotPool pool, Priority priority, List<String> granted, String... names) throws Exception {
+    List<Ticket> out = new ArrayList<>();
+    for (String name : names) {
+      Ticket t = on(context, () -> pool.acquire(priority));
+      t.future().onSuccess(s -> granted.add(name));
+      out.add(t);
+    }
+    return out;
+  }
+
+  /** Releases the held slot, then each granted slot in turn, until {@code n} grants happened. */
+  private void drain(Slot held, List<Ticket> tickets, List<String> granted, int n)
+      throws Exception {
+    release(held);
+    for (int i = 0; i < n; i++) {
+      int before = i;
+      await().atMost(Duration.ofSeconds(10)).until(() -> granted.size() > before);
+      String name = granted.get(i);
+      Ticket t =
+          tickets.stream()
+              .filter(x -> x.future().succeeded() && !released.contains(x))
+              .findFirst()
+              .orElseThrow();
+      released.add(t);
+      release(t.future().result());
+      assertThat(name).isNotNull();
+    }
+  }
+
+  private final List<Ticket> released = new ArrayList<>();
+
+  @Test
+  void higherPriorityIsServedFirstAndFifoWithinAPriority() throws Exception {
+    SlotPool pool = new SlotPool("p", 1, 100, LONG, 16, vertx);
+    Slot held = slot(acquire(pool));
+    List<String> granted = new CopyOnWriteArrayList<>();
+    List<Ticket> all = new ArrayList<>();
+    all.addAll(enqueue(pool, Priority.LOW, granted, "low1", "low2"));
+    all.addAll(enqueue(pool, Priority.NORMAL, granted, "normal1"));
+    all.addAll(enqueue(pool, Priority.HIGH, granted, "high1", "high2"));
+    assertThat(pool.queueDepth(Priority.HIGH)).isEqualTo(2);
+    assertThat(pool.queueDepth(Priority.LOW)).isEqualTo(2);
+    assertThat(pool.queueDepth()).isEqualTo(5);
+
+    drain(held, all, granted, 5);
+
+    assertThat(granted).containsExactly("high1", "high2", "normal1", "low1", "low2");
+    await().until(() -> pool.inUse() == 0);
+    assertThat(pool.queueDepth()).isZero();
+  }
+
+  @Test
+  void aWaiterIsOvertakenAtMostMaxOvertakesTimes() throws Exception {
+    // One low waiter, then a steady stream of high arrivals: with a bound of 3, the low one is
+    // served after exactly three high ones overtook it, whatever keeps arriving.
+    SlotPool pool = new SlotPool("p", 1, 100, LONG, 3, vertx);
+    Slot held = slot(acquire(pool));
+    List<String> granted = new CopyOnWriteArrayList<>();
+    List<Ticket> all = new ArrayList<>();
+    all.addAll(enqueue(pool, Priority.LOW, granted, "low"));
+    all.addAll(enqueue(pool, Priority.HIGH, granted, "h1", "h2", "h3", "h4", "h5", "h6"));
+
+    drain(held, all, granted, 7);
+
+    assertThat(granted).containsExactly("h1", "h2", "h3", "low", "h4", "h5", "h6");
+  }
+
+  @Test
+  void zeroOvertakesIsPlainFifo() throws Exception {
+    SlotPool pool = new SlotPool("p", 1, 100, LONG, 0, vertx);
+    Slot held = slot(acquire(pool));
+    List<String> granted = new CopyOnWriteArrayList<>();
+    List<Ticket> all = new ArrayList<>();
+    all.addAll(enqueue(pool, Priority.LOW, granted, "low1"));
+    all.addAll(enqueue(pool, Priority.HIGH, granted, "high1"));
+    all.addAll(enqueue(pool, Priority.NORMAL, granted, "normal1"));
+    all.addAll(enqueue(pool, Priority.LOW, granted, "low2"));
+
+    drain(held, all, granted, 4);
+
+    assertThat(granted).containsExactly("low1", "high1", "normal1", "low2");
+  }
+
+  @Test
+  void aCancelledPriorityWaiterLeavesItsQueue() throws Exception {
+    SlotPool pool = new SlotPool("p", 1, 100, LONG, 16, vertx);
+    Slot held = slot(acquire(pool));
+    List<String> granted = new CopyOnWriteArrayList<>();
+    List<Ticket> high = enqueue(pool, Priority.HIGH, granted, "gone");
+    List<Ticket> low = enqueue(pool, Priority.LOW, granted, "stays");
+    on(
+        context,
+        () -> {
+          high.get(0).cancel();
+          return null;
+        });
+    assertThat(failure(high.get(0).future()).kind()).isEqualTo(ProxyFailure.Kind.CLIENT_CANCELLED);
+    assertThat(pool.queueDepth()).isEqualTo(1);
+    assertThat(pool.queueDepth(Priority.HIGH)).isZero();
+
+    drain(held, low, granted, 1);
+
+    assertThat(granted).containsExactly("stays");
+    await().until(() -> pool.inUse() == 0);
   }
 }
