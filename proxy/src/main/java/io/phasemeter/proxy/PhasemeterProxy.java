@@ -162,7 +162,12 @@ public final class PhasemeterProxy {
       return Future.succeededFuture();
     }
     vertx.cancelTimer(rotateTimer);
-    return Future.join(server.close(), admin.close())
+    return records
+        .feed()
+        .close()
+        .timeout(5, java.util.concurrent.TimeUnit.SECONDS)
+        .otherwiseEmpty()
+        .compose(v -> Future.join(server.close(), admin.close()))
         .compose(v -> pipeline.close())
         .onComplete(
             v -> {

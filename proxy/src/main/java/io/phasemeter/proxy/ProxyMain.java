@@ -161,22 +161,80 @@ public final class ProxyMain implements Callable<Integer> {
                 ? "recorded, not exported (no OTLP endpoint configured)"
                 : "exported over OTLP " + telemetry.exportTarget()));
     CountDownLatch stopped = new CountDownLatch(1);
-    Runtime.getRuntime()
-        .addShutdownHook(
-            new Thread(
-                () -> {
-                  try {
-                    proxy.close().await(5, TimeUnit.SECONDS);
-                  } catch (Exception ignored) {
-                    // Shutting down anyway.
-                  }
-                  vertx.close();
-                  telemetry.close();
-                  stopped.countDown();
-                },
-                "phasemeter-shutdown"));
+    Runnable shutdown =
+        () -> {
+          drainAndClose(proxy, cfg.drain().timeout(), out);
+          vertx.close();
+          telemetry.close();
+          stopped.countDown();
+        };
+    if (!onSignals(shutdown)) {
+      // No signal API on this JVM: drain from a shutdown hook (the exit status is then the JVM's).
+      Runtime.getRuntime().addShutdownHook(new Thread(shutdown, "phasemeter-shutdown"));
+      stopped.await();
+      return 0;
+    }
     stopped.await();
     return 0;
+  }
+
+  /**
+   * SIGTERM (and SIGINT) drain the proxy and exit 0 once every request has ended and telemetry is
+   * flushed; a second signal while draining is ignored (the drain has its own deadline).
+   */
+  private static boolean onSignals(Runnable shutdown) {
+    java.util.concurrent.atomic.AtomicBoolean started =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    try {
+      for (String name : new String[] {"TERM", "INT"}) {
+        sun.misc.Signal.handle(
+            new sun.misc.Signal(name),
+            sig -> {
+              if (started.compareAndSet(false, true)) {
+                Thread t =
+                    new Thread(
+                        () -> {
+                          shutdown.run();
+                          System.exit(0);
+                        },
+                        "phasemeter-drain");
+                t.start();
+              }
+            });
+      }
+      return true;
+    } catch (IllegalArgumentException | LinkageError e) {
+      return false;
+    }
+  }
+
+  /** Drains the proxy, says what happened, and closes it. */
+  static void drainAndClose(PhasemeterProxy proxy, java.time.Duration timeout, PrintWriter out) {
+    out.println(
+        "phasemeter-proxy: draining: not ready, refusing new requests; in-flight requests have "
+            + timeout.toMillis()
+            + " ms to finish");
+    try {
+      PhasemeterProxy.DrainResult r =
+          proxy.drain(timeout).await(timeout.toMillis() + 10_000, TimeUnit.MILLISECONDS);
+      out.println(
+          "phasemeter-proxy: drained in "
+              + r.took().toMillis()
+              + " ms: "
+              + (r.inFlightAtStart() - r.cancelled())
+              + " of "
+              + r.inFlightAtStart()
+              + " in-flight requests finished, "
+              + r.cancelled()
+              + " cancelled at the deadline");
+    } catch (Exception e) {
+      out.println("phasemeter-proxy: drain did not complete (" + e + "); closing anyway");
+    }
+    try {
+      proxy.close().await(10, TimeUnit.SECONDS);
+    } catch (Exception ignored) {
+      // Shutting down anyway.
+    }
   }
 
   /**

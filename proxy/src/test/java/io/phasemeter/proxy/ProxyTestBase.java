@@ -196,6 +196,8 @@ public abstract class ProxyTestBase {
 
   /**
    * A config with one pool in front of {@code upstreamPort}; {@code extra} is YAML for the pool.
+   * Scripted upstreams answer every path, so active health checks are off unless {@code extra}
+   * turns them on ({@code health: …} there wins).
    */
   protected static ProxyConfig config(int upstreamPort, int slots, String poolExtra) {
     String yaml =
@@ -210,6 +212,7 @@ public abstract class ProxyTestBase {
             + "    slots: "
             + slots
             + "\n"
+            + "    health: {path: null}\n"
             + (poolExtra == null ? "" : poolExtra);
     return ConfigLoader.parse(yaml, "test.yaml");
   }

@@ -49,6 +49,32 @@ public final class RecordFeed {
     }
   }
 
+  /**
+   * Ends the feed (the proxy is closing): every subscriber gets what is queued for it, then the
+   * end of its stream. Completes when each end has been written, or at once for closed ones.
+   */
+  public io.vertx.core.Future<Void> close() {
+    java.util.List<io.vertx.core.Future<Void>> ends = new java.util.ArrayList<>();
+    for (Subscriber s : subscribers) {
+      io.vertx.core.Promise<Void> p = io.vertx.core.Promise.promise();
+      s.context.runOnContext(
+          v -> {
+            if (s.response.closed()) {
+              p.tryComplete();
+              return;
+            }
+            String json;
+            while ((json = s.queue.poll()) != null) {
+              s.response.write("data: " + json + "\n\n");
+            }
+            s.response.end().onComplete(ar -> p.tryComplete());
+          });
+      ends.add(p.future());
+    }
+    subscribers.clear();
+    return io.vertx.core.Future.join(ends).mapEmpty();
+  }
+
   /** Subscribers now. */
   public int subscribers() {
     return subscribers.size();
