@@ -2,7 +2,7 @@ package io.phasemeter.proxy.gateway;
 
 import java.util.Locale;
 
-/** A request's priority in the slot queue: higher is served first (DESIGN.md §9). */
+/** A key's scheduling priority in the slot queue; the keys file and {@code x-priority} spell it. */
 public enum Priority {
   HIGH("high"),
   NORMAL("normal"),
@@ -14,26 +14,24 @@ public enum Priority {
     this.label = label;
   }
 
-  /** The lowercase name used in config, headers, spans ({@code llm.priority}) and records. */
+  /** The lower-case spelling used in the keys file, the header and span attributes. */
   public String label() {
     return label;
   }
 
   /**
-   * Parses {@code high}, {@code normal} or {@code low} (any case, surrounding blanks ignored).
+   * Parses {@code high}, {@code normal} or {@code low}, ignoring case and surrounding blanks.
    *
-   * @throws IllegalArgumentException for anything else
+   * @throws IllegalArgumentException naming the accepted values when {@code text} is none of them
    */
   public static Priority parse(String text) {
-    if (text != null) {
-      String t = text.trim().toLowerCase(Locale.ROOT);
-      for (Priority p : values()) {
-        if (p.label.equals(t)) {
-          return p;
-        }
+    String t = text == null ? "" : text.trim().toLowerCase(Locale.ROOT);
+    for (Priority p : values()) {
+      if (p.label.equals(t)) {
+        return p;
       }
     }
     throw new IllegalArgumentException(
-        "priority: must be high, normal or low (got " + (text == null ? "nothing" : text) + ")");
+        "'" + (text == null ? "" : text) + "' is not a priority (use high, normal or low)");
   }
 }

@@ -1,0 +1,23 @@
+package io.phasemeter.proxy.gateway;
+
+import io.phasemeter.proxy.telemetry.NanoClock;
+import java.time.Duration;
+
+/** A clock the test advances by hand. */
+final class ManualClock implements NanoClock {
+  private long now = 1_000_000_000L;
+
+  @Override
+  public long nanoTime() {
+    return now;
+  }
+
+  @Override
+  public long toEpochNanos(long nanoTime) {
+    return 1_700_000_000_000_000_000L + nanoTime;
+  }
+
+  void advance(Duration d) {
+    now += d.toNanos();
+  }
+}
