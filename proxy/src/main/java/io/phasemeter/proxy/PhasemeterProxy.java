@@ -5,6 +5,8 @@ import io.phasemeter.proxy.admin.AdminServer;
 import io.phasemeter.proxy.budget.BudgetTracker;
 import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.gateway.KeyStore;
+import io.phasemeter.proxy.gateway.RateLimiter;
 import io.phasemeter.proxy.pipeline.Pipeline;
 import io.phasemeter.proxy.pipeline.RequestObserver;
 import io.phasemeter.proxy.pipeline.SlotPool;
@@ -36,6 +38,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * through {@link #builder}; nothing is global, so tests can run two side by side.
  */
 public final class PhasemeterProxy {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(PhasemeterProxy.class);
+
   /** Rolling quantiles advance in slices of this length. */
   static final Duration STATS_SLICE = Duration.ofSeconds(10);
 
@@ -50,6 +55,7 @@ public final class PhasemeterProxy {
   private final RecordStore records;
   private final LiveStats stats;
   private final long rotateTimer;
+  private final long reloadTimer;
   private final ProxyTelemetry ownedTelemetry;
   private final AtomicBoolean ready;
   private final AtomicBoolean closed = new AtomicBoolean();
@@ -65,7 +71,9 @@ public final class PhasemeterProxy {
       LiveStats stats,
       long rotateTimer,
       ProxyTelemetry ownedTelemetry,
-      AtomicBoolean ready) {
+      AtomicBoolean ready,
+      long reloadTimer) {
+    this.reloadTimer = reloadTimer;
     this.ownedTelemetry = ownedTelemetry;
     this.ready = ready;
     this.vertx = vertx;
@@ -162,6 +170,9 @@ public final class PhasemeterProxy {
       return Future.succeededFuture();
     }
     vertx.cancelTimer(rotateTimer);
+    if (reloadTimer >= 0) {
+      vertx.cancelTimer(reloadTimer);
+    }
     return records
         .feed()
         .close()
@@ -251,6 +262,18 @@ public final class PhasemeterProxy {
       return this;
     }
 
+    private static void logReload(KeyStore.ReloadResult r, String file) {
+      if (r.status() == KeyStore.ReloadStatus.RELOADED) {
+        LOG.info("keys file {} reloaded: {} keys", file, r.keys());
+      } else if (r.status() == KeyStore.ReloadStatus.FAILED) {
+        LOG.warn(
+            "keys file {} not reloaded, the previous {} keys stay: {}",
+            file,
+            r.keys(),
+            r.error().orElse("unknown error"));
+      }
+    }
+
     /** Binds both listeners and completes with the running proxy. */
     public Future<PhasemeterProxy> start() {
       Map<String, String> providerKeys = new java.util.HashMap<>();
@@ -301,7 +324,36 @@ public final class PhasemeterProxy {
       all.add(records);
       all.add(stats);
       all.addAll(observers);
-      Pipeline pipeline = new Pipeline(vertx, config, otel, clock, all, providerKeys);
+      KeyStore keys = null;
+      if (config.auth().enabled()) {
+        try {
+          keys =
+              KeyStore.create(
+                  java.nio.file.Path.of(config.auth().keysFile()),
+                  clock,
+                  config.auth().cacheTtl(),
+                  config.auth().cacheMax());
+        } catch (RuntimeException e) {
+          m.close();
+          if (ownedTelemetry != null) {
+            ownedTelemetry.close();
+          }
+          return Future.failedFuture(e);
+        }
+      }
+      KeyStore keyStore = keys;
+      RateLimiter limiter = new RateLimiter(clock);
+      Pipeline pipeline =
+          new Pipeline(vertx, config, otel, clock, all, providerKeys, keyStore, limiter);
+      long reloadTimer =
+          keyStore == null
+              ? -1
+              : vertx.setPeriodic(
+                  config.auth().reloadInterval().toMillis(),
+                  id ->
+                      vertx
+                          .executeBlocking(keyStore::reloadIfChanged, false)
+                          .onSuccess(r -> logReload(r, config.auth().keysFile())));
       m.bindPipeline(pipeline.inFlightByPool(), pipeline.slotPools());
       m.bindUpstreams(pipeline.upstreamPools(), t.perUpstreamMetrics());
       m.bindExportedRatio(records::exportedRatio);
@@ -336,11 +388,15 @@ public final class PhasemeterProxy {
                     stats,
                     rotate,
                     ownedTelemetry,
-                    listening);
+                    listening,
+                    reloadTimer);
               })
           .onFailure(
               err -> {
                 vertx.cancelTimer(rotate);
+                if (reloadTimer >= 0) {
+                  vertx.cancelTimer(reloadTimer);
+                }
                 if (publicServer.succeeded()) {
                   publicServer.result().close();
                 }

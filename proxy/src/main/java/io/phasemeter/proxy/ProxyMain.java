@@ -78,12 +78,7 @@ public final class ProxyMain implements Callable<Integer> {
           defaultPath && !Files.exists(config)
               ? ConfigLoader.load(null)
               : ConfigLoader.load(config);
-      if (cfg.auth().enabled()) {
-        throw new ConfigException(
-            config
-                + ": auth.enabled: API key checking is not available in this version; set it to"
-                + " false (the proxy then admits every client)");
-      }
+      cfg = resolveKeysFile(cfg, config);
     } catch (ConfigException e) {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
@@ -119,6 +114,11 @@ public final class ProxyMain implements Callable<Integer> {
               .metrics(metrics)
               .start()
               .await(30, TimeUnit.SECONDS);
+    } catch (ConfigException e) {
+      err.println("phasemeter proxy: " + e.getMessage());
+      vertx.close();
+      telemetry.close();
+      return 2;
     } catch (Exception e) {
       err.println(
           "phasemeter proxy: cannot listen on "
@@ -154,16 +154,24 @@ public final class ProxyMain implements Callable<Integer> {
                 ? "none (set budgets: in the config to judge them live)"
                 : budgets.budgets().size() + " from " + cfg.budgets()));
     out.println(
-        "auth: disabled (auth.enabled: false): every client is admitted without an API key");
+        cfg.auth().enabled()
+            ? "auth: API keys from "
+                + cfg.auth().keysFile()
+                + " (re-read when it changes, checked every "
+                + cfg.auth().reloadInterval().toSeconds()
+                + " s); requests without a valid key get 401"
+            : "auth: disabled (auth.enabled: false): every client is admitted without an API key"
+                + " and may choose its priority with x-priority");
     out.println(
         "traces: "
             + (telemetry.exportTarget() == null
                 ? "recorded, not exported (no OTLP endpoint configured)"
                 : "exported over OTLP " + telemetry.exportTarget()));
     CountDownLatch stopped = new CountDownLatch(1);
+    java.time.Duration drainTimeout = cfg.drain().timeout();
     Runnable shutdown =
         () -> {
-          drainAndClose(proxy, cfg.drain().timeout(), out);
+          drainAndClose(proxy, drainTimeout, out);
           vertx.close();
           telemetry.close();
           stopped.countDown();
@@ -238,14 +246,26 @@ public final class ProxyMain implements Callable<Integer> {
   }
 
   /**
-   * Loads the budgets file named in the config: relative to the working directory, or else to the
-   * config file's directory and its parent (so {@code config/budgets.yaml} works from both).
+   * Finds the keys file as the budgets file is found (working directory, then beside the config and
+   * its parent), so that the proxy can re-read it by an absolute path.
    */
-  static Budgets loadBudgets(ProxyConfig cfg, Path configFile) {
-    if (cfg.budgets() == null || cfg.budgets().isBlank()) {
-      return new Budgets(java.util.List.of());
+  static ProxyConfig resolveKeysFile(ProxyConfig cfg, Path configFile) {
+    if (!cfg.auth().enabled()) {
+      return cfg;
     }
-    Path named = Path.of(cfg.budgets());
+    Path found = locate(cfg.auth().keysFile(), configFile, "auth.keys_file");
+    ProxyConfig.Auth a = cfg.auth();
+    return cfg.withAuth(
+        new ProxyConfig.Auth(
+            true,
+            found.toAbsolutePath().toString(),
+            a.reloadInterval(),
+            a.cacheTtl(),
+            a.cacheMax()));
+  }
+
+  private static Path locate(String name, Path configFile, String key) {
+    Path named = Path.of(name);
     java.util.List<Path> candidates = new java.util.ArrayList<>(java.util.List.of(named));
     if (!named.isAbsolute() && configFile != null) {
       Path dir = configFile.toAbsolutePath().getParent();
@@ -254,13 +274,23 @@ public final class ProxyMain implements Callable<Integer> {
         candidates.add(dir.getParent().resolve(named));
       }
     }
-    Path found =
-        candidates.stream()
-            .filter(Files::exists)
-            .findFirst()
-            .orElseThrow(
-                () ->
-                    new ConfigException(configFile + ": budgets: file '" + named + "' not found"));
+    return candidates.stream()
+        .filter(Files::exists)
+        .findFirst()
+        .orElseThrow(
+            () ->
+                new ConfigException(configFile + ": " + key + ": file '" + named + "' not found"));
+  }
+
+  /**
+   * Loads the budgets file named in the config: relative to the working directory, or else to the
+   * config file's directory and its parent (so {@code config/budgets.yaml} works from both).
+   */
+  static Budgets loadBudgets(ProxyConfig cfg, Path configFile) {
+    if (cfg.budgets() == null || cfg.budgets().isBlank()) {
+      return new Budgets(java.util.List.of());
+    }
+    Path found = locate(cfg.budgets(), configFile, "budgets");
     return Budgets.load(found);
   }
 
@@ -278,6 +308,13 @@ public final class ProxyMain implements Callable<Integer> {
                     + p.slots()
                     + " slots, queue "
                     + p.queue().max()
+                    + (p.external()
+                        ? "; external provider: generation is one provider.request span"
+                        : "")
+                    + (p.apiKeyEnv() != null ? "; upstream key from $" + p.apiKeyEnv() : "")
+                    + (p.activeHealthChecks()
+                        ? "; health " + p.health().path() + " every " + p.health().interval()
+                        : "; no active health checks")
                     + ")")
         .collect(Collectors.joining("\n"));
   }

@@ -141,13 +141,13 @@ class ProxyMainTest {
   }
 
   @Test
-  void authIsRefusedWithAClearLine() throws IOException {
-    Path file = write("auth: {enabled: true, keys_file: keys.yaml}\n");
+  void aMissingKeysFileIsAClearLine() throws IOException {
+    Path file = write("auth: {enabled: true, keys_file: no-such-keys.yaml}\n");
 
     assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
 
     assertThat(errLine())
-        .startsWith("phasemeter proxy: " + file + ": auth.enabled")
-        .contains("not available", "false");
+        .startsWith("phasemeter proxy: " + file + ": auth.keys_file")
+        .contains("no-such-keys.yaml", "not found");
   }
 }

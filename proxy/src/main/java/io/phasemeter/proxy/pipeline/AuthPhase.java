@@ -1,12 +1,180 @@
 package io.phasemeter.proxy.pipeline;
 
+import io.opentelemetry.api.trace.Span;
+import io.phasemeter.proxy.gateway.ApiKey;
+import io.phasemeter.proxy.gateway.Decision;
+import io.phasemeter.proxy.gateway.KeyStore;
+import io.phasemeter.proxy.gateway.Priority;
+import io.phasemeter.proxy.gateway.RateLimiter;
+import io.phasemeter.proxy.gateway.Verification;
+import io.vertx.core.MultiMap;
+import java.util.Map;
+
 /**
- * Phase {@code auth}: key verification and the rate-limit decision. With {@code auth.enabled:
- * false} (announced at start-up) every client is admitted and the phase records the decision only.
+ * Phase {@code auth}: key verification, the request-rate decision and the request's priority.
+ *
+ * <p>With {@code auth.enabled: false} (announced at start-up) every client is admitted at normal
+ * priority and may pick another with {@code x-priority}. With auth on, the key comes from {@code
+ * Authorization: Bearer …} (or {@code api-key} / {@code x-api-key}); its priority is the keys
+ * file's, which {@code x-priority} may lower always and raise only when the key allows it. The
+ * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
  */
 final class AuthPhase {
+  static final String PRIORITY_HEADER = "x-priority";
+
+  private final KeyStore keys;
+  private final RateLimiter limiter;
+
+  /** {@code keys} null: auth is off. */
+  AuthPhase(KeyStore keys, RateLimiter limiter) {
+    this.keys = keys;
+    this.limiter = limiter;
+  }
+
+  /** Verifies the key and takes one request from its bucket; throws the refusal. */
   void check(RequestContext ctx, long start) {
-    ctx.begin(Phase.AUTH, start);
+    Span span = ctx.begin(Phase.AUTH, start);
+    MultiMap headers = ctx.request().headers();
+    if (keys == null) {
+      ctx.priority = requestedPriority(headers, Priority.HIGH, Priority.NORMAL);
+      span.setAttribute("llm.auth", "disabled");
+      ctx.end(Phase.AUTH);
+      return;
+    }
+    Verification v = verify(headers);
+    if (v instanceof Verification.Missing) {
+      span.setAttribute("llm.auth", "missing");
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.INVALID_API_KEY,
+          "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.");
+    }
+    if (!(v instanceof Verification.Verified verified)) {
+      span.setAttribute("llm.auth", "invalid");
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.INVALID_API_KEY,
+          "Incorrect API key provided. Ask your gateway's operator for a valid key.");
+    }
+    ApiKey key = verified.key();
+    span.setAttribute("llm.auth", "verified");
+    span.setAttribute("llm.key_name", key.name());
+    ctx.apiKey = key;
+    ctx.keyName = key.name();
+    ctx.priority =
+        requestedPriority(
+            headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority());
+    Decision d = limiter.admitRequest(key);
+    putHeaders(ctx, d);
+    if (!d.allowed()) {
+      span.setAttribute("llm.rate_limit", "requests");
+      throw ProxyFailure.retryAfter(
+          ProxyFailure.Kind.RATE_LIMIT_REQUESTS,
+          "Rate limit reached for key '"
+              + key.name()
+              + "' on requests per minute: limit "
+              + key.rpm()
+              + ". Please try again in "
+              + d.retryAfterSeconds()
+              + "s.",
+          d.retryAfterSeconds());
+    }
     ctx.end(Phase.AUTH);
+  }
+
+  /**
+   * Takes the request's token estimate (input estimate + {@code max_tokens}) from its key's bucket,
+   * once the body is parsed; refuses with 429 when the key is out of tokens. The estimate is
+   * settled against the actual usage when the request ends.
+   */
+  void admitTokens(RequestContext ctx, long estimate) {
+    ApiKey key = ctx.apiKey;
+    if (key == null) {
+      return;
+    }
+    Decision d = limiter.admitTokens(key, estimate);
+    putHeaders(ctx, d);
+    if (!d.allowed()) {
+      limiter.refundRequest(key);
+      Span span = ctx.span(Phase.PREPARE);
+      if (span != null) {
+        span.setAttribute("llm.rate_limit", "tokens");
+      }
+      if (d.refusal() == Decision.Refusal.TOO_LARGE) {
+        throw ProxyFailure.of(
+            ProxyFailure.Kind.RATE_LIMIT_TOKENS,
+            "Request too large for key '"
+                + key.name()
+                + "': it needs about "
+                + estimate
+                + " tokens (input estimate + max_tokens) and the limit is "
+                + key.tpm()
+                + " tokens per minute. Send fewer tokens or lower max_tokens.");
+      }
+      throw ProxyFailure.retryAfter(
+          ProxyFailure.Kind.RATE_LIMIT_TOKENS,
+          "Rate limit reached for key '"
+              + key.name()
+              + "' on tokens per minute: limit "
+              + key.tpm()
+              + ", requested about "
+              + estimate
+              + ". Please try again in "
+              + d.retryAfterSeconds()
+              + "s.",
+          d.retryAfterSeconds());
+    }
+    ctx.tokenEstimate = estimate;
+    RequestContext c = ctx;
+    ctx.onFinish = () -> settle(c);
+  }
+
+  /** Replaces the estimate with what was used: the usage if known, else all of it if it ran. */
+  private void settle(RequestContext ctx) {
+    long actual;
+    if (ctx.inputTokens >= 0 || ctx.outputTokens >= 0) {
+      actual = Math.max(0, ctx.inputTokens) + Math.max(0, ctx.outputTokens);
+    } else {
+      actual = ctx.upstreamAttempts > 0 ? ctx.tokenEstimate : 0;
+    }
+    limiter.settleTokens(ctx.apiKey, ctx.tokenEstimate, actual);
+  }
+
+  private Verification verify(MultiMap headers) {
+    String authorization = headers.get("authorization");
+    if (authorization != null) {
+      return keys.verify(authorization);
+    }
+    String raw = headers.get("api-key");
+    if (raw == null) {
+      raw = headers.get("x-api-key");
+    }
+    return keys.verifyKey(raw);
+  }
+
+  /**
+   * The priority from {@code x-priority}, capped at {@code highest}; {@code fallback} without the
+   * header. A value that is no priority is refused (400), so a typo never silently means normal.
+   */
+  private static Priority requestedPriority(MultiMap headers, Priority highest, Priority fallback) {
+    String asked = headers.get(PRIORITY_HEADER);
+    if (asked == null) {
+      return fallback;
+    }
+    Priority p;
+    try {
+      p = Priority.parse(asked);
+    } catch (IllegalArgumentException e) {
+      throw ProxyFailure.ofParam(
+          ProxyFailure.Kind.INVALID_PRIORITY,
+          "The x-priority header must be high, normal or low.",
+          PRIORITY_HEADER);
+    }
+    // Lowering is always allowed; raising only up to what the key may use.
+    return p.ordinal() < highest.ordinal() ? highest : p;
+  }
+
+  private static void putHeaders(RequestContext ctx, Decision d) {
+    for (Map.Entry<String, String> h : d.headerMap().entrySet()) {
+      ctx.response().headers().set(h.getKey(), h.getValue());
+    }
   }
 }

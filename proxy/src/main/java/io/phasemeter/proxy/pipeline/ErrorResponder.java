@@ -70,9 +70,12 @@ public final class ErrorResponder {
       if (f.retryAfterSeconds() >= 0) {
         response.putHeader("retry-after", Long.toString(f.retryAfterSeconds()));
       }
+      // A body left unread (refused before it was read: a bad key, a rate limit) would be taken
+      // for the next request on this connection: close it instead.
       boolean closeAfter =
           f.kind() == ProxyFailure.Kind.BODY_TOO_LARGE
-              || f.kind() == ProxyFailure.Kind.REQUEST_TIMEOUT;
+              || f.kind() == ProxyFailure.Kind.REQUEST_TIMEOUT
+              || !ctx.request().isEnded();
       if (closeAfter) {
         response.putHeader("connection", "close");
       }

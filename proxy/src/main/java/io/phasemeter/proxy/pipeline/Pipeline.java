@@ -6,6 +6,8 @@ import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.gateway.KeyStore;
+import io.phasemeter.proxy.gateway.RateLimiter;
 import io.phasemeter.proxy.telemetry.NanoClock;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
@@ -50,9 +52,9 @@ public final class Pipeline {
   private final Tracer tracer;
   private final TextMapPropagator propagator;
   private final RequestObserver[] observers;
-  private final AuthPhase auth = new AuthPhase();
+  private final AuthPhase auth;
   private final ReceivePhase receive;
-  private final PreparePhase prepare = new PreparePhase();
+  private final PreparePhase prepare;
   private final RoutePhase route;
   private final QueuePhase queue = new QueuePhase();
   private final GeneratePhase generate;
@@ -69,7 +71,8 @@ public final class Pipeline {
 
   /**
    * Builds the pipeline; {@code providerKeys} holds, by pool name, the credential of pools whose
-   * upstream needs one (read from the pool's {@code api_key_env} by the caller).
+   * upstream needs one (read from the pool's {@code api_key_env} by the caller); {@code keys} is
+   * null when auth is off.
    */
   public Pipeline(
       Vertx vertx,
@@ -77,7 +80,11 @@ public final class Pipeline {
       OpenTelemetry openTelemetry,
       NanoClock clock,
       List<RequestObserver> observers,
-      Map<String, String> providerKeys) {
+      Map<String, String> providerKeys,
+      KeyStore keys,
+      RateLimiter limiter) {
+    this.auth = new AuthPhase(keys, limiter);
+    this.prepare = new PreparePhase(auth);
     this.clock = clock;
     this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
     this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
@@ -137,9 +144,15 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
-    auth.check(ctx, start);
-    receive
-        .receive(ctx)
+    Future<Void> admitted;
+    try {
+      auth.check(ctx, start);
+      admitted = Future.succeededFuture();
+    } catch (ProxyFailure f) {
+      admitted = Future.failedFuture(f);
+    }
+    admitted
+        .compose(v -> receive.receive(ctx))
         .compose(
             v -> {
               prepare.prepare(ctx);

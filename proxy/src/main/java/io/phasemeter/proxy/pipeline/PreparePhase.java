@@ -17,6 +17,18 @@ import java.io.IOException;
  * again on the way back. Otherwise the client's bytes are forwarded unchanged.
  */
 final class PreparePhase {
+  /** Characters per token when only text is known: the usual rule of thumb for English. */
+  static final int CHARS_PER_TOKEN = 4;
+
+  /** Tokens a chat message costs beyond its text (role and separators). */
+  static final int TOKENS_PER_MESSAGE = 4;
+
+  private final AuthPhase auth;
+
+  PreparePhase(AuthPhase auth) {
+    this.auth = auth;
+  }
+
   static final ObjectMapper JSON =
       new ObjectMapper(
           JsonFactory.builder()
@@ -98,6 +110,9 @@ final class PreparePhase {
       }
       ctx.maxTokens = maxTokens.asLong();
     }
+    if (ctx.apiKey != null) {
+      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + Math.max(0, ctx.maxTokens));
+    }
     ctx.upstreamBody = ctx.body;
     if (ctx.stream) {
       JsonNode options = root.get("stream_options");
@@ -118,6 +133,62 @@ final class PreparePhase {
       }
     }
     ctx.end(Phase.PREPARE);
+  }
+
+  /**
+   * The input tokens a request will count for, estimated before the upstream says: token-id prompts
+   * exactly, text at {@value #CHARS_PER_TOKEN} characters per token (rounded up), plus {@value
+   * #TOKENS_PER_MESSAGE} per chat message. The usage the upstream reports settles it later.
+   */
+  static long estimateInputTokens(ApiRoute route, JsonNode root) {
+    if (route == ApiRoute.CHAT) {
+      long chars = 0;
+      long messages = 0;
+      for (JsonNode m : root.get("messages")) {
+        messages++;
+        chars += textLength(m.get("content"));
+      }
+      return messages * TOKENS_PER_MESSAGE + ceilDiv(chars, CHARS_PER_TOKEN);
+    }
+    JsonNode prompt = root.get("prompt");
+    if (prompt.isTextual()) {
+      return ceilDiv(prompt.asText().length(), CHARS_PER_TOKEN);
+    }
+    long tokens = 0;
+    for (JsonNode p : prompt) {
+      if (p.isIntegralNumber()) {
+        tokens++;
+      } else if (p.isArray()) {
+        tokens += p.size();
+      } else if (p.isTextual()) {
+        tokens += ceilDiv(p.asText().length(), CHARS_PER_TOKEN);
+      }
+    }
+    return tokens;
+  }
+
+  /** The text length of a message's content: a string, or the text parts of an array. */
+  private static long textLength(JsonNode content) {
+    if (content == null || content.isNull()) {
+      return 0;
+    }
+    if (content.isTextual()) {
+      return content.asText().length();
+    }
+    long n = 0;
+    if (content.isArray()) {
+      for (JsonNode part : content) {
+        JsonNode text = part.get("text");
+        if (text != null && text.isTextual()) {
+          n += text.asText().length();
+        }
+      }
+    }
+    return n;
+  }
+
+  private static long ceilDiv(long a, long b) {
+    return (a + b - 1) / b;
   }
 
   private static String sanitize(String headerValue) {

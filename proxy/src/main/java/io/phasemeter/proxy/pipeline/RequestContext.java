@@ -54,6 +54,8 @@ public final class RequestContext {
   int upstreamAttempts;
   SlotPool.Slot slot;
   Priority priority = Priority.NORMAL;
+  io.phasemeter.proxy.gateway.ApiKey apiKey;
+  long tokenEstimate;
   String keyName;
   Runnable onFinish;
 

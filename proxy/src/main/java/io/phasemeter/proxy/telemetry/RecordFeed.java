@@ -50,8 +50,8 @@ public final class RecordFeed {
   }
 
   /**
-   * Ends the feed (the proxy is closing): every subscriber gets what is queued for it, then the
-   * end of its stream. Completes when each end has been written, or at once for closed ones.
+   * Ends the feed (the proxy is closing): every subscriber gets what is queued for it, then the end
+   * of its stream. Completes when each end has been written, or at once for closed ones.
    */
   public io.vertx.core.Future<Void> close() {
     java.util.List<io.vertx.core.Future<Void>> ends = new java.util.ArrayList<>();
