@@ -262,10 +262,19 @@ public final class PhasemeterProxy {
       return this;
     }
 
-    private static void logReload(KeyStore.ReloadResult r, String file) {
+    /** Logs a reload that changed something; the same failure (a missing file) only once. */
+    private static void logReload(
+        KeyStore.ReloadResult r,
+        String file,
+        java.util.concurrent.atomic.AtomicReference<String> last) {
+      String error = r.error().orElse(null);
+      if (r.status() != KeyStore.ReloadStatus.FAILED) {
+        last.set(null);
+      }
       if (r.status() == KeyStore.ReloadStatus.RELOADED) {
         LOG.info("keys file {} reloaded: {} keys", file, r.keys());
-      } else if (r.status() == KeyStore.ReloadStatus.FAILED) {
+      } else if (r.status() == KeyStore.ReloadStatus.FAILED
+          && !java.util.Objects.equals(last.getAndSet(error), error)) {
         LOG.warn(
             "keys file {} not reloaded, the previous {} keys stay: {}",
             file,
@@ -342,6 +351,11 @@ public final class PhasemeterProxy {
         }
       }
       KeyStore keyStore = keys;
+      java.util.concurrent.atomic.AtomicReference<String> lastReloadError =
+          new java.util.concurrent.atomic.AtomicReference<>();
+      if (keyStore != null) {
+        m.bindKeys(keyStore);
+      }
       RateLimiter limiter = new RateLimiter(clock);
       Pipeline pipeline =
           new Pipeline(vertx, config, otel, clock, all, providerKeys, keyStore, limiter);
@@ -353,7 +367,7 @@ public final class PhasemeterProxy {
                   id ->
                       vertx
                           .executeBlocking(keyStore::reloadIfChanged, false)
-                          .onSuccess(r -> logReload(r, config.auth().keysFile())));
+                          .onSuccess(r -> logReload(r, config.auth().keysFile(), lastReloadError)));
       m.bindPipeline(pipeline.inFlightByPool(), pipeline.slotPools());
       m.bindUpstreams(pipeline.upstreamPools(), t.perUpstreamMetrics());
       m.bindExportedRatio(records::exportedRatio);

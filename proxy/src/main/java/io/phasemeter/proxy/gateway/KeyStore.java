@@ -256,10 +256,11 @@ public final class KeyStore {
           stamp = newStamp;
           return unchanged();
         }
-        KeysFile parsed =
-            KeysFile.parse(new String(bytes, StandardCharsets.UTF_8), file.toString());
+        // Remember this version even if it is broken: it is reported once, not on every tick.
         stamp = newStamp;
         contentHash = hash;
+        KeysFile parsed =
+            KeysFile.parse(new String(bytes, StandardCharsets.UTF_8), file.toString());
         return apply(parsed);
       } catch (ConfigException e) {
         failedReloads.increment();

@@ -171,6 +171,25 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
     }
   }
 
+  /**
+   * The keys file: {@code llm_auth_keys} (keys accepted now) and {@code llm_auth_reloads_total} by
+   * {@code result} ({@code reloaded}, {@code failed}: a bad file, the previous keys stay).
+   */
+  public void bindKeys(io.phasemeter.proxy.gateway.KeyStore keys) {
+    Gauge.builder("llm.auth.keys", keys, k -> k.stats().keys())
+        .strongReference(true)
+        .description("API keys accepted now")
+        .register(registry);
+    FunctionCounter.builder("llm.auth.reloads", keys, k -> k.stats().reloads())
+        .tags("result", "reloaded")
+        .description("Keys file reloads")
+        .register(registry);
+    FunctionCounter.builder("llm.auth.reloads", keys, k -> k.stats().failedReloads())
+        .tags("result", "failed")
+        .description("Keys file reloads")
+        .register(registry);
+  }
+
   /** The share of finished requests whose traces were exported. */
   public void bindExportedRatio(DoubleSupplier ratio) {
     exportedRatio.compareAndSet(null, ratio);
