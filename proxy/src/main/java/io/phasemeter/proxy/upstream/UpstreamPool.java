@@ -38,6 +38,7 @@ public final class UpstreamPool {
   private final AtomicLong ejections = new AtomicLong();
   private final AtomicLong retries = new AtomicLong();
   private long healthTimer = -1;
+  private volatile boolean closed;
 
   /**
    * Creates the pool's client; {@code apiKey} is the provider credential sent upstream as a bearer
@@ -77,25 +78,40 @@ public final class UpstreamPool {
   }
 
   private void checkAll() {
+    if (closed) {
+      return;
+    }
     for (UpstreamHost h : hosts) {
       check(h)
           .onComplete(
               ar -> {
-                boolean ok = ar.succeeded() && ar.result();
+                if (closed) {
+                  return;
+                }
+                boolean ok = ar.succeeded() && ar.result() == null;
                 if (h.checked(ok, config.health().failures())) {
                   LOG.warn(
-                      "pool {}: upstream {} is now {} (active health check {})",
+                      "pool {}: upstream {} is now {} (active health check {}{})",
                       config.name(),
                       h,
                       ok ? "up" : "down",
-                      config.health().path());
+                      config.health().path(),
+                      ok ? "" : ": " + (ar.failed() ? ar.cause().toString() : ar.result()));
                 }
               });
     }
   }
 
-  /** One health check: a 2xx within the timeout. */
-  Future<Boolean> check(UpstreamHost h) {
+  /** One health check: completes with null for a 2xx within the timeout, else what was wrong. */
+  Future<String> check(UpstreamHost h) {
+    try {
+      return doCheck(h);
+    } catch (IllegalStateException e) {
+      return Future.failedFuture(e); // The client closed under a tick that was already queued.
+    }
+  }
+
+  private Future<String> doCheck(UpstreamHost h) {
     ProxyConfig.Upstream u = h.address();
     RequestOptions options =
         new RequestOptions()
@@ -109,7 +125,10 @@ public final class UpstreamPool {
     return healthClient
         .request(options)
         .compose(HttpClientRequest::send)
-        .compose(resp -> resp.body().map(b -> resp.statusCode() / 100 == 2));
+        .compose(
+            resp ->
+                resp.body()
+                    .map(b -> resp.statusCode() / 100 == 2 ? null : "status " + resp.statusCode()));
   }
 
   /**
@@ -222,6 +241,7 @@ public final class UpstreamPool {
   }
 
   public Future<Void> close() {
+    closed = true;
     if (healthTimer >= 0) {
       vertx.cancelTimer(healthTimer);
     }
