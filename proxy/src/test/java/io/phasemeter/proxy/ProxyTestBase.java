@@ -43,6 +43,13 @@ import org.junit.jupiter.api.BeforeEach;
 public abstract class ProxyTestBase {
   protected Vertx vertx;
   protected InMemorySpanExporter spans;
+
+  /** Span ids started and not yet ended (a span left open is a span lost). */
+  protected final java.util.Set<String> openSpans =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  protected final java.util.concurrent.atomic.AtomicInteger spansStarted =
+      new java.util.concurrent.atomic.AtomicInteger();
   protected OpenTelemetrySdk otel;
   protected HttpClient client;
   private io.vertx.core.Context clientContext;
@@ -90,12 +97,39 @@ public abstract class ProxyTestBase {
         OpenTelemetrySdk.builder()
             .setTracerProvider(
                 SdkTracerProvider.builder()
+                    .addSpanProcessor(openSpanTracker())
                     .addSpanProcessor(SimpleSpanProcessor.create(spans))
                     .build())
             .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
             .build();
     client = vertx.createHttpClient(new HttpClientOptions().setKeepAlive(false));
     clientContext = vertx.getOrCreateContext();
+  }
+
+  private io.opentelemetry.sdk.trace.SpanProcessor openSpanTracker() {
+    return new io.opentelemetry.sdk.trace.SpanProcessor() {
+      @Override
+      public void onStart(
+          io.opentelemetry.context.Context parent, io.opentelemetry.sdk.trace.ReadWriteSpan span) {
+        spansStarted.incrementAndGet();
+        openSpans.add(span.getSpanContext().getSpanId());
+      }
+
+      @Override
+      public boolean isStartRequired() {
+        return true;
+      }
+
+      @Override
+      public void onEnd(io.opentelemetry.sdk.trace.ReadableSpan span) {
+        openSpans.remove(span.getSpanContext().getSpanId());
+      }
+
+      @Override
+      public boolean isEndRequired() {
+        return true;
+      }
+    };
   }
 
   @AfterEach

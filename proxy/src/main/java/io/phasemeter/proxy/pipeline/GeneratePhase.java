@@ -119,7 +119,13 @@ final class GeneratePhase {
         span.setAttribute("gen_ai.request.max_tokens", ctx.maxTokens);
       }
       ctx.onCancel(
-          () -> fail(ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
+          () ->
+              fail(
+                  ctx.cancelledByShutdown
+                      ? ProxyFailure.of(
+                          ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
+                      : ProxyFailure.of(
+                          ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
       firstTokenTimer =
           vertx.setTimer(
               firstTokenMs,
