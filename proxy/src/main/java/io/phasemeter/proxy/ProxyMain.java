@@ -132,6 +132,20 @@ public final class ProxyMain implements Callable<Integer> {
       telemetry.close();
       return 1;
     }
+    CountDownLatch stopped = new CountDownLatch(1);
+    java.time.Duration drainTimeout = cfg.drain().timeout();
+    Runnable shutdown =
+        () -> {
+          drainAndClose(proxy, drainTimeout, out);
+          vertx.close();
+          telemetry.close();
+          stopped.countDown();
+        };
+    // Signals first: a SIGTERM right after the banner must drain, not kill.
+    if (!onSignals(shutdown)) {
+      // No signal API on this JVM: drain from a shutdown hook (the exit status is then the JVM's).
+      Runtime.getRuntime().addShutdownHook(new Thread(shutdown, "phasemeter-shutdown"));
+    }
     out.println(
         "phasemeter-proxy "
             + PhasemeterProxy.version()
@@ -167,21 +181,6 @@ public final class ProxyMain implements Callable<Integer> {
             + (telemetry.exportTarget() == null
                 ? "recorded, not exported (no OTLP endpoint configured)"
                 : "exported over OTLP " + telemetry.exportTarget()));
-    CountDownLatch stopped = new CountDownLatch(1);
-    java.time.Duration drainTimeout = cfg.drain().timeout();
-    Runnable shutdown =
-        () -> {
-          drainAndClose(proxy, drainTimeout, out);
-          vertx.close();
-          telemetry.close();
-          stopped.countDown();
-        };
-    if (!onSignals(shutdown)) {
-      // No signal API on this JVM: drain from a shutdown hook (the exit status is then the JVM's).
-      Runtime.getRuntime().addShutdownHook(new Thread(shutdown, "phasemeter-shutdown"));
-      stopped.await();
-      return 0;
-    }
     stopped.await();
     return 0;
   }
@@ -313,10 +312,14 @@ public final class ProxyMain implements Callable<Integer> {
                         : "")
                     + (p.apiKeyEnv() != null ? "; upstream key from $" + p.apiKeyEnv() : "")
                     + (p.activeHealthChecks()
-                        ? "; health " + p.health().path() + " every " + p.health().interval()
+                        ? "; health " + p.health().path() + " every " + human(p.health().interval())
                         : "; no active health checks")
                     + ")")
         .collect(Collectors.joining("\n"));
+  }
+
+  private static String human(java.time.Duration d) {
+    return d.toMillis() % 1000 == 0 ? d.toSeconds() + "s" : d.toMillis() + "ms";
   }
 
   /** Prints the build's version. */

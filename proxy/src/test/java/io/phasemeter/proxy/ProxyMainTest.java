@@ -69,8 +69,9 @@ class ProxyMainTest {
     assertThat(out.toString().lines())
         .containsExactly(
             "pool llama: models [llama-8b] -> http://gpu1:8000, http://gpu2:8000"
-                + " (16 slots, queue 50)",
-            "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000)",
+                + " (16 slots, queue 50; health /health every 5s)",
+            "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000; health /health"
+                + " every 5s)",
             "budgets: none");
     assertThat(err.toString()).isEmpty();
   }

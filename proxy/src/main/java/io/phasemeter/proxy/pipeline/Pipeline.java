@@ -174,9 +174,6 @@ public final class Pipeline {
 
   private void finish(RequestContext ctx) {
     ctx.finish(clock.nanoTime());
-    live.remove(ctx);
-    inFlight.decrementAndGet();
-    (ctx.poolName() == null ? unrouted : inFlightByPool.get(ctx.poolName())).decrementAndGet();
     for (RequestObserver o : observers) {
       try {
         o.onFinished(ctx);
@@ -184,6 +181,10 @@ public final class Pipeline {
         LOG.warn("request observer {} failed: {}", o.getClass().getName(), e.toString());
       }
     }
+    // Only now is the request over for a drain waiting on the count: its record is published.
+    live.remove(ctx);
+    inFlight.decrementAndGet();
+    (ctx.poolName() == null ? unrouted : inFlightByPool.get(ctx.poolName())).decrementAndGet();
   }
 
   private void reject(HttpServerRequest req, ProxyFailure.Kind kind, String allow) {
