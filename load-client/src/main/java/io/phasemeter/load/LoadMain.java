@@ -13,13 +13,21 @@ import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** {@code phasemeter load run …} and {@code phasemeter demo}. */
+/**
+ * {@code phasemeter load run …}, {@code phasemeter demo}, {@code phasemeter load campaign …} and
+ * {@code phasemeter load compare A B}.
+ */
 @Command(
     name = "phasemeter load",
     mixinStandardHelpOptions = true,
     versionProvider = LoadMain.VersionProvider.class,
     description = "The Phasemeter load client: open- and closed-model load, joined with the proxy.",
-    subcommands = {LoadMain.Run.class, Demo.class},
+    subcommands = {
+      LoadMain.Run.class,
+      Demo.class,
+      io.phasemeter.load.campaign.CampaignCommand.class,
+      io.phasemeter.load.campaign.CompareCommand.class
+    },
     exitCodeOnInvalidInput = 2)
 public final class LoadMain implements Callable<Integer> {
 

@@ -6,10 +6,10 @@ import java.util.Properties;
 import java.util.concurrent.TimeUnit;
 
 /** The build's version and the git commit it runs from, recorded with every result. */
-final class Version {
+public final class Version {
   private Version() {}
 
-  static String version() {
+  public static String version() {
     try (InputStream in =
         Version.class.getResourceAsStream("/phasemeter-load-version.properties")) {
       Properties p = new Properties();
@@ -23,7 +23,7 @@ final class Version {
   }
 
   /** {@code git rev-parse HEAD} in the working directory, or "unknown" outside a checkout. */
-  static String gitCommit() {
+  public static String gitCommit() {
     try {
       Process p = new ProcessBuilder("git", "rev-parse", "HEAD").redirectErrorStream(true).start();
       String s = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();

@@ -1,0 +1,329 @@
+package io.phasemeter.load.campaign;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.phasemeter.load.workload.Durations;
+import io.phasemeter.load.workload.Profile;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+
+/**
+ * A campaign plan: which load points to measure and how often. Points are every profile × every
+ * concurrency level (closed model) and every profile × every rate (open model, {@code arrival});
+ * each point gets one discarded warm-up run, then {@code repeats} measured runs in randomized
+ * blocks.
+ *
+ * @param file where the plan came from, named in every error
+ * @param model the model every request names
+ * @param repeats measured runs per point, at least 3
+ * @param seed seed of the block order (and of each run's arrivals and prompts)
+ * @param duration length of each measured run
+ * @param warmupDuration length of each point's discarded warm-up run
+ * @param profiles request shapes
+ * @param concurrency closed-model levels (may be empty when rates are given)
+ * @param rates open-model rates in requests per second (may be empty when concurrency is given)
+ * @param arrival open-model arrival process: constant, poisson or gamma
+ * @param stream whether responses are streamed
+ * @param maxInFlight the open model's cap; a run that reaches it drops iterations and is invalid
+ * @param timeout per-request timeout
+ */
+public record Plan(
+    String file,
+    String model,
+    int repeats,
+    long seed,
+    Duration duration,
+    Duration warmupDuration,
+    List<Profile> profiles,
+    List<Integer> concurrency,
+    List<Double> rates,
+    String arrival,
+    boolean stream,
+    int maxInFlight,
+    Duration timeout) {
+
+  /** Fewer repeats give no usable interval (n = 3 already needs t = 4.30). */
+  public static final int MIN_REPEATS = 3;
+
+  private static final Set<String> KEYS =
+      Set.of(
+          "model",
+          "repeats",
+          "seed",
+          "duration",
+          "warmup_duration",
+          "profiles",
+          "concurrency",
+          "rates",
+          "arrival",
+          "stream",
+          "max_in_flight",
+          "timeout");
+
+  public Plan {
+    if (model == null || model.isBlank()) {
+      throw error(file, "model", "is required (the model every request names)");
+    }
+    if (repeats < MIN_REPEATS) {
+      throw error(file, "repeats", "must be at least " + MIN_REPEATS + ", got " + repeats);
+    }
+    positive(file, "duration", duration);
+    positive(file, "warmup_duration", warmupDuration);
+    positive(file, "timeout", timeout);
+    if (profiles == null || profiles.isEmpty()) {
+      throw error(file, "profiles", "needs at least one profile, e.g. [doc-qa] or [512:64]");
+    }
+    profiles = List.copyOf(profiles);
+    concurrency = List.copyOf(concurrency == null ? List.of() : concurrency);
+    rates = List.copyOf(rates == null ? List.of() : rates);
+    if (concurrency.isEmpty() && rates.isEmpty()) {
+      throw error(file, "concurrency", "give concurrency levels, rates, or both");
+    }
+    for (int c : concurrency) {
+      if (c < 1) {
+        throw error(file, "concurrency", "every level must be at least 1, got " + c);
+      }
+    }
+    for (double r : rates) {
+      if (!(r > 0) || Double.isInfinite(r)) {
+        throw error(file, "rates", "every rate must be a positive number, got " + r);
+      }
+    }
+    if (concurrency.size() != Set.copyOf(concurrency).size()) {
+      throw error(file, "concurrency", "lists a level twice: " + concurrency);
+    }
+    if (rates.size() != Set.copyOf(rates).size()) {
+      throw error(file, "rates", "lists a rate twice: " + rates);
+    }
+    if (profiles.stream().map(Profile::name).distinct().count() != profiles.size()) {
+      throw error(file, "profiles", "lists a profile twice");
+    }
+    if (!List.of("constant", "poisson", "gamma").contains(arrival)) {
+      throw error(file, "arrival", "must be constant, poisson or gamma, got '" + arrival + "'");
+    }
+    if (maxInFlight < 1) {
+      throw error(file, "max_in_flight", "must be at least 1, got " + maxInFlight);
+    }
+  }
+
+  /** One load point: a profile at one concurrency (closed model) or one rate (open model). */
+  public record Point(String id, Profile profile, int concurrency, double rate) {
+    /** Whether this is an open-model (rate) point. */
+    public boolean open() {
+      return concurrency == 0;
+    }
+
+    /** The load in words: {@code concurrency 4} or {@code 0.3 req/s}. */
+    public String load() {
+      return open() ? trim(rate) + " req/s" : "concurrency " + concurrency;
+    }
+  }
+
+  /** Every point, profiles outermost, then concurrency levels, then rates. */
+  public List<Point> points() {
+    List<Point> points = new ArrayList<>();
+    for (Profile p : profiles) {
+      for (int c : concurrency) {
+        points.add(new Point(p.name() + "/c" + c, p, c, 0));
+      }
+      for (double r : rates) {
+        points.add(new Point(p.name() + "/r" + trim(r), p, 0, r));
+      }
+    }
+    return List.copyOf(points);
+  }
+
+  /** Reads a plan file; every error names the file and the key. */
+  public static Plan load(Path file) throws IOException {
+    return parse(Files.readString(file), file.toString());
+  }
+
+  /** Parses plan YAML; errors name {@code source} and the key. */
+  public static Plan parse(String yaml, String source) {
+    JsonNode root;
+    try {
+      root = new ObjectMapper(new YAMLFactory()).readTree(yaml);
+    } catch (IOException e) {
+      throw new IllegalArgumentException(
+          source + ": not valid YAML: " + e.getMessage().lines().findFirst().orElse(""), e);
+    }
+    if (root == null || !root.isObject()) {
+      throw new IllegalArgumentException(
+          source + ": a plan is a YAML mapping (model, profiles, …)");
+    }
+    for (Iterator<String> it = root.fieldNames(); it.hasNext(); ) {
+      String key = it.next();
+      if (!KEYS.contains(key)) {
+        throw error(source, key, "is not a plan key (known: " + String.join(", ", sorted()) + ")");
+      }
+    }
+    Duration duration = duration(root, source, "duration", null);
+    return new Plan(
+        source,
+        text(root, source, "model", null),
+        integer(root, source, "repeats", MIN_REPEATS),
+        root.has("seed") ? longValue(root, source, "seed") : 1L,
+        duration,
+        duration(root, source, "warmup_duration", duration),
+        profiles(root, source),
+        integers(root, source, "concurrency"),
+        numbers(root, source, "rates"),
+        text(root, source, "arrival", "poisson"),
+        bool(root, source, "stream", true),
+        integer(root, source, "max_in_flight", 1024),
+        duration(root, source, "timeout", Duration.ofSeconds(120)));
+  }
+
+  private static List<String> sorted() {
+    return KEYS.stream().sorted().toList();
+  }
+
+  private static IllegalArgumentException error(String file, String key, String message) {
+    return new IllegalArgumentException(file + ": key '" + key + "' " + message);
+  }
+
+  private static void positive(String file, String key, Duration d) {
+    if (d == null) {
+      throw error(file, key, "is required, e.g. 60s");
+    }
+    if (d.isZero() || d.isNegative()) {
+      throw error(file, key, "must be positive");
+    }
+  }
+
+  private static String text(JsonNode root, String file, String key, String fallback) {
+    JsonNode n = root.get(key);
+    if (n == null || n.isNull()) {
+      return fallback;
+    }
+    if (!n.isValueNode()) {
+      throw error(file, key, "must be a single value");
+    }
+    return n.asText();
+  }
+
+  private static int integer(JsonNode root, String file, String key, int fallback) {
+    JsonNode n = root.get(key);
+    if (n == null || n.isNull()) {
+      return fallback;
+    }
+    if (!n.isIntegralNumber() || !n.canConvertToInt()) {
+      throw error(file, key, "must be a whole number, got '" + n.asText() + "'");
+    }
+    return n.intValue();
+  }
+
+  private static long longValue(JsonNode root, String file, String key) {
+    JsonNode n = root.get(key);
+    if (!n.isIntegralNumber() || !n.canConvertToLong()) {
+      throw error(file, key, "must be a whole number, got '" + n.asText() + "'");
+    }
+    return n.longValue();
+  }
+
+  private static boolean bool(JsonNode root, String file, String key, boolean fallback) {
+    JsonNode n = root.get(key);
+    if (n == null || n.isNull()) {
+      return fallback;
+    }
+    if (!n.isBoolean()) {
+      throw error(file, key, "must be true or false, got '" + n.asText() + "'");
+    }
+    return n.booleanValue();
+  }
+
+  private static Duration duration(JsonNode root, String file, String key, Duration fallback) {
+    String t = text(root, file, key, null);
+    if (t == null) {
+      return fallback;
+    }
+    try {
+      return Durations.parse(key, t);
+    } catch (IllegalArgumentException e) {
+      throw error(file, key, "must be a duration such as 500ms, 30s or 2m, got '" + t + "'");
+    }
+  }
+
+  private static JsonNode list(JsonNode root, String file, String key) {
+    JsonNode n = root.get(key);
+    if (n == null || n.isNull()) {
+      return null;
+    }
+    if (!n.isArray()) {
+      throw error(file, key, "must be a list, e.g. [1, 2, 4]");
+    }
+    return n;
+  }
+
+  private static List<Integer> integers(JsonNode root, String file, String key) {
+    JsonNode n = list(root, file, key);
+    List<Integer> out = new ArrayList<>();
+    if (n != null) {
+      for (JsonNode v : n) {
+        if (!v.isIntegralNumber() || !v.canConvertToInt()) {
+          throw error(file, key, "holds '" + v.asText() + "', not a whole number");
+        }
+        out.add(v.intValue());
+      }
+    }
+    return out;
+  }
+
+  private static List<Double> numbers(JsonNode root, String file, String key) {
+    JsonNode n = list(root, file, key);
+    List<Double> out = new ArrayList<>();
+    if (n != null) {
+      for (JsonNode v : n) {
+        if (!v.isNumber()) {
+          throw error(file, key, "holds '" + v.asText() + "', not a number");
+        }
+        out.add(v.doubleValue());
+      }
+    }
+    return out;
+  }
+
+  /** Named profiles ({@code doc-qa}) or custom shapes written {@code IN:OUT} ({@code 512:64}). */
+  private static List<Profile> profiles(JsonNode root, String file) {
+    JsonNode n = list(root, file, "profiles");
+    List<Profile> out = new ArrayList<>();
+    if (n != null) {
+      for (JsonNode v : n) {
+        String t = v.asText().trim().toLowerCase(Locale.ROOT);
+        try {
+          if (t.matches("\\d+:\\d+")) {
+            String[] parts = t.split(":");
+            out.add(Profile.custom(Integer.parseInt(parts[0]), Integer.parseInt(parts[1])));
+          } else {
+            out.add(Profile.named(t));
+          }
+        } catch (IllegalArgumentException e) {
+          throw error(
+              file,
+              "profiles",
+              "holds '"
+                  + v.asText()
+                  + "': give one of "
+                  + String.join(", ", Profile.names())
+                  + " or IN:OUT token counts such as 512:64");
+        }
+      }
+    }
+    return out;
+  }
+
+  static String trim(double v) {
+    if (v == Math.rint(v) && Math.abs(v) < 1e15) {
+      return String.valueOf((long) v);
+    }
+    return String.format(Locale.ROOT, "%s", v);
+  }
+}

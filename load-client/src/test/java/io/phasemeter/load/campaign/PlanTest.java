@@ -1,0 +1,43 @@
+package io.phasemeter.load.campaign;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+class PlanTest {
+
+  @Test
+  void theShippedSamplePlanParses() throws Exception {
+    Plan p = Plan.load(Path.of("..", "config", "campaign.yaml"));
+    assertThat(p.repeats()).isEqualTo(3);
+    assertThat(p.concurrency()).containsExactly(1, 2, 4, 8, 12, 16, 24, 32);
+    assertThat(p.rates()).containsExactly(0.15, 0.3, 0.45);
+    assertThat(p.points()).hasSize(2 * (8 + 3));
+    assertThat(p.points().get(0).id()).isEqualTo("doc-qa/c1");
+    assertThat(p.points().get(8).id()).isEqualTo("doc-qa/r0.15");
+    assertThat(p.warmupDuration()).isEqualTo(Duration.ofSeconds(30));
+  }
+
+  @Test
+  void errorsNameTheFileAndTheKey() {
+    String base = "model: m\nduration: 1s\nprofiles: [doc-qa]\nconcurrency: [1]\n";
+    assertThatThrownBy(() -> Plan.parse(base + "repeats: 2\n", "plans/a.yaml"))
+        .hasMessage("plans/a.yaml: key 'repeats' must be at least 3, got 2");
+    assertThatThrownBy(() -> Plan.parse(base + "repets: 3\n", "a.yaml"))
+        .hasMessageStartingWith("a.yaml: key 'repets' is not a plan key");
+    assertThatThrownBy(
+            () -> Plan.parse("model: m\nduration: 1s\nprofiles: [huge]\nrates: [1]\n", "a.yaml"))
+        .hasMessageStartingWith("a.yaml: key 'profiles' holds 'huge'");
+    assertThatThrownBy(
+            () ->
+                Plan.parse("model: m\nduration: soon\nprofiles: [doc-qa]\nrates: [1]\n", "a.yaml"))
+        .hasMessageStartingWith("a.yaml: key 'duration' must be a duration");
+    assertThatThrownBy(() -> Plan.parse("model: m\nduration: 1s\nprofiles: [doc-qa]\n", "a.yaml"))
+        .hasMessageStartingWith("a.yaml: key 'concurrency' give concurrency levels, rates");
+    assertThatThrownBy(() -> Plan.parse(base + "rates: [0]\n", "a.yaml"))
+        .hasMessageStartingWith("a.yaml: key 'rates' every rate must be a positive number");
+  }
+}
