@@ -102,7 +102,12 @@ public abstract class ProxyTestBase {
                     .build())
             .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
             .build();
-    client = vertx.createHttpClient(new HttpClientOptions().setKeepAlive(false));
+    // Vert.x's default of 5 connections per server would queue a test's concurrent requests in
+    // the client, out of the proxy's sight.
+    client =
+        vertx.createHttpClient(
+            new HttpClientOptions().setKeepAlive(false),
+            new io.vertx.core.http.PoolOptions().setHttp1MaxSize(256));
     clientContext = vertx.getOrCreateContext();
   }
 
