@@ -19,7 +19,7 @@ import picocli.CommandLine.Option;
     mixinStandardHelpOptions = true,
     versionProvider = LoadMain.VersionProvider.class,
     description = "The Phasemeter load client: open- and closed-model load, joined with the proxy.",
-    subcommands = {LoadMain.Run.class, Demo.class},
+    subcommands = {LoadMain.Run.class, Demo.class, MergeCommand.class},
     exitCodeOnInvalidInput = 2)
 public final class LoadMain implements Callable<Integer> {
 
