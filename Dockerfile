@@ -20,7 +20,7 @@ RUN ./mvnw -B -q -pl proxy,load-client -am dependency:go-offline -Dspotless.chec
 COPY simulator/src/ simulator/src/
 COPY proxy/src/ proxy/src/
 COPY load-client/src/ load-client/src/
-RUN ./mvnw -B -q -o -pl proxy,load-client -am package -DskipTests -Dspotless.check.skip=true
+RUN ./mvnw -B -q -pl proxy,load-client -am package -DskipTests -Dspotless.check.skip=true
 
 # ---- run: a slim JRE, a non-root user, the config on a volume ----
 FROM eclipse-temurin:17.0.15_6-jre-jammy
