@@ -26,7 +26,8 @@ import picocli.CommandLine.Option;
       LoadMain.Run.class,
       Demo.class,
       io.phasemeter.load.campaign.CampaignCommand.class,
-      io.phasemeter.load.campaign.CompareCommand.class
+      io.phasemeter.load.campaign.CompareCommand.class,
+      MergeCommand.class
     },
     exitCodeOnInvalidInput = 2)
 public final class LoadMain implements Callable<Integer> {

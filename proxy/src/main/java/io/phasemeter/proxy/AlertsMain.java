@@ -32,6 +32,8 @@ import picocli.CommandLine.Option;
       "",
       "Example:",
       "  phasemeter alerts --budgets config/budgets.yaml --out dashboards/alerts.yaml",
+      "  phasemeter alerts --budgets config/budgets.yaml --kubernetes"
+          + " --out config/kubernetes/prometheusrule.yaml",
       "",
       "Exit codes: 0 written, 1 cannot write the output, 2 bad usage or a bad budgets file."
     },
@@ -50,6 +52,14 @@ public final class AlertsMain implements Callable<Integer> {
       paramLabel = "FILE",
       description = "write the rules here instead of to standard output")
   Path out;
+
+  @Option(
+      names = "--kubernetes",
+      description =
+          "write a Prometheus Operator PrometheusRule manifest (monitoring.coreos.com/v1)"
+              + " holding the same rules; the repository keeps it in"
+              + " config/kubernetes/prometheusrule.yaml")
+  boolean kubernetes;
 
   private final PrintWriter stdout;
   private final PrintWriter stderr;
@@ -83,7 +93,10 @@ public final class AlertsMain implements Callable<Integer> {
     String rules;
     try {
       loaded = Budgets.load(budgets);
-      rules = AlertRules.render(loaded, budgets.toString());
+      rules =
+          kubernetes
+              ? AlertRules.renderPrometheusRule(loaded, budgets.toString())
+              : AlertRules.render(loaded, budgets.toString());
     } catch (ConfigException e) {
       stderr.println("phasemeter alerts: " + e.getMessage());
       return 2;

@@ -231,6 +231,26 @@ public final class PhaseStats {
         : h.microsHistogram(negatives);
   }
 
+  /**
+   * Adds one interval histogram read back from a phases.hlog (microseconds; tag {@code NAME} or
+   * {@code NAME_negative}, see {@link PhaseLog}). Unknown tags are refused.
+   */
+  synchronized void addLogged(String tag, Histogram micros) {
+    boolean negatives = tag.endsWith(PhaseLog.NEGATIVE_SUFFIX);
+    String name =
+        negatives ? tag.substring(0, tag.length() - PhaseLog.NEGATIVE_SUFFIX.length()) : tag;
+    existing(name);
+    histogram(name).addMicros(micros, negatives);
+  }
+
+  /** Sets the request counters that summary.json's {@code join} object carries. */
+  synchronized void addCounts(long started, long ok, long joined, long joinedOk) {
+    this.started += started;
+    this.ok += ok;
+    this.joined += joined;
+    this.joinedOk += joinedOk;
+  }
+
   private void recordNanos(String name, long nanos) {
     if (nanos >= 0) {
       histogram(name).recordMs(nanos / 1e6);

@@ -66,6 +66,36 @@ final class SignedHistogram {
     }
   }
 
+  /**
+   * Adds one side read back from an interval log (microseconds, as {@link #microsHistogram} wrote
+   * it): {@code negatives} true for the magnitudes of values below zero. The exact minimum and
+   * maximum are not in a log; the log's own extremes (to its resolution) stand in for them.
+   */
+  void addMicros(Histogram micros, boolean negatives) {
+    if (micros.getTotalCount() == 0) {
+      return;
+    }
+    for (HistogramIterationValue v : micros.recordedValues()) {
+      long magnitude = micros.medianEquivalentValue(v.getValueIteratedTo()) * 1000;
+      long count = v.getCountAddedInThisIterationStep();
+      if (negatives) {
+        if (negative == null) {
+          negative = new Histogram(SIGNIFICANT_DIGITS);
+        }
+        negative.recordValueWithCount(magnitude, count);
+      } else {
+        if (positive == null) {
+          positive = new Histogram(SIGNIFICANT_DIGITS);
+        }
+        positive.recordValueWithCount(magnitude, count);
+      }
+    }
+    double lo = (negatives ? -micros.getMaxValue() : micros.getMinValue()) / 1e3;
+    double hi = (negatives ? -micros.getMinValue() : micros.getMaxValue()) / 1e3;
+    minMs = Double.isNaN(minMs) ? lo : Math.min(minMs, lo);
+    maxMs = Double.isNaN(maxMs) ? hi : Math.max(maxMs, hi);
+  }
+
   SignedHistogram copy() {
     SignedHistogram c = new SignedHistogram();
     c.add(this);

@@ -52,15 +52,51 @@ public final class AlertRules {
    * sourceName} (the budgets file as the user named it).
    */
   public static String render(Budgets budgets, String sourceName) {
+    return header(sourceName, "", "dashboards/alerts.yaml") + groups(budgets);
+  }
+
+  /** Name of the PrometheusRule object that {@link #renderPrometheusRule} writes. */
+  public static final String PROMETHEUS_RULE_NAME = "phasemeter-budgets";
+
+  /**
+   * The same rules as {@link #render}, wrapped in a Prometheus Operator {@code PrometheusRule}
+   * manifest (monitoring.coreos.com/v1) for Kubernetes.
+   */
+  public static String renderPrometheusRule(Budgets budgets, String sourceName) {
+    StringBuilder y =
+        new StringBuilder(
+            header(sourceName, " --kubernetes", "config/kubernetes/prometheusrule.yaml"));
+    y.append("apiVersion: monitoring.coreos.com/v1\n");
+    y.append("kind: PrometheusRule\n");
+    y.append("metadata:\n");
+    y.append("  name: ").append(PROMETHEUS_RULE_NAME).append('\n');
+    y.append("  labels:\n");
+    y.append("    app.kubernetes.io/name: phasemeter\n");
+    y.append("spec:\n");
+    // Every line of the rules file is a key, a list item or a quoted one-line scalar, so
+    // indenting the whole block keeps its meaning.
+    groups(budgets).lines().forEach(l -> y.append(l.isEmpty() ? "" : "  ").append(l).append('\n'));
+    return y.toString();
+  }
+
+  private static String header(String sourceName, String flags, String out) {
     StringBuilder y = new StringBuilder();
     y.append("# Prometheus alerting rules generated from ").append(sourceName).append(".\n");
     y.append("# Do not edit by hand: change the budgets, then run\n");
     y.append("#   ./phasemeter alerts --budgets ")
         .append(sourceName)
-        .append(" --out dashboards/alerts.yaml\n");
+        .append(flags)
+        .append(" --out ")
+        .append(out)
+        .append('\n');
     y.append("# (a test fails when this file and the budgets drift apart).\n");
     y.append("# Quantiles come from buckets summed over every proxy replica, per pool:\n");
     y.append("# each pool alerts on its own and the alert carries its llm_pool label.\n");
+    return y.toString();
+  }
+
+  private static String groups(Budgets budgets) {
+    StringBuilder y = new StringBuilder();
     y.append("groups:\n");
     y.append("  - name: ").append(GROUP).append('\n');
     List<AlertRule> rules = rules(budgets);

@@ -1,0 +1,50 @@
+# syntax=docker/dockerfile:1
+# Phasemeter proxy image. Build at the repository root:
+#   docker build -t phasemeter-proxy:0.1.0 .
+#   docker run --rm -p 8080:8080 -p 9464:9464 -v "$PWD/config:/config:ro" \
+#     -e PHASEMETER_POOLS_0_UPSTREAMS=http://host.docker.internal:8000 phasemeter-proxy:0.1.0
+# The image also carries the load client (/app/phasemeter-load.jar) for distributed load Jobs.
+# Base images are pinned by tag; pin them by digest too where your registry policy asks for it.
+
+# ---- build: the Maven wrapper builds the two fat jars (tests run in CI, not here) ----
+FROM eclipse-temurin:17.0.15_6-jdk-jammy AS build
+WORKDIR /src
+# The poms and the wrapper first, so dependency downloads stay cached while sources change.
+COPY .mvn/ .mvn/
+COPY mvnw pom.xml ./
+COPY simulator/pom.xml simulator/
+COPY proxy/pom.xml proxy/
+COPY load-client/pom.xml load-client/
+COPY accuracy/pom.xml accuracy/
+RUN ./mvnw -B -q -pl proxy,load-client -am dependency:go-offline -Dspotless.check.skip=true
+COPY simulator/src/ simulator/src/
+COPY proxy/src/ proxy/src/
+COPY load-client/src/ load-client/src/
+RUN ./mvnw -B -q -pl proxy,load-client -am package -DskipTests -Dspotless.check.skip=true
+
+# ---- run: a slim JRE, a non-root user, the config on a volume ----
+FROM eclipse-temurin:17.0.15_6-jre-jammy
+LABEL org.opencontainers.image.title="phasemeter-proxy" \
+      org.opencontainers.image.description="OpenAI-compatible measuring reverse proxy for vLLM" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 phasemeter \
+ && useradd --system --uid 10001 --gid phasemeter --no-create-home --shell /usr/sbin/nologin phasemeter
+WORKDIR /app
+COPY --from=build /src/proxy/target/phasemeter-proxy.jar /src/load-client/target/phasemeter-load.jar /app/
+# The shipped defaults; mount your own directory over /config (proxy.yaml, budgets.yaml).
+COPY config/proxy.yaml config/budgets.yaml /config/
+VOLUME ["/config"]
+# Sized for a container: the heap follows the cgroup memory limit, an OOM ends the process (the
+# orchestrator restarts it) instead of limping, and G1 keeps pauses short (they are measured:
+# JVM metrics sit next to the phases on /metrics).
+ENV JAVA_TOOL_OPTIONS="-XX:MaxRAMPercentage=75.0 -XX:InitialRAMPercentage=25.0 -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError" \
+    PHASEMETER_ADMIN_HOST=0.0.0.0
+USER 10001:10001
+# 8080: the OpenAI-compatible listener; 9464: admin (/metrics, /health/*, records). The admin port
+# leaves loopback in a container: set PHASEMETER_ADMIN_TOKEN to guard all but /health/*.
+EXPOSE 8080 9464
+# No curl in the JRE image: bash's /dev/tcp asks /health/live for its status line.
+HEALTHCHECK --interval=15s --timeout=3s --retries=3 \
+  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9464 && printf 'GET /health/live HTTP/1.0\\r\\n\\r\\n' >&3 && head -n 1 <&3 | grep -q ' 200 '"]
+ENTRYPOINT ["java", "-jar", "/app/phasemeter-proxy.jar"]
+CMD ["--config", "/config/proxy.yaml"]

@@ -1,0 +1,114 @@
+// Phasemeter with k6: open-model load through the proxy, the per-request network envelope computed
+// in k6 from the proxy's Server-Timing header, and thresholds per phase from config/budgets.yaml.
+//
+//   k6 run -e BASE_URL=http://127.0.0.1:8080 -e MODEL=sim-llama -e RATE=5 -e DURATION=2m \
+//     config/k6/phase-envelope.js
+//
+// Environment: BASE_URL, MODEL, RATE (requests/s), DURATION, MAX_TOKENS (default 64), SLOW_MS
+// (requests slower than this are printed with their trace id; default 2000), BUDGETS (path relative
+// to this script; default ../budgets.yaml).
+//
+// Requests are not streamed: a streamed response's Server-Timing can only carry the phases before
+// its first byte (DESIGN.md §5). For streamed load and TTFT envelopes use `phasemeter load run`.
+import http from 'k6/http';
+import exec from 'k6/execution';
+import { randomBytes } from 'k6/crypto';
+import { Counter, Trend } from 'k6/metrics';
+import {
+  PHASE_METRICS,
+  envelope,
+  hex,
+  parseBudgets,
+  parseServerTiming,
+  shouldReport,
+  thresholdsFor,
+  traceIdOf,
+  traceparent,
+} from './lib/envelope.js';
+
+const BASE_URL = (__ENV.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
+const MODEL = __ENV.MODEL || 'sim-llama';
+const RATE = Number(__ENV.RATE || 5);
+const DURATION = __ENV.DURATION || '1m';
+const MAX_TOKENS = Number(__ENV.MAX_TOKENS || 64);
+const SLOW_MS = Number(__ENV.SLOW_MS || 2000);
+
+// One file feeds the proxy, the load client, the Prometheus rules and this script.
+const budgets = parseBudgets(open(__ENV.BUDGETS || '../budgets.yaml'));
+const judged = thresholdsFor(budgets, MODEL);
+
+export const options = {
+  scenarios: {
+    phases: {
+      // Open model: requests start on schedule whatever the responses do; k6 counts the
+      // iterations it could not start (dropped_iterations) instead of slowing down.
+      executor: 'constant-arrival-rate',
+      rate: RATE,
+      timeUnit: '1s',
+      duration: DURATION,
+      preAllocatedVUs: Math.max(10, Math.ceil(RATE * 4)),
+      maxVUs: Math.max(50, Math.ceil(RATE * 60)),
+    },
+  },
+  thresholds: judged.thresholds,
+  // Low-cardinality tags only: no url (it is one), no trace id, no request id.
+  systemTags: ['status', 'method', 'name', 'scenario', 'expected_response', 'error_code'],
+  discardResponseBodies: true,
+};
+
+// Time trends (milliseconds), one per phase k6 can observe.
+const trends = {};
+for (const metric of Object.values(PHASE_METRICS)) {
+  if (metric.startsWith('phasemeter_')) {
+    trends[metric] = new Trend(metric, true);
+  }
+}
+const missingTiming = new Counter('phasemeter_missing_server_timing');
+const negativeEnvelopes = new Counter('phasemeter_negative_envelopes');
+
+// This VU's generator id: random, so VUs and separate k6 instances never share trace ids.
+const generator = hex(randomBytes(8));
+
+export function setup() {
+  if (judged.skipped.length > 0) {
+    console.log(`budgets judged by the proxy, not by k6: ${judged.skipped.join(', ')}`);
+  }
+}
+
+export default function () {
+  const tp = traceparent(generator, exec.scenario.iterationInTest);
+  const body = JSON.stringify({
+    model: MODEL,
+    stream: false,
+    max_tokens: MAX_TOKENS,
+    messages: [{ role: 'user', content: 'Summarise the theory of relativity in one paragraph.' }],
+  });
+  const tags = { name: 'POST /v1/chat/completions', model: MODEL };
+  const res = http.post(`${BASE_URL}/v1/chat/completions`, body, {
+    headers: { 'content-type': 'application/json', traceparent: tp },
+    tags,
+  });
+  const duration = res.timings.duration;
+  if (res.status === 200) {
+    const e = envelope(duration, parseServerTiming(res.headers['Server-Timing']));
+    if (!e.complete) {
+      missingTiming.add(1, tags);
+    } else {
+      trends.phasemeter_network_envelope.add(e.network_envelope_ms, tags);
+      trends.phasemeter_gateway.add(e.gateway_ms, tags);
+      trends.phasemeter_receive.add(e.phases.receive, tags);
+      trends.phasemeter_queue.add(e.phases.queue, tags);
+      trends.phasemeter_generation.add(e.phases.generation, tags);
+      if (e.network_envelope_ms < 0) {
+        negativeEnvelopes.add(1, tags);
+      }
+    }
+  }
+  if (shouldReport(res.status, duration, SLOW_MS)) {
+    // Only slow or failed requests, each with the id to look up in the proxy or the trace store:
+    //   curl localhost:9464/admin/records/<trace_id>
+    console.warn(
+      `status=${res.status} duration_ms=${duration.toFixed(1)} trace_id=${traceIdOf(tp)}`,
+    );
+  }
+}

@@ -1,0 +1,300 @@
+package io.phasemeter.load.report;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.phasemeter.load.BudgetResult;
+import io.phasemeter.load.ClientBudgets;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.HdrHistogram.EncodableHistogram;
+import org.HdrHistogram.Histogram;
+import org.HdrHistogram.HistogramLogReader;
+import org.HdrHistogram.HistogramLogWriter;
+
+/**
+ * Merges the output directories of several load-client instances that ran at the same time (a
+ * Kubernetes Job with parallelism, several machines) into one: the phases' HdrHistograms are added
+ * — quantiles of the merged run come from the merged histograms, never from averaging each
+ * instance's percentiles — the pairs are concatenated with the instance they came from, request
+ * counts and join counters are summed, and every trace id must be unique across the inputs (two
+ * instances sharing one would make both joins untrustworthy).
+ */
+public final class RunMerge {
+  private static final ObjectMapper JSON =
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+  /** Why a merge could not be done; {@code exitCode} 2 bad input, 4 colliding trace ids. */
+  public static final class MergeException extends Exception {
+    private static final long serialVersionUID = 1L;
+    private final int exitCode;
+
+    MergeException(int exitCode, String message) {
+      super(message);
+      this.exitCode = exitCode;
+    }
+
+    public int exitCode() {
+      return exitCode;
+    }
+  }
+
+  /**
+   * The merged run.
+   *
+   * @param stats every phase, from the merged histograms, with the summed join counters
+   * @param requests sent, ok, errors, dropped and invalid, summed
+   * @param pairs rows in the merged pairs.csv
+   * @param budgets the latency budgets judged on the merged histograms (empty without budgets)
+   */
+  public record Result(
+      PhaseStats stats, Map<String, Long> requests, long pairs, List<BudgetResult> budgets) {
+    public boolean breached() {
+      return budgets.stream().anyMatch(BudgetResult::breached);
+    }
+  }
+
+  private RunMerge() {}
+
+  /** Merges {@code inputs} into {@code out}, judging {@code budgets} for the runs' model. */
+  public static Result merge(List<Path> inputs, Path out, ClientBudgets budgets)
+      throws MergeException, IOException {
+    if (inputs.size() < 2) {
+      throw new MergeException(2, "give at least two run directories to merge");
+    }
+    for (Path dir : inputs) {
+      for (String f : List.of(ReportWriter.SUMMARY, ReportWriter.PAIRS, ReportWriter.PHASE_LOG)) {
+        if (!Files.isRegularFile(dir.resolve(f))) {
+          throw new MergeException(
+              2, dir + " holds no " + f + " (is it the --out of a phasemeter load run?)");
+        }
+      }
+    }
+
+    // Trace ids first: a collision invalidates the merge, so nothing is written.
+    List<String> header = null;
+    List<String> rows = new ArrayList<>();
+    Map<String, Path> seen = new HashMap<>();
+    for (Path dir : inputs) {
+      List<String> lines = Files.readAllLines(dir.resolve(ReportWriter.PAIRS));
+      if (lines.isEmpty()) {
+        throw new MergeException(2, dir.resolve(ReportWriter.PAIRS) + " is empty");
+      }
+      List<String> h = splitCsv(lines.get(0));
+      if (header == null) {
+        header = h;
+      } else if (!header.equals(h)) {
+        throw new MergeException(
+            2, dir.resolve(ReportWriter.PAIRS) + " has other columns than the first input's");
+      }
+      int traceColumn = h.indexOf("trace_id");
+      for (String line : lines.subList(1, lines.size())) {
+        if (line.isEmpty()) {
+          continue;
+        }
+        String traceId = splitCsv(line).get(traceColumn);
+        if (!traceId.isEmpty()) {
+          Path other = seen.putIfAbsent(traceId, dir);
+          if (other != null) {
+            throw new MergeException(
+                4,
+                "trace id "
+                    + traceId
+                    + " appears in "
+                    + other
+                    + " and in "
+                    + dir
+                    + ": the instances' requests cannot be told apart, so their joins with the"
+                    + " proxy's records are not trustworthy (each instance must draw its own"
+                    + " generator id; were outputs copied, or one run given twice?)");
+          }
+        }
+        rows.add(line + "," + PairsCsv.quote(dir.toString()));
+      }
+    }
+
+    PhaseStats stats = PhaseStats.create();
+    Map<String, Long> requests = new LinkedHashMap<>();
+    double achievedRate = 0;
+    String model = null;
+    ArrayNode sources = JsonNodeFactory.instance.arrayNode();
+    for (Path dir : inputs) {
+      JsonNode summary = JSON.readTree(dir.resolve(ReportWriter.SUMMARY).toFile());
+      for (String k : List.of("sent", "ok", "errors", "dropped", "invalid")) {
+        requests.merge(k, summary.path("requests").path(k).asLong(), Long::sum);
+      }
+      JsonNode join = summary.path("join");
+      stats.addCounts(
+          join.path("finished").asLong(),
+          join.path("ok").asLong(),
+          join.path("joined").asLong(),
+          join.path("joined_ok").asLong());
+      achievedRate += summary.path("achieved_rate").asDouble(0);
+      String m = summary.path("conditions").path("model").asText(null);
+      if (model != null && m != null && !model.equals(m)) {
+        throw new MergeException(2, dir + " ran model " + m + ", the first input " + model);
+      }
+      model = model == null ? m : model;
+      ObjectNode src = sources.addObject();
+      src.put("dir", dir.toString());
+      src.put("sent", summary.path("requests").path("sent").asLong());
+      readLog(dir.resolve(ReportWriter.PHASE_LOG), stats);
+    }
+
+    List<BudgetResult> judged =
+        budgets == null || model == null ? List.of() : budgets.judgeLatency(model, stats);
+
+    Files.createDirectories(out);
+    writeLog(out.resolve(ReportWriter.PHASE_LOG), stats);
+    try (BufferedWriter w =
+        Files.newBufferedWriter(out.resolve(ReportWriter.PAIRS), StandardCharsets.UTF_8)) {
+      List<String> outHeader = new ArrayList<>(header);
+      outHeader.add("instance");
+      w.write(String.join(",", outHeader));
+      w.write("\r\n");
+      for (String r : rows) {
+        w.write(r);
+        w.write("\r\n");
+      }
+    }
+    ObjectNode root = JsonNodeFactory.instance.objectNode();
+    root.put("v", 1);
+    root.set("merged_from", sources);
+    ObjectNode req = root.putObject("requests");
+    requests.forEach(req::put);
+    putNumber(root, "join_coverage", stats.joinCoverage());
+    ObjectNode join = root.putObject("join");
+    join.put("ok", stats.okCount());
+    join.put("joined_ok", stats.joinedOkCount());
+    join.put("finished", stats.startedCount());
+    join.put("joined", stats.joinedCount());
+    putNumber(root, "achieved_rate", achievedRate);
+    root.put("unique_trace_ids", seen.size());
+    ObjectNode phases = root.putObject("phases");
+    for (String name : PhaseStats.NAMES) {
+      PhaseStats.Summary s = stats.summary(name);
+      if (s.count() == 0) {
+        continue;
+      }
+      ObjectNode p = phases.putObject(name);
+      p.put("count", s.count());
+      putNumber(p, "p50_ms", s.p50());
+      putNumber(p, "p95_ms", s.p95());
+      putNumber(p, "p99_ms", s.p99());
+      putNumber(p, "max_ms", s.max());
+      p.put("negative", stats.negativeCount(name));
+    }
+    ArrayNode b = root.putArray("budgets");
+    for (BudgetResult r : judged) {
+      ObjectNode o = b.addObject();
+      o.put("name", r.name());
+      o.put("phase", r.phase());
+      putNumber(o, "limit_ms", r.limitMs());
+      putNumber(o, "observed_ms", r.observedMs());
+      o.put("breached", r.breached());
+    }
+    root.put(
+        "method",
+        "histograms of every instance added (HdrHistogram), quantiles taken on the sum;"
+            + " percentiles of instances are never averaged");
+    JSON.writeValue(out.resolve(ReportWriter.SUMMARY).toFile(), root);
+    return new Result(stats, requests, rows.size(), judged);
+  }
+
+  /** Adds every interval of one phases.hlog to {@code stats}. */
+  static void readLog(Path file, PhaseStats stats) throws IOException, MergeException {
+    try (InputStream in = Files.newInputStream(file)) {
+      HistogramLogReader reader = new HistogramLogReader(in);
+      EncodableHistogram h;
+      while ((h = reader.nextIntervalHistogram()) != null) {
+        if (!(h instanceof Histogram histogram) || h.getTag() == null) {
+          throw new MergeException(2, file + " holds an untagged or non-integer histogram");
+        }
+        try {
+          stats.addLogged(h.getTag(), histogram);
+        } catch (IllegalArgumentException e) {
+          throw new MergeException(2, file + ": " + e.getMessage());
+        }
+      }
+    }
+  }
+
+  /** The merged log: one interval per phase tag, covering the whole merged run. */
+  private static void writeLog(Path file, PhaseStats stats) throws IOException {
+    try (OutputStream os = Files.newOutputStream(file);
+        PrintStream ps = new PrintStream(os, false, StandardCharsets.UTF_8)) {
+      HistogramLogWriter w = new HistogramLogWriter(ps);
+      w.outputComment("Phasemeter load merge: each phase's histograms of every instance, added");
+      w.outputComment("Values in microseconds; NAME" + PhaseLog.NEGATIVE_SUFFIX + " as in a run");
+      w.outputLogFormatVersion();
+      w.outputLegend();
+      Map<String, Histogram> byTag = new TreeMap<>();
+      for (String name : PhaseStats.NAMES) {
+        for (boolean negatives : new boolean[] {false, true}) {
+          Histogram h = stats.microsHistogram(name, negatives);
+          if (h.getTotalCount() > 0) {
+            byTag.put(negatives ? name + PhaseLog.NEGATIVE_SUFFIX : name, h);
+          }
+        }
+      }
+      for (Map.Entry<String, Histogram> e : byTag.entrySet()) {
+        e.getValue().setTag(e.getKey());
+        e.getValue().setStartTimeStamp(0);
+        e.getValue().setEndTimeStamp(0);
+        w.outputIntervalHistogram(e.getValue());
+      }
+    }
+  }
+
+  private static void putNumber(ObjectNode o, String key, double v) {
+    if (Double.isFinite(v)) {
+      o.put(key, v);
+    } else {
+      o.putNull(key);
+    }
+  }
+
+  /** One RFC 4180 line (as {@link PairsCsv} writes them: no line breaks inside fields). */
+  static List<String> splitCsv(String line) {
+    List<String> out = new ArrayList<>();
+    StringBuilder f = new StringBuilder();
+    boolean quoted = false;
+    for (int i = 0; i < line.length(); i++) {
+      char c = line.charAt(i);
+      if (quoted) {
+        if (c == '"' && i + 1 < line.length() && line.charAt(i + 1) == '"') {
+          f.append('"');
+          i++;
+        } else if (c == '"') {
+          quoted = false;
+        } else {
+          f.append(c);
+        }
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == ',') {
+        out.add(f.toString());
+        f.setLength(0);
+      } else {
+        f.append(c);
+      }
+    }
+    out.add(f.toString());
+    return out;
+  }
+}

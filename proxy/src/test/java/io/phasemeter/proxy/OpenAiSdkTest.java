@@ -1,0 +1,252 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowableOfType;
+
+import com.openai.client.OpenAIClient;
+import com.openai.client.okhttp.OpenAIOkHttpClient;
+import com.openai.core.http.StreamResponse;
+import com.openai.errors.InternalServerException;
+import com.openai.errors.NotFoundException;
+import com.openai.errors.OpenAIServiceException;
+import com.openai.errors.RateLimitException;
+import com.openai.errors.UnauthorizedException;
+import com.openai.models.chat.completions.ChatCompletion;
+import com.openai.models.chat.completions.ChatCompletionChunk;
+import com.openai.models.chat.completions.ChatCompletionCreateParams;
+import com.openai.models.completions.Completion;
+import com.openai.models.completions.CompletionCreateParams;
+import io.phasemeter.sim.Simulator;
+import io.phasemeter.sim.SimulatorConfig;
+import io.vertx.core.Promise;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The official OpenAI Java SDK pointed at the proxy, as a user would: {@code baseUrl =
+ * http://proxy/v1}. Successful calls parse into the SDK's own types, streamed and not; failures
+ * surface as the SDK's own exception classes with the right status and the proxy's error code.
+ * Retries are off so each assertion is about one exchange.
+ */
+class OpenAiSdkTest extends ProxyTestBase {
+  private OpenAIClient sdk;
+
+  @AfterEach
+  void closeSdk() {
+    if (sdk != null) {
+      sdk.close();
+    }
+  }
+
+  private OpenAIClient sdk() {
+    sdk =
+        OpenAIOkHttpClient.builder()
+            .baseUrl("http://127.0.0.1:" + proxy.port() + "/v1")
+            .apiKey("sk-test-not-a-real-key")
+            .maxRetries(0)
+            .timeout(Duration.ofSeconds(20))
+            .build();
+    return sdk;
+  }
+
+  private void startWithSimulator() throws Exception {
+    Simulator sim =
+        Simulator.start(
+                vertx,
+                SimulatorConfig.defaults()
+                    .withPort(0)
+                    .withSlots(4)
+                    .withDecodeStepMs(1)
+                    .withPrefillTokensPerSecond(1_000_000))
+            .await(10, TimeUnit.SECONDS);
+    startProxy(config(sim.port(), 4, null));
+  }
+
+  /** A proxy in front of an upstream that answers every request with {@code status} and body. */
+  private void startWithUpstreamAnswering(int status, String body) throws Exception {
+    int backend =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b ->
+                            req.response()
+                                .setStatusCode(status)
+                                .putHeader("content-type", "application/json")
+                                .end(body)));
+    startProxy(config(backend, 4, null));
+  }
+
+  private static ChatCompletionCreateParams chatParams(String model) {
+    return ChatCompletionCreateParams.builder()
+        .model(model)
+        .addUserMessage("Say hello.")
+        .maxTokens(6)
+        .build();
+  }
+
+  private static String openAiError(String message, String type, String code) {
+    return "{\"error\":{\"message\":\""
+        + message
+        + "\",\"type\":\""
+        + type
+        + "\",\"param\":null,\"code\":\""
+        + code
+        + "\"}}";
+  }
+
+  @Test
+  void chatCompletionParsesIntoTheSdkTypes() throws Exception {
+    startWithSimulator();
+    ChatCompletion c = sdk().chat().completions().create(chatParams("sim-llama"));
+    assertThat(c.choices()).hasSize(1);
+    assertThat(c.choices().get(0).message().content()).isPresent();
+    assertThat(c.usage()).isPresent();
+    assertThat(c.usage().get().completionTokens()).isEqualTo(6);
+    assertThat(awaitFinished(1).get(0).outcome()).isEqualTo("success");
+  }
+
+  @Test
+  void streamedChatCompletionArrivesChunkByChunk() throws Exception {
+    startWithSimulator();
+    List<ChatCompletionChunk> chunks;
+    try (StreamResponse<ChatCompletionChunk> stream =
+        sdk().chat().completions().createStreaming(chatParams("sim-llama"))) {
+      chunks = stream.stream().collect(Collectors.toList());
+    }
+    String text =
+        chunks.stream()
+            .flatMap(ch -> ch.choices().stream())
+            .map(choice -> choice.delta().content().orElse(""))
+            .collect(Collectors.joining());
+    assertThat(text).isNotEmpty();
+    assertThat(chunks.stream().flatMap(ch -> ch.choices().stream()))
+        .anySatisfy(choice -> assertThat(choice.finishReason()).isPresent());
+    // The proxy asked the upstream for usage to count tokens, and removed that chunk again.
+    assertThat(chunks).allSatisfy(ch -> assertThat(ch.choices()).isNotEmpty());
+    Finished f = awaitFinished(1).get(0);
+    assertThat(f.stream()).isTrue();
+    assertThat(f.outputTokens()).isEqualTo(6);
+  }
+
+  @Test
+  void textCompletionsStreamedAndNot() throws Exception {
+    startWithSimulator();
+    CompletionCreateParams params =
+        CompletionCreateParams.builder()
+            .model("sim-llama")
+            .prompt("Once upon")
+            .maxTokens(5)
+            .build();
+    Completion c = sdk().completions().create(params);
+    assertThat(c.choices()).hasSize(1);
+    assertThat(c.choices().get(0).text()).isNotEmpty();
+    try (StreamResponse<Completion> stream = sdk.completions().createStreaming(params)) {
+      String text =
+          stream.stream()
+              .flatMap(ch -> ch.choices().stream())
+              .map(choice -> choice.text())
+              .collect(Collectors.joining());
+      assertThat(text).isNotEmpty();
+    }
+    assertThat(awaitFinished(2)).allSatisfy(f -> assertThat(f.outcome()).isEqualTo("success"));
+  }
+
+  @Test
+  void unknownModelIsTheSdksNotFoundException() throws Exception {
+    startWithSimulator();
+    NotFoundException e =
+        catchThrowableOfType(
+            NotFoundException.class,
+            () -> sdk().chat().completions().create(chatParams("no-such-model")));
+    assertThat(e.statusCode()).isEqualTo(404);
+    assertThat(e.code()).contains("model_not_found");
+  }
+
+  @Test
+  void upstream401And429PassThroughAsTheSdksOwnExceptions() throws Exception {
+    // Until the proxy's own API keys land, a 401 or 429 reaches a client from the upstream (vLLM
+    // started with --api-key, or a gateway behind the proxy); the proxy passes 4xx through as is.
+    startWithUpstreamAnswering(
+        401,
+        openAiError("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"));
+    UnauthorizedException unauthorized =
+        catchThrowableOfType(
+            UnauthorizedException.class,
+            () -> sdk().chat().completions().create(chatParams("sim-llama")));
+    assertThat(unauthorized.statusCode()).isEqualTo(401);
+    assertThat(unauthorized.code()).contains("invalid_api_key");
+    sdk.close();
+    proxy.close().await(10, TimeUnit.SECONDS);
+
+    startWithUpstreamAnswering(
+        429, openAiError("Rate limit reached.", "requests", "rate_limit_exceeded"));
+    RateLimitException limited =
+        catchThrowableOfType(
+            RateLimitException.class,
+            () -> sdk().chat().completions().create(chatParams("sim-llama")));
+    assertThat(limited.statusCode()).isEqualTo(429);
+    assertThat(limited.code()).contains("rate_limit_exceeded");
+  }
+
+  @Test
+  void aFullQueueIsTheSdksRateLimitException() throws Exception {
+    // One slot, no room to wait: while one request holds the slot, the next is refused with 429.
+    Promise<Void> release = Promise.promise();
+    int backend = startHeldBackend(release);
+    startProxy(config(backend, 1, "    queue: {max: 0, timeout: 5s}\n"));
+    var held = callAsync("/v1/chat/completions", chat("x", false));
+    org.awaitility.Awaitility.await()
+        .atMost(Duration.ofSeconds(10))
+        .until(() -> proxy.slotPools().get("default").inUse() == 1);
+    try {
+      RateLimitException e =
+          catchThrowableOfType(
+              RateLimitException.class,
+              () -> sdk().chat().completions().create(chatParams("sim-llama")));
+      assertThat(e.statusCode()).isEqualTo(429);
+      assertThat(e.code()).contains("queue_full");
+      assertThat(e.headers().values("retry-after")).isNotEmpty();
+    } finally {
+      release.complete();
+    }
+    assertThat(held.await(10, TimeUnit.SECONDS).status()).isEqualTo(200);
+  }
+
+  @Test
+  void anOverloadedUpstreamIsTheSdksInternalServerException() throws Exception {
+    startWithUpstreamAnswering(503, openAiError("Overloaded", "server_error", "overloaded"));
+    OpenAIServiceException e =
+        catchThrowableOfType(
+            InternalServerException.class,
+            () -> sdk().chat().completions().create(chatParams("sim-llama")));
+    assertThat(e.statusCode()).isEqualTo(503);
+    assertThat(e.code()).contains("upstream_overloaded");
+  }
+
+  @Test
+  void noSlotInTimeIsA503ForTheSdk() throws Exception {
+    Promise<Void> release = Promise.promise();
+    int backend = startHeldBackend(release);
+    startProxy(config(backend, 1, "    queue: {max: 10, timeout: 200ms}\n"));
+    var held = callAsync("/v1/chat/completions", chat("x", false));
+    org.awaitility.Awaitility.await()
+        .atMost(Duration.ofSeconds(10))
+        .until(() -> proxy.slotPools().get("default").inUse() == 1);
+    try {
+      InternalServerException e =
+          catchThrowableOfType(
+              InternalServerException.class,
+              () -> sdk().chat().completions().create(chatParams("sim-llama")));
+      assertThat(e.statusCode()).isEqualTo(503);
+      assertThat(e.code()).contains("queue_timeout");
+    } finally {
+      release.complete();
+    }
+    assertThat(held.await(10, TimeUnit.SECONDS).status()).isEqualTo(200);
+  }
+}

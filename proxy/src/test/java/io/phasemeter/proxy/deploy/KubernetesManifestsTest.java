@@ -1,0 +1,267 @@
+package io.phasemeter.proxy.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.fabric8.kubernetes.api.model.ConfigMap;
+import io.fabric8.kubernetes.api.model.Container;
+import io.fabric8.kubernetes.api.model.ContainerPort;
+import io.fabric8.kubernetes.api.model.EnvVar;
+import io.fabric8.kubernetes.api.model.PodSpec;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.Service;
+import io.fabric8.kubernetes.api.model.ServicePort;
+import io.fabric8.kubernetes.api.model.apps.Deployment;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.openshift.api.model.monitoring.v1.Endpoint;
+import io.fabric8.openshift.api.model.monitoring.v1.PrometheusRule;
+import io.fabric8.openshift.api.model.monitoring.v1.Rule;
+import io.fabric8.openshift.api.model.monitoring.v1.ServiceMonitor;
+import io.phasemeter.proxy.budget.AlertRule;
+import io.phasemeter.proxy.budget.AlertRules;
+import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.config.ConfigLoader;
+import io.phasemeter.proxy.config.ProxyConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+
+/**
+ * config/kubernetes/ read into the fabric8 Kubernetes model (typed objects, as the API server would
+ * decode them; an unknown or misspelt field lands in additionalProperties and fails the test), then
+ * the layout the README promises is checked: the proxy as a sidecar on the pod's public port with
+ * vLLM on loopback, probes and scrape on the admin port, and the PrometheusRule generated from the
+ * same budgets as dashboards/alerts.yaml.
+ */
+class KubernetesManifestsTest {
+  static final Path DIR = Path.of("../config/kubernetes");
+  static final Path BUDGETS = Path.of("../config/budgets.yaml");
+  private static final ObjectMapper YAML =
+      new ObjectMapper(new YAMLFactory())
+          .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
+
+  private static <T> T read(String file, Class<T> type) throws Exception {
+    return YAML.readValue(Files.readString(DIR.resolve(file)), type);
+  }
+
+  private static ProxyConfig proxyConfig() throws Exception {
+    ConfigMap cm = read("proxy-config.yaml", ConfigMap.class);
+    return ConfigLoader.parse(cm.getData().get("proxy.yaml"), "proxy-config.yaml#proxy.yaml");
+  }
+
+  private static PodSpec pod() throws Exception {
+    Deployment d = read("deployment.yaml", Deployment.class);
+    assertThat(d.getKind()).isEqualTo("Deployment");
+    assertThat(d.getApiVersion()).isEqualTo("apps/v1");
+    assertThat(d.getSpec().getSelector().getMatchLabels())
+        .isEqualTo(d.getSpec().getTemplate().getMetadata().getLabels());
+    return d.getSpec().getTemplate().getSpec();
+  }
+
+  private static Container container(PodSpec pod, String name) {
+    return pod.getContainers().stream().filter(c -> c.getName().equals(name)).findFirst().get();
+  }
+
+  private static int port(Container c, String name) {
+    return c.getPorts().stream()
+        .filter(p -> name.equals(p.getName()))
+        .map(ContainerPort::getContainerPort)
+        .findFirst()
+        .orElseThrow();
+  }
+
+  @Test
+  void everyManifestIsAKnownTypeWithNoUnknownFields() throws Exception {
+    List<String> files;
+    try (var s = Files.list(DIR)) {
+      files = s.map(p -> p.getFileName().toString()).sorted().collect(Collectors.toList());
+    }
+    assertThat(files)
+        .containsExactly(
+            "deployment.yaml",
+            "load-job.yaml",
+            "prometheusrule.yaml",
+            "proxy-config.yaml",
+            "secret.yaml",
+            "service.yaml",
+            "servicemonitor.yaml");
+    Map<String, Class<?>> types =
+        Map.of(
+            "deployment.yaml", Deployment.class,
+            "load-job.yaml", Job.class,
+            "prometheusrule.yaml", PrometheusRule.class,
+            "proxy-config.yaml", ConfigMap.class,
+            "secret.yaml", Secret.class,
+            "service.yaml", Service.class,
+            "servicemonitor.yaml", ServiceMonitor.class);
+    for (String f : files) {
+      Object o = read(f, types.get(f));
+      assertThat(o).as(f).isNotNull();
+      // fabric8 keeps fields it does not know instead of failing: a typo would hide there.
+      assertThat(YAML.writeValueAsString(o)).as(f).doesNotContain("additionalProperties");
+      assertNoAdditionalProperties(o, f);
+    }
+  }
+
+  /** Walks the typed tree; any object holding unknown fields fails the test with its path. */
+  private static void assertNoAdditionalProperties(Object o, String path) throws Exception {
+    if (o == null || o instanceof String || o instanceof Number || o instanceof Boolean) {
+      return;
+    }
+    if (o instanceof Map<?, ?> m) {
+      for (var e : m.entrySet()) {
+        assertNoAdditionalProperties(e.getValue(), path + "." + e.getKey());
+      }
+      return;
+    }
+    if (o instanceof List<?> l) {
+      for (int i = 0; i < l.size(); i++) {
+        assertNoAdditionalProperties(l.get(i), path + "[" + i + "]");
+      }
+      return;
+    }
+    if (!o.getClass().getName().startsWith("io.fabric8.")) {
+      return;
+    }
+    for (var m : o.getClass().getMethods()) {
+      if (m.getParameterCount() != 0
+          || !m.getName().startsWith("get")
+          || m.getName().equals("getClass")) {
+        continue;
+      }
+      Object v = m.invoke(o);
+      if (m.getName().equals("getAdditionalProperties")) {
+        assertThat((Map<?, ?>) v).as("unknown fields at %s", path).isNullOrEmpty();
+      } else {
+        assertNoAdditionalProperties(v, path + "." + m.getName().substring(3));
+      }
+    }
+  }
+
+  @Test
+  void theProxyIsASidecarOnThePublicPortAndVllmListensOnLoopbackOnly() throws Exception {
+    PodSpec pod = pod();
+    ProxyConfig cfg = proxyConfig();
+    assertThat(pod.getContainers()).extracting(Container::getName).containsExactly("proxy", "vllm");
+    Container proxy = container(pod, "proxy");
+    assertThat(port(proxy, "http")).isEqualTo(cfg.listen().port());
+    assertThat(port(proxy, "admin")).isEqualTo(cfg.admin().port());
+    assertThat(cfg.listen().host()).isEqualTo("0.0.0.0");
+    assertThat(cfg.admin().host()).isEqualTo("0.0.0.0");
+    assertThat(proxy.getArgs()).containsExactly("--config", "/config/proxy.yaml");
+    assertThat(proxy.getVolumeMounts())
+        .anySatisfy(
+            m -> {
+              assertThat(m.getMountPath()).isEqualTo("/config");
+              assertThat(m.getReadOnly()).isTrue();
+            });
+    assertThat(proxy.getSecurityContext().getRunAsUser()).isEqualTo(10001L);
+    // The admin port leaves loopback, so it is guarded by a token from the Secret.
+    assertThat(proxy.getEnv()).extracting(EnvVar::getName).contains("PHASEMETER_ADMIN_TOKEN");
+
+    Container vllm = container(pod, "vllm");
+    assertThat(vllm.getPorts()).isNullOrEmpty();
+    assertThat(vllm.getArgs()).contains("--host=127.0.0.1", "--port=8000");
+    ProxyConfig.Pool pool = cfg.pools().get(0);
+    assertThat(pool.upstreams())
+        .extracting(Object::toString)
+        .containsExactly("http://127.0.0.1:8000");
+    String model =
+        vllm.getArgs().stream()
+            .filter(a -> a.startsWith("--model="))
+            .findFirst()
+            .orElseThrow()
+            .substring("--model=".length());
+    assertThat(pool.models()).containsExactly(model);
+    String maxSeqs =
+        vllm.getArgs().stream()
+            .filter(a -> a.startsWith("--max-num-seqs="))
+            .findFirst()
+            .orElseThrow()
+            .substring("--max-num-seqs=".length());
+    assertThat(pool.slots())
+        .as("waiting happens in the proxy's queue phase, not inside vLLM")
+        .isLessThanOrEqualTo(Integer.parseInt(maxSeqs));
+  }
+
+  @Test
+  void probesAskTheAdminPortsHealthEndpoints() throws Exception {
+    Container proxy = container(pod(), "proxy");
+    assertThat(proxy.getReadinessProbe().getHttpGet().getPath()).isEqualTo("/health/ready");
+    assertThat(proxy.getReadinessProbe().getHttpGet().getPort().getStrVal()).isEqualTo("admin");
+    assertThat(proxy.getLivenessProbe().getHttpGet().getPath()).isEqualTo("/health/live");
+    assertThat(proxy.getLivenessProbe().getHttpGet().getPort().getStrVal()).isEqualTo("admin");
+  }
+
+  @Test
+  void theServiceExposesProxyPortsAndTheServiceMonitorScrapesAdminMetrics() throws Exception {
+    Service svc = read("service.yaml", Service.class);
+    Deployment d = read("deployment.yaml", Deployment.class);
+    assertThat(svc.getSpec().getSelector()).isEqualTo(d.getSpec().getSelector().getMatchLabels());
+    assertThat(svc.getSpec().getPorts())
+        .extracting(ServicePort::getName, ServicePort::getPort, p -> p.getTargetPort().getStrVal())
+        .containsExactly(
+            org.assertj.core.groups.Tuple.tuple("http", 8080, "http"),
+            org.assertj.core.groups.Tuple.tuple("admin", 9464, "admin"));
+
+    ServiceMonitor sm = read("servicemonitor.yaml", ServiceMonitor.class);
+    assertThat(sm.getSpec().getSelector().getMatchLabels())
+        .isEqualTo(svc.getMetadata().getLabels());
+    Endpoint e = sm.getSpec().getEndpoints().get(0);
+    assertThat(e.getPort()).isEqualTo("admin");
+    assertThat(e.getPath()).isEqualTo("/metrics");
+    Secret secret = read("secret.yaml", Secret.class);
+    assertThat(e.getAuthorization().getCredentials().getName())
+        .isEqualTo(secret.getMetadata().getName());
+    assertThat(secret.getStringData()).containsKey(e.getAuthorization().getCredentials().getKey());
+  }
+
+  @Test
+  void theConfigMapCarriesTheRepositorysBudgetsAndAValidProxyConfig() throws Exception {
+    ConfigMap cm = read("proxy-config.yaml", ConfigMap.class);
+    assertThat(cm.getData().get("budgets.yaml"))
+        .as("proxy-config.yaml's budgets.yaml must equal config/budgets.yaml")
+        .isEqualTo(Files.readString(BUDGETS));
+    assertThat(proxyConfig().budgets()).isEqualTo("/config/budgets.yaml");
+    assertThat(Budgets.parse(cm.getData().get("budgets.yaml"), "cm").budgets()).isNotEmpty();
+  }
+
+  @Test
+  void thePrometheusRuleIsGeneratedFromTheBudgetsAndHoldsTheSameRulesAsAlertsYaml()
+      throws Exception {
+    Budgets budgets = Budgets.load(BUDGETS);
+    assertThat(Files.readString(DIR.resolve("prometheusrule.yaml")))
+        .as(
+            "config/kubernetes/prometheusrule.yaml no longer matches config/budgets.yaml: run"
+                + " ./phasemeter alerts --budgets config/budgets.yaml --kubernetes --out"
+                + " config/kubernetes/prometheusrule.yaml")
+        .isEqualTo(AlertRules.renderPrometheusRule(budgets, "config/budgets.yaml"));
+    PrometheusRule pr = read("prometheusrule.yaml", PrometheusRule.class);
+    assertThat(pr.getSpec().getGroups()).hasSize(1);
+    List<Rule> rules = pr.getSpec().getGroups().get(0).getRules();
+    List<AlertRule> expected = AlertRules.rules(budgets);
+    assertThat(rules)
+        .extracting(Rule::getAlert)
+        .containsExactlyElementsOf(expected.stream().map(AlertRule::alert).toList());
+    assertThat(rules.stream().map(r -> r.getExpr().getStrVal()).toList())
+        .containsExactlyElementsOf(AlertRules.expressions(Path.of("../dashboards/alerts.yaml")));
+  }
+
+  @Test
+  void theLoadJobRunsInParallelAndWritesOneDirectoryPerInstance() throws Exception {
+    Job job = read("load-job.yaml", Job.class);
+    assertThat(job.getSpec().getParallelism()).isGreaterThan(1);
+    assertThat(job.getSpec().getCompletionMode()).isEqualTo("Indexed");
+    Container load = job.getSpec().getTemplate().getSpec().getContainers().get(0);
+    String cmd = String.join(" ", load.getCommand()) + " " + String.join(" ", load.getArgs());
+    assertThat(cmd)
+        .contains("phasemeter-load.jar", " run ", "--url http://phasemeter-vllm:8080")
+        .contains("--admin http://phasemeter-vllm:9464")
+        .contains("--out /results/$(JOB_COMPLETION_INDEX)");
+  }
+}
