@@ -105,29 +105,9 @@ class GatewayTest extends ProxyTestBase {
         PhasemeterProxy.builder(vertx, cfg)
             .openTelemetry(otel)
             .clock(clock)
-            .observer(ctx -> finished.add(snapshotOf(ctx)))
+            .observer(ctx -> finished.add(snapshot(ctx)))
             .start()
             .await(10, TimeUnit.SECONDS);
-  }
-
-  private Finished snapshotOf(io.phasemeter.proxy.pipeline.RequestContext ctx) {
-    return new Finished(
-        ctx.outcome().label(),
-        ctx.traceId(),
-        ctx.rootStart(),
-        ctx.status(),
-        ctx.errorType(),
-        ctx.modelLabel(),
-        ctx.poolName(),
-        ctx.streaming(),
-        ctx.rootNanos(),
-        ctx.serverTtftNanos(),
-        ctx.tpotNanos(),
-        ctx.unattributedNanos(),
-        ctx.inputTokens(),
-        ctx.outputTokens(),
-        ctx.finishReason(),
-        java.util.Map.of());
   }
 
   private Response send(String key, String body, String... headers) throws Exception {

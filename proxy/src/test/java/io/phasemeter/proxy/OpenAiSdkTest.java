@@ -19,12 +19,15 @@ import com.openai.models.completions.CompletionCreateParams;
 import io.phasemeter.sim.Simulator;
 import io.phasemeter.sim.SimulatorConfig;
 import io.vertx.core.Promise;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The official OpenAI Java SDK pointed at the proxy, as a user would: {@code baseUrl =
@@ -168,9 +171,49 @@ class OpenAiSdkTest extends ProxyTestBase {
   }
 
   @Test
+  void theProxysOwnKeysAndRateLimitsAreTheSdksOwnExceptions(@TempDir Path dir) throws Exception {
+    Path keys = dir.resolve("keys.yaml");
+    Files.writeString(
+        keys,
+        "keys:\n  - {name: sdk, sha256: \""
+            + io.phasemeter.proxy.gateway.HashKeyMain.hash("pm-sdk-key")
+            + "\", rpm: 1}\n");
+    Simulator sim =
+        Simulator.start(vertx, SimulatorConfig.defaults().withPort(0).withDecodeStepMs(1))
+            .await(10, TimeUnit.SECONDS);
+    startProxy(
+        config(sim.port(), 4, null)
+            .withAuth(new io.phasemeter.proxy.config.ProxyConfig.Auth(true, keys.toString())));
+
+    UnauthorizedException wrong =
+        catchThrowableOfType(
+            UnauthorizedException.class,
+            () -> sdk().chat().completions().create(chatParams("sim-llama")));
+    assertThat(wrong.statusCode()).isEqualTo(401);
+    assertThat(wrong.code()).contains("invalid_api_key");
+    sdk.close();
+
+    sdk =
+        OpenAIOkHttpClient.builder()
+            .baseUrl("http://127.0.0.1:" + proxy.port() + "/v1")
+            .apiKey("pm-sdk-key")
+            .maxRetries(0)
+            .build();
+    assertThat(sdk.chat().completions().create(chatParams("sim-llama")).choices()).hasSize(1);
+    RateLimitException limited =
+        catchThrowableOfType(
+            RateLimitException.class,
+            () -> sdk.chat().completions().create(chatParams("sim-llama")));
+    assertThat(limited.statusCode()).isEqualTo(429);
+    assertThat(limited.code()).contains("rate_limit_exceeded");
+    assertThat(limited.headers().values("retry-after")).isNotEmpty();
+    assertThat(limited.headers().values("x-ratelimit-limit-requests")).containsExactly("1");
+  }
+
+  @Test
   void upstream401And429PassThroughAsTheSdksOwnExceptions() throws Exception {
-    // Until the proxy's own API keys land, a 401 or 429 reaches a client from the upstream (vLLM
-    // started with --api-key, or a gateway behind the proxy); the proxy passes 4xx through as is.
+    // A 401 or 429 can also come from the upstream (vLLM started with --api-key, or a gateway
+    // behind the proxy); the proxy passes 4xx through as is.
     startWithUpstreamAnswering(
         401,
         openAiError("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"));

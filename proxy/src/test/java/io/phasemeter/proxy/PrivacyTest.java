@@ -3,6 +3,7 @@ package io.phasemeter.proxy;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.opentelemetry.sdk.trace.data.SpanData;
+import io.phasemeter.proxy.config.ProxyConfig;
 import io.vertx.core.MultiMap;
 import io.vertx.core.http.HttpMethod;
 import java.io.ByteArrayOutputStream;
@@ -135,6 +136,68 @@ class PrivacyTest extends ProxyTestBase {
     String logged = stderr.toString(StandardCharsets.UTF_8) + String.join("\n", julLines);
     assertThat(logged).as("something was logged at all").contains("upstream failure");
     assertThat(logged).doesNotContain(CANARY);
+  }
+
+  @Test
+  void keysNeverReachSpansRecordsMetricsOrLogsWithAuthOn(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    String goodKey = "pm-" + CANARY + "-good";
+    String hash = io.phasemeter.proxy.gateway.HashKeyMain.hash(goodKey);
+    java.nio.file.Path keys = dir.resolve("keys.yaml");
+    java.nio.file.Files.writeString(
+        keys, "keys:\n  - {name: team-a, sha256: \"" + hash + "\", rpm: 2, tpm: 1000}\n");
+    int port =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b ->
+                            req.response()
+                                .putHeader("content-type", "application/json")
+                                .end(VllmScript.COMPLETION)));
+    ProxyConfig cfg =
+        config(port, 2, "    external: true\n    api_key_env: PROVIDER\n")
+            .withAuth(new ProxyConfig.Auth(true, keys.toString()));
+    proxy =
+        PhasemeterProxy.builder(vertx, cfg)
+            .openTelemetry(otel)
+            .environment(java.util.Map.of("PROVIDER", "sk-provider-" + CANARY))
+            .observer(ctx -> finished.add(snapshot(ctx)))
+            .start()
+            .await(10, java.util.concurrent.TimeUnit.SECONDS);
+
+    for (String key : List.of(goodKey, goodKey, goodKey, "pm-" + CANARY + "-wrong")) {
+      call(
+          HttpMethod.POST,
+          "/v1/chat/completions",
+          chat("hi", false),
+          MultiMap.caseInsensitiveMultiMap().add("authorization", "Bearer " + key));
+    }
+    call(
+        HttpMethod.POST,
+        "/v1/chat/completions",
+        chat("hi", false),
+        MultiMap.caseInsensitiveMultiMap().add("x-api-key", goodKey + "x"));
+
+    awaitFinished(5);
+    List<SpanData> all = awaitRoots(5);
+    List<String> seen = new ArrayList<>();
+    for (SpanData s : all) {
+      seen.add(s.getName());
+      s.getAttributes().forEach((k, v) -> seen.add(k + "=" + v));
+      s.getEvents().forEach(e -> seen.add(e.toString()));
+    }
+    for (Finished f : finished) {
+      seen.add(proxy.records().get(f.traceId()));
+    }
+    seen.add(admin("/metrics").text());
+    seen.add(admin("/admin/stats").text());
+    System.err.flush();
+    seen.add(stderr.toString(StandardCharsets.UTF_8));
+    seen.addAll(julLines);
+    String everything = String.join("\n", seen);
+    assertThat(everything).as("the key was verified at all").contains("team-a");
+    assertThat(everything).doesNotContain(CANARY).doesNotContain(hash);
   }
 
   /** Writes to the capture and still to the real stderr. */

@@ -266,7 +266,8 @@ public abstract class ProxyTestBase {
     return proxy;
   }
 
-  private static Finished snapshot(RequestContext ctx) {
+  /** What a test keeps of a finished request. */
+  protected static Finished snapshot(RequestContext ctx) {
     Map<Phase, Long> phases = new EnumMap<>(Phase.class);
     for (Phase p : Phase.values()) {
       long n = ctx.phaseNanos(p);

@@ -381,26 +381,7 @@ class UpstreamsTest extends ProxyTestBase {
         PhasemeterProxy.builder(vertx, cfg)
             .openTelemetry(otel)
             .environment(Map.of("PROVIDER_KEY", "sk-provider-CANARY"))
-            .observer(
-                ctx ->
-                    finished.add(
-                        new Finished(
-                            ctx.outcome().label(),
-                            ctx.traceId(),
-                            0,
-                            ctx.status(),
-                            ctx.errorType(),
-                            ctx.modelLabel(),
-                            ctx.poolName(),
-                            false,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            null,
-                            Map.of())))
+            .observer(ctx -> finished.add(snapshot(ctx)))
             .start()
             .await(10, TimeUnit.SECONDS);
 
