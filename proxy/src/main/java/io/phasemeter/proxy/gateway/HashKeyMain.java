@@ -30,7 +30,7 @@ import picocli.CommandLine.Option;
     footer = {
       "",
       "Examples:",
-      "  printf %s \"$KEY\" | phasemeter hash-key",
+      "  printf %%s \"$KEY\" | phasemeter hash-key",
       "  phasemeter hash-key --new",
       "",
       "Exit codes: 0 printed, 2 bad usage or an empty or malformed key."
@@ -87,9 +87,9 @@ public final class HashKeyMain implements Callable<Integer> {
       stdout.println("sha256: " + hash);
       stdout.flush();
       stderr.println(
-          "add to the keys file: - {name: NAME, sha256: "
+          "add to the keys file: - {name: NAME, sha256: \""
               + hash
-              + ", rpm: 600, tpm: 200000, priority: normal}");
+              + "\", rpm: 600, tpm: 200000, priority: normal}");
       stderr.flush();
       return 0;
     }

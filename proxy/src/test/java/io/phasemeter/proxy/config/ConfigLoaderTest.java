@@ -355,4 +355,68 @@ class ConfigLoaderTest {
     assertThat(c.withListenPort(0).pools()).isEqualTo(c.pools());
     assertThat(c.withLimits(new ProxyConfig.Limits(7)).limits().maxBodyBytes()).isEqualTo(7);
   }
+
+  @Test
+  void theShippedConfigSaysWhatTheDefaultsSayButTheBudgets() {
+    ProxyConfig shipped = ConfigLoader.load(Path.of("../config/proxy.yaml"), Map.of());
+    ProxyConfig defaults = ConfigLoader.defaults();
+
+    assertThat(shipped.budgets()).isEqualTo("config/budgets.yaml");
+    assertThat(
+            new ProxyConfig(
+                shipped.listen(),
+                shipped.admin(),
+                shipped.limits(),
+                shipped.auth(),
+                shipped.pools(),
+                shipped.telemetry(),
+                null,
+                shipped.drain()))
+        .isEqualTo(defaults);
+  }
+
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.CsvSource(
+      delimiter = '|',
+      value = {
+        "retries: 2|retries: must be 0 or 1",
+        "health: {path: health}|health.path: must start with /",
+        "health: {failures: 0}|health.failures: must be at least 1",
+        "ejection: {after: 0}|ejection.after: must be at least 1",
+        "ejection: {backoff: 10s, max_backoff: 1s}|ejection.max_backoff: must be at least",
+        "queue: {max_overtakes: -1}|queue.max_overtakes: must be 0 or more",
+        "api_key_env: not-a-name|api_key_env: 'not-a-name' is not an environment variable"
+      })
+  void gatewayKeysAreCheckedAndNamed(String poolLine, String message) {
+    String yaml =
+        "pools:\n  - name: p\n    models: [m]\n    upstreams: [http://a:1]\n    " + poolLine + "\n";
+
+    assertThatThrownBy(() -> ConfigLoader.parse(yaml, "gw.yaml"))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith("gw.yaml: ")
+        .hasMessageContaining(message);
+  }
+
+  @Test
+  void gatewayKeysParse() {
+    ProxyConfig c =
+        ConfigLoader.parse(
+            "auth: {enabled: true, keys_file: k.yaml, reload_interval: 1s}\n"
+                + "drain: {timeout: 5s}\n"
+                + "pools:\n  - name: p\n    models: [m]\n    upstreams: [https://api.example/v1]\n"
+                + "    external: true\n    api_key_env: PROVIDER_KEY\n    retries: 0\n"
+                + "    queue: {max_overtakes: 0}\n",
+            "gw.yaml");
+
+    Pool p = c.pools().get(0);
+    assertThat(c.auth().reloadInterval()).isEqualTo(Duration.ofSeconds(1));
+    assertThat(c.drain().timeout()).isEqualTo(Duration.ofSeconds(5));
+    assertThat(p.external()).isTrue();
+    assertThat(p.activeHealthChecks()).isFalse();
+    assertThat(p.apiKeyEnv()).isEqualTo("PROVIDER_KEY");
+    assertThat(p.retries()).isZero();
+    assertThat(p.queue().maxOvertakes()).isZero();
+    assertThat(p.upstreamAddresses().get(0).tls()).isTrue();
+    assertThat(ConfigLoader.defaults().pools().get(0).activeHealthChecks()).isTrue();
+  }
 }

@@ -105,4 +105,15 @@ class KeysFileTest {
     assertThat(t.getMessage()).doesNotContain("\n");
     return assertThat(t.getMessage());
   }
+
+  @Test
+  void theShippedExampleParses() {
+    java.nio.file.Path example = java.nio.file.Path.of("../config/keys.example.yaml");
+
+    KeysFile f = KeysFile.load(example);
+
+    assertThat(f.keys()).extracting(ApiKey::name).containsExactly("team-chat", "nightly-batch");
+    assertThat(f.keys().get(0).priority()).isEqualTo(Priority.HIGH);
+    assertThat(f.keys().get(1).tpm()).isEqualTo(1_000_000);
+  }
 }
