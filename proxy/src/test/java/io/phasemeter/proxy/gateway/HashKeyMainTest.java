@@ -57,7 +57,7 @@ class HashKeyMainTest {
     assertThat(key).matches("pm-[A-Za-z0-9_-]{43}");
     assertThat(hash).isEqualTo(HashKeyMain.hash(key));
     assertThat(err.toString().strip())
-        .startsWith("add to the keys file: - {name: NAME, sha256: " + hash)
+        .startsWith("add to the keys file: - {name: NAME, sha256: \"" + hash + "\"")
         .doesNotContain("\n");
   }
 
