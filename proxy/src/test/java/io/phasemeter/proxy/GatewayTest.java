@@ -316,4 +316,22 @@ class GatewayTest extends ProxyTestBase {
                                     "llm.priority"))))
         .containsExactlyInAnyOrder("normal", "low", "high", "low");
   }
+
+  @Test
+  void theModelListNeedsAKeyToo() throws Exception {
+    start();
+
+    Response without = call(HttpMethod.GET, "/v1/models", null, MultiMap.caseInsensitiveMultiMap());
+    Response with =
+        call(
+            HttpMethod.GET,
+            "/v1/models",
+            null,
+            MultiMap.caseInsensitiveMultiMap().add("authorization", "Bearer " + VIP));
+
+    assertThat(without.status()).isEqualTo(401);
+    assertThat(error(without).getString("code")).isEqualTo("invalid_api_key");
+    assertThat(with.status()).isEqualTo(200);
+    assertThat(with.text()).contains("sim-llama");
+  }
 }

@@ -138,6 +138,11 @@ final class AuthPhase {
     limiter.settleTokens(ctx.apiKey, ctx.tokenEstimate, actual);
   }
 
+  /** Whether {@code GET /v1/models} may be answered: auth off, or a valid key presented. */
+  boolean admitsListing(MultiMap headers) {
+    return keys == null || verify(headers).verified();
+  }
+
   private Verification verify(MultiMap headers) {
     String authorization = headers.get("authorization");
     if (authorization != null) {

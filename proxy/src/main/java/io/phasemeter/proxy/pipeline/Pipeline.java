@@ -123,10 +123,12 @@ public final class Pipeline {
     ApiRoute api = ApiRoute.forPath(req.path());
     if (api == null) {
       if ("/v1/models".equals(req.path())) {
-        if (req.method() == HttpMethod.GET) {
-          req.response().putHeader("content-type", "application/json").end(modelsBody);
-        } else {
+        if (req.method() != HttpMethod.GET) {
           reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "GET");
+        } else if (!auth.admitsListing(req.headers())) {
+          reject(req, ProxyFailure.Kind.INVALID_API_KEY, null);
+        } else {
+          req.response().putHeader("content-type", "application/json").end(modelsBody);
         }
       } else {
         reject(req, ProxyFailure.Kind.UNKNOWN_URL, null);
@@ -193,6 +195,7 @@ public final class Pipeline {
           case UNKNOWN_URL ->
               "Unknown request URL: " + req.method() + " " + safePath(req.path()) + ".";
           case SHUTTING_DOWN -> "The proxy is shutting down; retry on another instance.";
+          case INVALID_API_KEY -> "A valid API key is required: 'Authorization: Bearer <key>'.";
           default -> "Method " + req.method() + " is not allowed here; use " + allow + ".";
         };
     if (allow != null) {

@@ -59,6 +59,8 @@ public final class UpstreamPool {
             .setConnectTimeout(
                 (int) Math.min(Integer.MAX_VALUE, config.timeouts().connect().toMillis()))
             .setDecompressionSupported(false)
+            // Hosted providers behind a shared address need the server name (SNI) to pick a cert.
+            .setForceSni(true)
             .setMaxInitialLineLength(8192)
             .setMaxHeaderSize(32768);
     PoolOptions pool = new PoolOptions().setHttp1MaxSize(config.slots() + 8);
