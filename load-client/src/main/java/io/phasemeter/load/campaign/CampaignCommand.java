@@ -25,9 +25,9 @@ import picocli.CommandLine.Option;
       "Runs a benchmark campaign: every load point of the plan (profiles × concurrency levels and"
           + " profiles × rates), one discarded warm-up run per point, then the repeats in blocks"
           + " that each run every point once in a fresh seeded random order. Runs with failed"
-          + " requests, wrong output lengths, inputs off by more than 1 %, client errors or drops"
+          + " requests, wrong output lengths, inputs off by more than 1 %%, client errors or drops"
           + " are listed as invalid with their reasons and left out of the statistics. Per point"
-          + " and metric: mean, standard deviation and the 95 % Student-t interval (n = 3 gives"
+          + " and metric: mean, standard deviation and the 95 %% Student-t interval (n = 3 gives"
           + " t = 4.30), plus every run's figures. Conditions (version, commit, hashes, the"
           + " upstream's /v1/models and server headers, the proxy's settings, your --label"
           + " values) are recorded beside the results.",

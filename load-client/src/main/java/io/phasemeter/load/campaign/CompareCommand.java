@@ -19,7 +19,7 @@ import picocli.CommandLine.Parameters;
     sortOptions = false,
     description = {
       "Compares two campaigns (their directories or campaign.json files) point by point and"
-          + " metric by metric: B − A with Welch's 95 % interval, '*' where it excludes 0.",
+          + " metric by metric: B − A with Welch's 95 %% interval, '*' where it excludes 0.",
       "",
       "First it compares the recorded conditions. When a guarded one differs (model, proxy config,"
           + " pools, limits, slot capacity, any --label such as the GPU) the comparison would mix"
