@@ -15,9 +15,9 @@ import java.util.HexFormat;
 import org.junit.jupiter.api.Test;
 
 /** vLLM's {@code llm_request} span, built with the real OTLP protobuf classes, read back. */
-class OtlpTraceDecoderTest {
-  static final String TRACE = "0af7651916cd43dd8448eb211c80319c";
-  static final String PARENT = "b7ad6b7169203331";
+public class OtlpTraceDecoderTest {
+  public static final String TRACE = "0af7651916cd43dd8448eb211c80319c";
+  public static final String PARENT = "b7ad6b7169203331";
 
   static KeyValue seconds(String key, double s) {
     return KeyValue.newBuilder()
@@ -34,7 +34,7 @@ class OtlpTraceDecoderTest {
   }
 
   /** A span the way vLLM exports it: SERVER, child of the proxy's generation span, seconds. */
-  static Span vllmSpan(String traceId, double queue, double prefill, double decode) {
+  public static Span vllmSpan(String traceId, double queue, double prefill, double decode) {
     return Span.newBuilder()
         .setName("llm_request")
         .setKind(Span.SpanKind.SPAN_KIND_SERVER)
@@ -57,7 +57,7 @@ class OtlpTraceDecoderTest {
         .build();
   }
 
-  static byte[] export(Span... spans) {
+  public static byte[] export(Span... spans) {
     ScopeSpans.Builder scope = ScopeSpans.newBuilder();
     for (Span s : spans) {
       scope.addSpans(s);
