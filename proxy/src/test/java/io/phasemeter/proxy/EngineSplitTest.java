@@ -45,14 +45,14 @@ class EngineSplitTest extends ProxyTestBase {
    */
   private static final double TOLERANCE_MS = REQUEST_MS / 3;
 
-  private static int freePort() throws Exception {
+  static int freePort() throws Exception {
     try (ServerSocket s = new ServerSocket(0)) {
       return s.getLocalPort();
     }
   }
 
-  private static ProxyConfig engineConfig(
-      int upstreamPort, int slots, boolean enabled, String wait) {
+  /** {@code config(...)} with {@code telemetry.engine_spans} set. */
+  static ProxyConfig engineConfig(int upstreamPort, int slots, boolean enabled, String wait) {
     ProxyConfig base = config(upstreamPort, slots, null);
     ProxyConfig.Telemetry t = base.telemetry();
     return new ProxyConfig(
