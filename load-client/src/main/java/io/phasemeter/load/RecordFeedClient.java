@@ -125,7 +125,7 @@ public final class RecordFeedClient {
   }
 
   /** Parses one record; null (and counted) when it is not a v1 record. */
-  ServerRecord parse(String json) {
+  public ServerRecord parse(String json) {
     try {
       JsonNode n = JSON.readTree(json);
       if (n == null || n.path("v").asInt() != 1 || !n.hasNonNull("trace_id")) {
@@ -152,7 +152,9 @@ public final class RecordFeedClient {
           n.hasNonNull("tpot_ms") ? n.get("tpot_ms").asDouble() : null,
           n.path("tokens").hasNonNull("input") ? n.path("tokens").get("input").asLong() : null,
           n.path("tokens").hasNonNull("output") ? n.path("tokens").get("output").asLong() : null,
-          n.path("sampled").asBoolean(true));
+          n.path("sampled").asBoolean(true),
+          n.hasNonNull("engine_status") ? n.get("engine_status").asText() : null,
+          n.path("external").asBoolean(false));
     } catch (Exception e) {
       malformed++;
       return null;

@@ -24,7 +24,44 @@ public record ServerRecord(
     Double tpotMs,
     Long inputTokens,
     Long outputTokens,
-    boolean sampled) {
+    boolean sampled,
+    String engineStatus,
+    boolean external) {
+
+  /** A record without the engine's split ({@code telemetry.engine_spans} off) of a proxy pool. */
+  public ServerRecord(
+      String traceId,
+      String model,
+      String pool,
+      boolean stream,
+      int status,
+      String outcome,
+      double rootMs,
+      Double serverTtftMs,
+      Map<String, Double> phasesMs,
+      Double unattributedMs,
+      Double tpotMs,
+      Long inputTokens,
+      Long outputTokens,
+      boolean sampled) {
+    this(
+        traceId,
+        model,
+        pool,
+        stream,
+        status,
+        outcome,
+        rootMs,
+        serverTtftMs,
+        phasesMs,
+        unattributedMs,
+        tpotMs,
+        inputTokens,
+        outputTokens,
+        sampled,
+        null,
+        false);
+  }
 
   /** auth + prepare + route, when all three ran. */
   public Double gatewayMs() {

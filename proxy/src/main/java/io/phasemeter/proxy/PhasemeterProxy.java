@@ -5,6 +5,7 @@ import io.phasemeter.proxy.admin.AdminServer;
 import io.phasemeter.proxy.budget.BudgetTracker;
 import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.gateway.KeyStore;
 import io.phasemeter.proxy.gateway.RateLimiter;
 import io.phasemeter.proxy.pipeline.Pipeline;
@@ -56,6 +57,8 @@ public final class PhasemeterProxy {
   private final LiveStats stats;
   private final long rotateTimer;
   private final long reloadTimer;
+  private final EngineSpans engine;
+  private final long expireTimer;
   private final ProxyTelemetry ownedTelemetry;
   private final AtomicBoolean ready;
   private final AtomicBoolean closed = new AtomicBoolean();
@@ -72,8 +75,12 @@ public final class PhasemeterProxy {
       long rotateTimer,
       ProxyTelemetry ownedTelemetry,
       AtomicBoolean ready,
-      long reloadTimer) {
+      long reloadTimer,
+      EngineSpans engine,
+      long expireTimer) {
     this.reloadTimer = reloadTimer;
+    this.engine = engine;
+    this.expireTimer = expireTimer;
     this.ownedTelemetry = ownedTelemetry;
     this.ready = ready;
     this.vertx = vertx;
@@ -121,6 +128,11 @@ public final class PhasemeterProxy {
 
   public LiveStats stats() {
     return stats;
+  }
+
+  /** Where records wait for the engine's own spans ({@code telemetry.engine_spans}). */
+  public EngineSpans engineSpans() {
+    return engine;
   }
 
   /** What a drain did: requests that finished on their own, and those cancelled at the deadline. */
@@ -173,6 +185,11 @@ public final class PhasemeterProxy {
     if (reloadTimer >= 0) {
       vertx.cancelTimer(reloadTimer);
     }
+    if (expireTimer >= 0) {
+      vertx.cancelTimer(expireTimer);
+    }
+    // Records still waiting for their engine span are published (as missing) before the feed ends.
+    engine.flush();
     return records
         .feed()
         .close()
@@ -318,7 +335,6 @@ public final class PhasemeterProxy {
           new ExportPolicy(
               t.sampling().ratio(), t.sampling().keepErrors(), t.sampling().keepSlowerThan());
       RecordFeed feed = new RecordFeed(FEED_BUFFER, m::recordDropped);
-      RecordStore records = new RecordStore(t.records().max(), t.records().ttl(), feed, policy);
       Duration longestWindow = BudgetTracker.longestWindow(budgets);
       int slices =
           (int)
@@ -326,6 +342,10 @@ public final class PhasemeterProxy {
                   6, (longestWindow.toNanos() + STATS_SLICE.toNanos() - 1) / STATS_SLICE.toNanos());
       RollingQuantiles quantiles = new RollingQuantiles(STATS_SLICE, slices, 4096);
       LiveStats stats = new LiveStats(quantiles);
+      EngineSpans engine = new EngineSpans(t.engineSpans(), clock::nanoTime, List.of(m, stats));
+      m.bindEngineSpans(engine);
+      RecordStore records =
+          new RecordStore(t.records().max(), t.records().ttl(), feed, policy, engine);
       BudgetTracker tracker = new BudgetTracker(budgets, quantiles);
       tracker.bindTo(m.registry());
       List<RequestObserver> all = new ArrayList<>();
@@ -373,6 +393,10 @@ public final class PhasemeterProxy {
       m.bindExportedRatio(records::exportedRatio);
       AtomicBoolean listening = new AtomicBoolean();
       long rotate = vertx.setPeriodic(STATS_SLICE.toMillis(), id -> quantiles.rotate());
+      long expireTimer =
+          engine.enabled()
+              ? vertx.setPeriodic(engine.expireIntervalMillis(), id -> engine.expire())
+              : -1;
       HttpServerOptions options =
           new HttpServerOptions()
               .setHost(config.listen().host())
@@ -384,7 +408,7 @@ public final class PhasemeterProxy {
               .setMaxHeaderSize(16384);
       AdminServer.Sources sources =
           new AdminServer.Sources(
-              m.registry(), records, quantiles, tracker::status, listening::get);
+              m.registry(), records, quantiles, tracker::status, listening::get, engine);
       Future<HttpServer> publicServer =
           vertx.createHttpServer(options).requestHandler(pipeline::handle).listen();
       Future<AdminServer> adminServer = AdminServer.start(vertx, config.admin(), sources);
@@ -403,11 +427,16 @@ public final class PhasemeterProxy {
                     rotate,
                     ownedTelemetry,
                     listening,
-                    reloadTimer);
+                    reloadTimer,
+                    engine,
+                    expireTimer);
               })
           .onFailure(
               err -> {
                 vertx.cancelTimer(rotate);
+                if (expireTimer >= 0) {
+                  vertx.cancelTimer(expireTimer);
+                }
                 if (reloadTimer >= 0) {
                   vertx.cancelTimer(reloadTimer);
                 }

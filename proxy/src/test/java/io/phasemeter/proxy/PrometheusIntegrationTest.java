@@ -59,22 +59,24 @@ class PrometheusIntegrationTest extends ProxyTestBase {
   @Test
   void prometheusScrapesExemplarsAndEveryQueryReturnsData() throws Exception {
     requirePrometheus();
-    Simulator sim =
-        Simulator.start(
-                vertx,
-                SimulatorConfig.defaults()
-                    .withPort(0)
-                    .withSlots(8)
-                    .withDecodeStepMs(2)
-                    .withPrefillTokensPerSecond(200_000))
-            .await(10, TimeUnit.SECONDS);
+    // The simulator exports its engine spans to the proxy, so the engine panels have data too.
+    int simPort = EngineSplitTest.freePort();
     proxy =
-        PhasemeterProxy.builder(vertx, config(sim.port(), 2, null))
+        PhasemeterProxy.builder(vertx, EngineSplitTest.engineConfig(simPort, 2, true, "5s"))
             .openTelemetry(otel)
             .budgets(Budgets.load(REPO.resolve("config/budgets.yaml")))
             .observer(ctx -> finished.add(null))
             .start()
             .await(10, TimeUnit.SECONDS);
+    Simulator.start(
+            vertx,
+            SimulatorConfig.defaults()
+                .withPort(simPort)
+                .withSlots(8)
+                .withDecodeStepMs(2)
+                .withPrefillTokensPerSecond(200_000)
+                .withOtlpTracesEndpoint("http://127.0.0.1:" + proxy.adminPort() + "/v1/traces"))
+        .await(10, TimeUnit.SECONDS);
     Process prometheus = startPrometheus(proxy.adminPort());
     try {
       Awaitility.await()

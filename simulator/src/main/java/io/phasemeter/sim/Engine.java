@@ -28,6 +28,7 @@ final class Engine {
   private final CostModel cost;
   private final LongSupplier clock;
   private final VllmMetrics metrics;
+  private final EngineTracer tracer;
 
   private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
   private final Set<Sequence> running = new LinkedHashSet<>();
@@ -44,7 +45,9 @@ final class Engine {
       SimulatorConfig config,
       CostModel cost,
       LongSupplier clock,
-      VllmMetrics metrics) {
+      VllmMetrics metrics,
+      EngineTracer tracer) {
+    this.tracer = tracer;
     this.vertx = vertx;
     this.slots = config.slots();
     this.maxQueue = config.maxQueue();
@@ -229,6 +232,7 @@ final class Engine {
           model,
           (now - s.arrivalNanos) / 1e9,
           n > 1 ? (s.lastTokenNanos - s.firstTokenNanos) / 1e9 / (n - 1) : -1);
+      tracer.finished(s);
     }
   }
 }

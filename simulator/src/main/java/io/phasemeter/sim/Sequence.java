@@ -28,6 +28,12 @@ final class Sequence {
   final long stallNanos;
   final Listener listener;
 
+  /** The incoming trace context (null when the simulator exports no spans). */
+  io.opentelemetry.context.Context traceParent;
+
+  /** The response id, also the span's {@code gen_ai.request.id}. */
+  String requestId;
+
   State state = State.NEW;
   long arrivalNanos;
   long startNanos;

@@ -22,6 +22,8 @@ import java.util.List;
  * @param stallRate share of requests that stall after their first token
  * @param stallMs how long a stall drawn by {@code stallRate} lasts
  * @param disconnectRate share of requests whose connection is closed after the first token
+ * @param otlpTracesEndpoint where to export one {@code llm_request} span per finished request, as
+ *     vLLM does with {@code --otlp-traces-endpoint} (OTLP/HTTP protobuf); null for none
  */
 public record SimulatorConfig(
     String host,
@@ -38,7 +40,8 @@ public record SimulatorConfig(
     double errorRate,
     double stallRate,
     long stallMs,
-    double disconnectRate) {
+    double disconnectRate,
+    String otlpTracesEndpoint) {
 
   public SimulatorConfig {
     if (host == null || host.isBlank()) {
@@ -77,6 +80,15 @@ public record SimulatorConfig(
         errorRate + stallRate + disconnectRate <= 1.0,
         "--error-rate + --stall-rate + --disconnect-rate must not exceed 1");
     require(stallMs >= 0, "--stall-ms must be at least 0, got " + stallMs);
+    if (otlpTracesEndpoint != null && otlpTracesEndpoint.isBlank()) {
+      otlpTracesEndpoint = null;
+    }
+    if (otlpTracesEndpoint != null) {
+      otlpTracesEndpoint = otlpTracesEndpoint.trim();
+      require(
+          otlpTracesEndpoint.startsWith("http://") || otlpTracesEndpoint.startsWith("https://"),
+          "--otlp-traces-endpoint must be an http:// or https:// URL, got " + otlpTracesEndpoint);
+    }
   }
 
   /** The defaults of {@code phasemeter sim}: one model {@code sim-llama} on 127.0.0.1:8000. */
@@ -96,7 +108,8 @@ public record SimulatorConfig(
         0,
         0,
         5_000,
-        0);
+        0,
+        null);
   }
 
   public SimulatorConfig withHost(String v) {
@@ -115,7 +128,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withPort(int v) {
@@ -134,7 +148,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withModels(List<String> v) {
@@ -153,7 +168,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withSlots(int v) {
@@ -172,7 +188,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withMaxQueue(int v) {
@@ -191,7 +208,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withPrefillTokensPerSecond(double v) {
@@ -210,7 +228,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withDecodeStepMs(double v) {
@@ -229,7 +248,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withDecodeStepGrowth(double v) {
@@ -248,7 +268,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withDefaultMaxTokens(int v) {
@@ -267,7 +288,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withMaxModelLen(int v) {
@@ -286,7 +308,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withSeed(long v) {
@@ -305,7 +328,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withErrorRate(double v) {
@@ -324,7 +348,8 @@ public record SimulatorConfig(
         v,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withStallRate(double v) {
@@ -343,7 +368,8 @@ public record SimulatorConfig(
         errorRate,
         v,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withStallMs(long v) {
@@ -362,7 +388,8 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         v,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   public SimulatorConfig withDisconnectRate(double v) {
@@ -381,6 +408,27 @@ public record SimulatorConfig(
         errorRate,
         stallRate,
         stallMs,
+        v,
+        otlpTracesEndpoint);
+  }
+
+  public SimulatorConfig withOtlpTracesEndpoint(String v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate,
         v);
   }
 

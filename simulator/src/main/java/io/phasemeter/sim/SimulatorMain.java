@@ -125,6 +125,17 @@ public final class SimulatorMain implements Callable<Integer> {
               + " (default: ${DEFAULT-VALUE}).")
   double disconnectRate = D.disconnectRate();
 
+  @Option(
+      names = "--otlp-traces-endpoint",
+      paramLabel = "URL",
+      defaultValue = "${env:OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}",
+      description =
+          "Export one llm_request span per finished request, as vLLM does, with vLLM's"
+              + " gen_ai.latency.* attributes (OTLP/HTTP protobuf), e.g."
+              + " http://127.0.0.1:9464/v1/traces (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,"
+              + " else none).")
+  String otlpTracesEndpoint;
+
   /** Builds the configuration from the parsed options; throws with a message naming the flag. */
   SimulatorConfig config() {
     return new SimulatorConfig(
@@ -142,7 +153,8 @@ public final class SimulatorMain implements Callable<Integer> {
         errorRate,
         stallRate,
         stallMs,
-        disconnectRate);
+        disconnectRate,
+        otlpTracesEndpoint);
   }
 
   @Override

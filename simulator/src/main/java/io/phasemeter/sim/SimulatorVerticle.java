@@ -29,6 +29,7 @@ final class SimulatorVerticle extends VerticleBase {
   private final SplittableRandom faultRng;
   private final long startedEpochSeconds = System.currentTimeMillis() / 1000;
   private Engine engine;
+  private EngineTracer tracer;
   private HttpServer server;
   private long ids;
 
@@ -42,7 +43,8 @@ final class SimulatorVerticle extends VerticleBase {
 
   @Override
   public Future<?> start() {
-    engine = new Engine(vertx, config, CostModel.of(config), clock, metrics);
+    tracer = EngineTracer.create(config.otlpTracesEndpoint(), clock);
+    engine = new Engine(vertx, config, CostModel.of(config), clock, metrics, tracer);
     Router router = Router.router(vertx);
     router.get("/health").handler(ctx -> ctx.response().setStatusCode(200).end());
     router.get("/v1/models").handler(this::models);
@@ -68,7 +70,16 @@ final class SimulatorVerticle extends VerticleBase {
   @Override
   public Future<?> stop() {
     engine.shutdown();
-    return server.close();
+    // Flushing the span export may block on the network: not on the event loop.
+    return server
+        .close()
+        .compose(
+            v ->
+                vertx.executeBlocking(
+                    () -> {
+                      tracer.close();
+                      return null;
+                    }));
   }
 
   int actualPort() {
@@ -137,6 +148,8 @@ final class SimulatorVerticle extends VerticleBase {
             stallNanos,
             exchange);
     exchange.attach(sequence);
+    sequence.requestId = id;
+    sequence.traceParent = tracer.parent(request.headers());
     if (!engine.admit(sequence)) {
       fail(
           ctx.response(),

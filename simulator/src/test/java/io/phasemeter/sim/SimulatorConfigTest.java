@@ -47,5 +47,19 @@ class SimulatorConfigTest {
     assertThatThrownBy(() -> d.withErrorRate(0.6).withStallRate(0.6))
         .hasMessageContaining("must not exceed 1");
     assertThatThrownBy(() -> d.withMaxModelLen(100)).hasMessageContaining("--default-max-tokens");
+    assertThatThrownBy(() -> d.withOtlpTracesEndpoint("collector:4318"))
+        .hasMessageContaining("--otlp-traces-endpoint");
+  }
+
+  @Test
+  void engineSpansAreOffUnlessAnEndpointIsGiven() {
+    assertThat(SimulatorConfig.defaults().otlpTracesEndpoint()).isNull();
+    assertThat(SimulatorConfig.defaults().withOtlpTracesEndpoint(" ").otlpTracesEndpoint())
+        .isNull();
+    assertThat(
+            SimulatorConfig.defaults()
+                .withOtlpTracesEndpoint("http://127.0.0.1:9464/v1/traces")
+                .otlpTracesEndpoint())
+        .isEqualTo("http://127.0.0.1:9464/v1/traces");
   }
 }

@@ -35,6 +35,14 @@ final class Definitions {
     m.put("receive", "reading the request body in the proxy (client upload)");
     m.put("queue", "waiting for an inference slot in the proxy");
     m.put("generation", "the upstream request: started to last upstream byte");
+    m.put(
+        "engine_queue",
+        "inside generation: waiting in the engine's own scheduler queue (vLLM's span)");
+    m.put("prefill", "inside generation: the engine's prefill, scheduled to first token");
+    m.put("decode", "inside generation: the engine's decode, first to last token");
+    m.put(
+        "engine_coverage",
+        "joined successful records that got the engine's span / those that waited for one");
     m.put("write", "the response tail after the upstream's last byte");
     m.put("unattributed", "server_root minus the sum of its phases");
     m.put("tpot", "(t_last_token - t_first_token) / (n - 1), client side, vLLM's definition");

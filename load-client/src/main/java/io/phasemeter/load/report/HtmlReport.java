@@ -30,11 +30,18 @@ final class HtmlReport {
           Map.entry("receive", "#bcbd22"),
           Map.entry("queue", "#d62728"),
           Map.entry("generation", "#8c564b"),
+          Map.entry("engine_queue", "#e7969c"),
+          Map.entry("prefill", "#c49c94"),
+          Map.entry("decode", "#a55194"),
           Map.entry("write", "#e377c2"),
           Map.entry("unattributed", "#a0a0a0"),
           Map.entry("tpot", "#393b79"),
           Map.entry("itl", "#6b6ecf"),
           Map.entry("schedule_lag", "#ad494a"));
+
+  /** Inside generation, from the engine's own spans: shown only when there are some. */
+  private static final java.util.Set<String> ENGINE_PHASES =
+      java.util.Set.of("engine_queue", "prefill", "decode");
 
   /** Section ids, in page order; a test checks each is there. */
   static final List<String> SECTIONS =
@@ -254,6 +261,9 @@ final class HtmlReport {
         .append("<th>negative</th><th class=\"l\">what it is</th></tr>");
     for (String name : PhaseStats.NAMES) {
       PhaseStats.Summary s = m.stats.summary(name);
+      if (s.count() == 0 && ENGINE_PHASES.contains(name)) {
+        continue; // only when the proxy matched the engine's spans
+      }
       long neg = m.stats.negativeCount(name);
       b.append("<tr><td class=\"l\">").append(swatch(name)).append(Html.esc(name)).append("</td>");
       td("", String.valueOf(s.count()));

@@ -47,6 +47,9 @@ public final class PhaseStats {
           "receive",
           "queue",
           "generation",
+          "engine_queue",
+          "prefill",
+          "decode",
           "write",
           "unattributed",
           "tpot",
@@ -74,6 +77,8 @@ public final class PhaseStats {
   private long ok;
   private long joined;
   private long joinedOk;
+  private long engineExpected;
+  private long engineMatched;
 
   /** An empty instance; allocates no histogram until a value arrives. */
   public PhaseStats() {}
@@ -125,7 +130,30 @@ public final class PhaseStats {
       for (String phase : List.of("receive", "queue", "generation", "write")) {
         record(phase, s.phasesMs().get(phase));
       }
+      // The engine's split of generation; an external provider's generation is never split.
+      if (!s.external() && s.engineStatus() != null) {
+        engineExpected++;
+        if (s.engineStatus().equals("matched")) {
+          engineMatched++;
+          for (String phase : List.of("engine_queue", "prefill", "decode")) {
+            record(phase, s.phasesMs().get(phase));
+          }
+        }
+      }
     }
+  }
+
+  /**
+   * Share of joined successful records that waited for the engine's span and got it (0–1); NaN when
+   * none waited (the proxy's {@code telemetry.engine_spans} is off, or every pool is external).
+   */
+  public synchronized double engineCoverage() {
+    return engineExpected == 0 ? Double.NaN : (double) engineMatched / engineExpected;
+  }
+
+  /** Joined successful records that waited for the engine's span, and those that got it. */
+  public synchronized long[] engineCounts() {
+    return new long[] {engineExpected, engineMatched};
   }
 
   /** Adds one inter-token gap, in nanoseconds. */
@@ -142,6 +170,8 @@ public final class PhaseStats {
       ok += snapshot.ok;
       joined += snapshot.joined;
       joinedOk += snapshot.joinedOk;
+      engineExpected += snapshot.engineExpected;
+      engineMatched += snapshot.engineMatched;
     }
   }
 
@@ -153,6 +183,8 @@ public final class PhaseStats {
     c.ok = ok;
     c.joined = joined;
     c.joinedOk = joinedOk;
+    c.engineExpected = engineExpected;
+    c.engineMatched = engineMatched;
     return c;
   }
 

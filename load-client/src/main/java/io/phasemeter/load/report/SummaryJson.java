@@ -33,6 +33,7 @@ final class SummaryJson {
     requests.put("dropped", in.dropped());
     requests.put("invalid", in.invalid());
     num(root, "join_coverage", m.joinCoverage());
+    num(root, "engine_coverage", m.stats.engineCoverage());
     ObjectNode join = root.putObject("join");
     join.put("ok", m.stats.okCount());
     join.put("joined_ok", m.stats.joinedOkCount());

@@ -1,7 +1,10 @@
 package io.phasemeter.proxy.admin;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.engine.EngineSpans;
+import io.phasemeter.proxy.engine.OtlpTraceDecoder;
 import io.phasemeter.proxy.telemetry.RecordStore;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.prometheus.metrics.expositionformats.ExpositionFormats;
@@ -14,10 +17,12 @@ import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
+import io.vertx.ext.web.handler.BodyHandler;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
@@ -26,12 +31,19 @@ import java.util.regex.Pattern;
  * The admin listener (DESIGN.md §5), separate from the public one and by default on loopback:
  * {@code /metrics} (Prometheus text, or OpenMetrics with exemplars when the scraper asks for it),
  * {@code /health/live}, {@code /health/ready}, {@code /admin/records/{traceId}}, {@code
- * /admin/records/stream} and {@code /admin/stats}. With a token configured every path but health
- * needs {@code Authorization: Bearer <token>}.
+ * /admin/records/stream}, {@code /admin/stats}, and {@code POST /v1/traces} where the engine (vLLM)
+ * exports its per-request spans. With a token configured every path but health needs {@code
+ * Authorization: Bearer <token>}.
  */
 public final class AdminServer {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(AdminServer.class);
   private static final Pattern TRACE_ID = Pattern.compile("[0-9a-f]{32}");
   private static final String OPEN_METRICS = "application/openmetrics-text; version=1.0.0";
+
+  /** A trace export larger than this gets 413 (vLLM's batches are far smaller). */
+  static final int MAX_TRACE_BODY_BYTES = 8 * 1024 * 1024;
+
+  private static final String PROTOBUF = "application/x-protobuf";
 
   /** More feed subscribers than this get 429: each one holds a bounded buffer. */
   static final int MAX_SUBSCRIBERS = 32;
@@ -48,7 +60,8 @@ public final class AdminServer {
       RecordStore records,
       RollingQuantiles quantiles,
       Supplier<JsonArray> budgetStatus,
-      BooleanSupplier ready) {}
+      BooleanSupplier ready,
+      EngineSpans engine) {}
 
   /** Starts the admin listener. */
   public static Future<AdminServer> start(Vertx vertx, ProxyConfig.Admin config, Sources sources) {
@@ -91,6 +104,11 @@ public final class AdminServer {
                   .putHeader("content-type", formats.findWriter(wanted).getContentType())
                   .end(io.vertx.core.buffer.Buffer.buffer(body.toByteArray()));
             });
+    AtomicBoolean warnedDisabled = new AtomicBoolean();
+    router
+        .post("/v1/traces")
+        .handler(BodyHandler.create(false).setBodyLimit(MAX_TRACE_BODY_BYTES))
+        .handler(rc -> receiveTraces(rc, sources.engine(), warnedDisabled));
     router
         .get("/admin/records/stream")
         .handler(
@@ -142,8 +160,72 @@ public final class AdminServer {
             });
     router.route().last().handler(rc -> error(rc.response(), 404, "Unknown admin path."));
     HttpServerOptions options =
-        new HttpServerOptions().setHost(config.host()).setPort(config.port()).setTcpNoDelay(true);
+        new HttpServerOptions()
+            .setHost(config.host())
+            .setPort(config.port())
+            .setTcpNoDelay(true)
+            // OTLP exporters may gzip their exports (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
+            .setDecompressionSupported(true);
     return vertx.createHttpServer(options).requestHandler(router).listen().map(AdminServer::new);
+  }
+
+  /**
+   * OTLP/HTTP trace export (what vLLM's {@code --otlp-traces-endpoint} sends): protobuf only; 200
+   * with an empty {@code ExportTraceServiceResponse}, 415 for another content type, 400 for a body
+   * that is not an export request. Engine spans go to the matcher; every other span is ignored.
+   */
+  private static void receiveTraces(
+      RoutingContext rc, EngineSpans engine, AtomicBoolean warnedDisabled) {
+    String type = rc.request().getHeader("content-type");
+    String mediaType =
+        type == null ? "" : type.split(";", 2)[0].trim().toLowerCase(java.util.Locale.ROOT);
+    if (!mediaType.equals(PROTOBUF)) {
+      error(
+          rc.response(),
+          415,
+          "Trace exports must be OTLP/HTTP protobuf (Content-Type: "
+              + PROTOBUF
+              + "; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf).");
+      return;
+    }
+    OtlpTraceDecoder.Decoded decoded;
+    try {
+      decoded = OtlpTraceDecoder.decode(rc.body().buffer().getBytes());
+    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+      error(rc.response(), 400, "The body is not an OTLP ExportTraceServiceRequest.");
+      return;
+    }
+    if (engine != null && engine.enabled()) {
+      for (OtlpTraceDecoder.EngineSpan span : decoded.engineSpans()) {
+        engine.onEngineSpan(span.traceId(), span.timings());
+      }
+    } else if (!decoded.engineSpans().isEmpty() && warnedDisabled.compareAndSet(false, true)) {
+      LOG.warn(
+          "Engine spans arrive on /v1/traces but telemetry.engine_spans.enabled is false:"
+              + " they are ignored");
+    }
+    rc.response()
+        .putHeader("content-type", PROTOBUF)
+        .end(
+            io.vertx.core.buffer.Buffer.buffer(
+                ExportTraceServiceResponse.getDefaultInstance().toByteArray()));
+  }
+
+  private static JsonObject engineStatus(EngineSpans engine) {
+    if (engine == null || !engine.enabled()) {
+      return new JsonObject().put("enabled", false);
+    }
+    EngineSpans.Stats s = engine.stats();
+    double coverage = s.coverage();
+    return new JsonObject()
+        .put("enabled", true)
+        .put("received", s.received())
+        .put("matched", s.matched())
+        .put("missing", s.missing())
+        .put("unmatched", s.unmatched())
+        .put("coverage", Double.isNaN(coverage) ? null : coverage)
+        .put("held_records", s.heldRecords())
+        .put("held_timings", s.heldTimings());
   }
 
   private static JsonObject stats(Sources sources, Duration window) {
@@ -169,7 +251,8 @@ public final class AdminServer {
         .put("sampling", sources.records().policy().describe())
         .put("version", io.phasemeter.proxy.PhasemeterProxy.version())
         .put("series", series)
-        .put("budgets", sources.budgetStatus().get());
+        .put("budgets", sources.budgetStatus().get())
+        .put("engine_spans", engineStatus(sources.engine()));
   }
 
   private static void authorize(RoutingContext rc, byte[] token) {

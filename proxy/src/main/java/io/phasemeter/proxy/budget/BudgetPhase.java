@@ -16,6 +16,10 @@ public enum BudgetPhase {
   RECEIVE("receive", PhaseMetric.PHASE, "receive", Owner.CLIENT_UPLOAD),
   QUEUE("queue", PhaseMetric.PHASE, "queue", Owner.CAPACITY),
   GENERATION("generation", PhaseMetric.PHASE, "generation", Owner.MODEL),
+  // Inside generation, from the engine's own span (telemetry.engine_spans).
+  ENGINE_QUEUE("engine_queue", PhaseMetric.PHASE, "engine_queue", Owner.ENGINE_CAPACITY),
+  PREFILL("prefill", PhaseMetric.PHASE, "prefill", Owner.MODEL),
+  DECODE("decode", PhaseMetric.PHASE, "decode", Owner.MODEL),
   WRITE("write", PhaseMetric.PHASE, "write", Owner.GATEWAY),
   UNATTRIBUTED("unattributed", PhaseMetric.PHASE, "unattributed", Owner.GATEWAY),
   TTFT("ttft", PhaseMetric.TTFT, null, Owner.MODEL),
@@ -53,6 +57,8 @@ public enum BudgetPhase {
     static final String CLIENT_UPLOAD = "network (client upload)";
     static final String CAPACITY = "inference-pool capacity";
     static final String MODEL = "inference pool / model server";
+    // The proxy admitted more than the engine runs at once: the engine's scheduler queue.
+    static final String ENGINE_CAPACITY = "model server capacity (its own scheduler queue)";
     static final String NETWORK = "network";
     static final String END_TO_END = "end to end (see the phase breakdown)";
     static final String LOAD_CLIENT = "load client (it could not keep its schedule)";

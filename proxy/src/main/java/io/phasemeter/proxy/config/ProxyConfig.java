@@ -324,12 +324,34 @@ public record ProxyConfig(
       Otlp otlp,
       Sampling sampling,
       Records records,
-      boolean perUpstreamMetrics) {
+      boolean perUpstreamMetrics,
+      EngineSpans engineSpans) {
     public Telemetry {
       serviceName = requireText(serviceName, "telemetry.service_name");
       Objects.requireNonNull(otlp, "telemetry.otlp");
       Objects.requireNonNull(sampling, "telemetry.sampling");
       Objects.requireNonNull(records, "telemetry.records");
+      Objects.requireNonNull(engineSpans, "telemetry.engine_spans");
+    }
+  }
+
+  /**
+   * The engine's own per-request spans (vLLM's {@code llm_request}, exported to {@code POST
+   * /v1/traces} on the admin listener): when enabled, a successful record waits up to {@code wait}
+   * for its engine span, and an engine span up to {@code wait} for its record; at most {@code
+   * maxPending} of each are held, the oldest going first.
+   */
+  public record EngineSpans(
+      boolean enabled,
+      // "wait" itself cannot name a record component (Object.wait).
+      @com.fasterxml.jackson.annotation.JsonProperty("wait") Duration maxWait,
+      int maxPending) {
+    public EngineSpans {
+      requirePositive(maxWait, "telemetry.engine_spans.wait");
+      if (maxPending < 1) {
+        throw new IllegalArgumentException(
+            "telemetry.engine_spans.max_pending: must be at least 1 (got " + maxPending + ")");
+      }
     }
   }
 

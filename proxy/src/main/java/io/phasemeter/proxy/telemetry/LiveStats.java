@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.telemetry;
 
+import io.phasemeter.proxy.engine.EngineSpans;
+import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.Outcome;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
@@ -9,9 +11,10 @@ import io.phasemeter.proxy.pipeline.RequestObserver;
  * Feeds the rolling-window quantiles behind {@code /admin/stats} and {@code llm_budget_ratio}.
  * Latency quantiles are over successful requests only (DESIGN.md §2); series are named as budgets
  * name them: the phases, {@code gateway}, {@code unattributed}, {@code total}, {@code ttft}, {@code
- * tpot} and {@code itl}.
+ * tpot} and {@code itl}, and, when engine spans are matched, {@code engine_queue}, {@code prefill}
+ * and {@code decode}.
  */
-public final class LiveStats implements RequestObserver {
+public final class LiveStats implements RequestObserver, EngineSpans.Observer {
   private final RollingQuantiles quantiles;
 
   public LiveStats(RollingQuantiles quantiles) {
@@ -48,6 +51,24 @@ public final class LiveStats implements RequestObserver {
       if (n >= 0) {
         quantiles.record(model, pool, p.label(), n);
       }
+    }
+  }
+
+  /** The engine's split of a successful generation (only successful records wait for one). */
+  @Override
+  public void onEngine(EngineSpans.Request request, EngineTimings timings) {
+    if (timings == null) {
+      return;
+    }
+    String pool = request.pool() == null ? ProxyMetrics.NO_POOL : request.pool();
+    record(request.model(), pool, "engine_queue", timings.queueNanos());
+    record(request.model(), pool, "prefill", timings.prefillNanos());
+    record(request.model(), pool, "decode", timings.decodeNanos());
+  }
+
+  private void record(String model, String pool, String phase, long nanos) {
+    if (nanos >= 0) {
+      quantiles.record(model, pool, phase, nanos);
     }
   }
 

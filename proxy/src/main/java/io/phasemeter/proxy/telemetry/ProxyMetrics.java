@@ -16,6 +16,8 @@ import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Scope;
+import io.phasemeter.proxy.engine.EngineSpans;
+import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
@@ -36,7 +38,7 @@ import java.util.function.DoubleSupplier;
  * from configuration: a model that no pool serves is {@code other}, a request that never reached a
  * pool is in pool {@code none}; the number of series is bounded by the config, not the traffic.
  */
-public final class ProxyMetrics implements RequestObserver, AutoCloseable {
+public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer, AutoCloseable {
   /** The pool label of a request that failed before routing. */
   public static final String NO_POOL = "none";
 
@@ -200,6 +202,67 @@ public final class ProxyMetrics implements RequestObserver, AutoCloseable {
         .strongReference(true)
         .description("Share of finished requests whose traces were exported")
         .register(registry);
+  }
+
+  /**
+   * The engine's own spans: {@code llm_engine_spans_total} by {@code result} ({@code matched}: a
+   * record got its engine span; {@code missing}: a record was published without one; {@code
+   * unmatched}: an engine span no record claimed in time), {@code llm_engine_spans_evicted_total}
+   * and {@code llm_engine_spans_held} by {@code held} ({@code records}, {@code timings}).
+   */
+  public void bindEngineSpans(EngineSpans engine) {
+    sources.add(engine);
+    String description = "Records matched with the engine's own span, or not";
+    FunctionCounter.builder("llm.engine.spans", engine, e -> e.stats().matched())
+        .tag("result", "matched")
+        .description(description)
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans", engine, e -> e.stats().missing())
+        .tag("result", "missing")
+        .description(description)
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans", engine, e -> e.stats().unmatched())
+        .tag("result", "unmatched")
+        .description(description)
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans.evicted", engine, e -> e.stats().evictedRecords())
+        .tag("held", "records")
+        .description(
+            "Held records or engine spans pushed out by telemetry.engine_spans.max_pending")
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans.evicted", engine, e -> e.stats().evictedTimings())
+        .tag("held", "timings")
+        .description(
+            "Held records or engine spans pushed out by telemetry.engine_spans.max_pending")
+        .register(registry);
+    Gauge.builder("llm.engine.spans.held", engine, e -> e.stats().heldRecords())
+        .tag("held", "records")
+        .description("Records waiting for their engine span, engine spans waiting for their record")
+        .register(registry);
+    Gauge.builder("llm.engine.spans.held", engine, e -> e.stats().heldTimings())
+        .tag("held", "timings")
+        .description("Records waiting for their engine span, engine spans waiting for their record")
+        .register(registry);
+  }
+
+  /** The engine's split of generation, recorded with the generation span as the exemplar. */
+  @Override
+  public void onEngine(EngineSpans.Request request, EngineTimings timings) {
+    if (timings == null) {
+      return;
+    }
+    String pool = request.pool() == null ? NO_POOL : request.pool();
+    try (Scope s = Span.wrap(request.generation()).makeCurrent()) {
+      engineTimer("engine_queue", request.model(), pool, timings.queueNanos());
+      engineTimer("prefill", request.model(), pool, timings.prefillNanos());
+      engineTimer("decode", request.model(), pool, timings.decodeNanos());
+    }
+  }
+
+  private void engineTimer(String phase, String model, String pool, long nanos) {
+    if (nanos >= 0) {
+      phaseTimer(phase, model, pool).record(nanos, TimeUnit.NANOSECONDS);
+    }
   }
 
   /** Counts a record that a slow feed subscriber could not take. */

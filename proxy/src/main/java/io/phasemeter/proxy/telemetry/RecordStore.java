@@ -1,5 +1,9 @@
 package io.phasemeter.proxy.telemetry;
 
+import io.opentelemetry.api.trace.Span;
+import io.phasemeter.proxy.engine.EngineSpans;
+import io.phasemeter.proxy.pipeline.Outcome;
+import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
 import java.time.Duration;
@@ -23,12 +27,23 @@ public final class RecordStore implements RequestObserver {
   private int next;
   private final RecordFeed feed;
   private final ExportPolicy policy;
+  private final EngineSpans engine;
   private final java.util.concurrent.atomic.LongAdder finished =
       new java.util.concurrent.atomic.LongAdder();
   private final java.util.concurrent.atomic.LongAdder sampled =
       new java.util.concurrent.atomic.LongAdder();
 
   public RecordStore(int maxRecords, Duration ttl, RecordFeed feed, ExportPolicy policy) {
+    this(maxRecords, ttl, feed, policy, null);
+  }
+
+  /**
+   * @param engine where records wait for the engine's span when engine spans are enabled (null:
+   *     never)
+   */
+  public RecordStore(
+      int maxRecords, Duration ttl, RecordFeed feed, ExportPolicy policy, EngineSpans engine) {
+    this.engine = engine;
     this.ids = new String[maxRecords];
     this.jsons = new String[maxRecords];
     this.written = new long[maxRecords];
@@ -46,7 +61,33 @@ public final class RecordStore implements RequestObserver {
       this.sampled.increment();
     }
     String json = RequestRecord.json(ctx, sampled);
-    put(ctx.traceId(), json, System.nanoTime());
+    String traceId = ctx.traceId();
+    if (waitsForEngine(ctx)) {
+      Span generation = ctx.phaseSpan(Phase.GENERATION);
+      engine.hold(
+          new EngineSpans.Request(
+              traceId, ctx.modelLabel(), ctx.poolName(), generation.getSpanContext()),
+          timings -> publish(traceId, RequestRecord.withEngine(json, timings)));
+      return;
+    }
+    publish(traceId, json);
+  }
+
+  /**
+   * Only a successful generation on the proxy's own engine has an engine span to wait for: an
+   * external provider's queue and model stay out of sight, and a failed or cancelled request may
+   * never reach the engine's tracing.
+   */
+  private boolean waitsForEngine(RequestContext ctx) {
+    return engine != null
+        && engine.enabled()
+        && ctx.outcome() == Outcome.SUCCESS
+        && !ctx.external()
+        && ctx.phaseNanos(Phase.GENERATION) >= 0;
+  }
+
+  private void publish(String traceId, String json) {
+    put(traceId, json, System.nanoTime());
     feed.publish(json);
   }
 

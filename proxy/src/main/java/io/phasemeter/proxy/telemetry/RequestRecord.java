@@ -2,6 +2,9 @@ package io.phasemeter.proxy.telemetry;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import java.io.IOException;
@@ -19,6 +22,7 @@ public final class RequestRecord {
   public static final int VERSION = 1;
 
   private static final JsonFactory JSON = new JsonFactory();
+  private static final ObjectMapper TREE = new ObjectMapper(JSON);
 
   private RequestRecord() {}
 
@@ -80,6 +84,41 @@ public final class RequestRecord {
       throw new UncheckedIOException(e);
     }
     return out.toString();
+  }
+
+  /**
+   * The record with what the engine said about it: with {@code timings}, {@code engine_queue},
+   * {@code prefill} and {@code decode} in {@code phases_ms} (those the engine reported), {@code
+   * "engine_status":"matched"} and {@code engine} with the engine's {@code ttft_ms} and {@code
+   * e2e_ms}; without (null), {@code "engine_status":"missing"} and {@code "engine":null}. Every
+   * other field stays as it was.
+   */
+  public static String withEngine(String json, EngineTimings timings) {
+    try {
+      ObjectNode record = (ObjectNode) TREE.readTree(json);
+      if (timings == null) {
+        record.put("engine_status", "missing");
+        record.putNull("engine");
+      } else {
+        ObjectNode phases = (ObjectNode) record.get("phases_ms");
+        putMs(phases, "engine_queue", timings.queueNanos());
+        putMs(phases, "prefill", timings.prefillNanos());
+        putMs(phases, "decode", timings.decodeNanos());
+        record.put("engine_status", "matched");
+        ObjectNode engine = record.putObject("engine");
+        putMs(engine, "ttft_ms", timings.ttftNanos());
+        putMs(engine, "e2e_ms", timings.e2eNanos());
+      }
+      return TREE.writeValueAsString(record);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static void putMs(ObjectNode node, String field, long nanos) {
+    if (nanos >= 0) {
+      node.put(field, ms(nanos));
+    }
   }
 
   private static void writeMs(JsonGenerator g, String field, long nanos) throws IOException {

@@ -89,4 +89,31 @@ class BudgetTrackerTest {
     assertThat(total.getBoolean("breached")).isFalse();
     assertThat(phases.getJsonObject(0).getString("note")).contains("load client");
   }
+
+  @Test
+  void engineQueueIsBudgetedApartFromTheProxysQueue() {
+    Budgets budgets =
+        Budgets.parse(
+            """
+            budgets:
+              - name: engine
+                quantile: 0.5
+                window: 1m
+                limits_ms: {queue: 100, engine_queue: 200}
+                max_error_rate: 0.1
+                min_join_coverage: 0.9
+            """,
+            "test.yaml");
+    RollingQuantiles q = new RollingQuantiles(Duration.ofSeconds(10), 6, 100);
+    // The proxy admits at once; the engine's own scheduler holds each request 800 ms.
+    for (int i = 0; i < 10; i++) {
+      q.record("m", "p", "queue", MS / 10);
+      q.record("m", "p", "engine_queue", 800 * MS);
+    }
+    BudgetTracker t = new BudgetTracker(budgets, q);
+    Budget b = budgets.byName("engine");
+    assertThat(t.ratio(b, BudgetPhase.QUEUE)).isLessThan(0.01);
+    assertThat(t.ratio(b, BudgetPhase.ENGINE_QUEUE)).isCloseTo(4.0, within(0.04));
+    assertThat(BudgetPhase.ENGINE_QUEUE.matcher()).isEqualTo("llm_phase=\"engine_queue\"");
+  }
 }

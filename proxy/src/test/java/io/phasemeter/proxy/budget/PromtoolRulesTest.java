@@ -78,7 +78,9 @@ class PromtoolRulesTest {
     Files.writeString(rulesFile, AlertRules.render(budgets, "test.yaml"));
     Promtool.runOk("check", "rules", rulesFile.toString());
     List<AlertRule> rules = AlertRules.rules(budgets);
-    assertThat(rules).hasSize(12 + 1 + 2 + 1);
+    // 15 server-side phases of every-phase and its error rate, 2 phases of sim.only and its error
+    // rate
+    assertThat(rules).hasSize(15 + 1 + 2 + 1);
     runUnitTests(rulesFile, rules, committedRules(rulesFile));
   }
 
