@@ -394,6 +394,7 @@ public final class PhasemeterProxy {
           vertx
               .createHttpServer(options)
               .connectionHandler(heads::opened)
+              .invalidRequestHandler(pipeline::handleInvalid)
               .requestHandler(
                   req -> {
                     heads.requestStarted(req);
