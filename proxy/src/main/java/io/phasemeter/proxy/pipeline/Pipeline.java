@@ -38,6 +38,9 @@ import org.slf4j.LoggerFactory;
 public final class Pipeline {
   private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
 
+  /** The longest {@code tracestate} honoured; a longer one is dropped whole. */
+  static final int MAX_TRACESTATE = 512;
+
   private static final TextMapGetter<MultiMap> GETTER =
       new TextMapGetter<>() {
         @Override
@@ -47,7 +50,12 @@ public final class Pipeline {
 
         @Override
         public String get(MultiMap carrier, String key) {
-          return carrier == null ? null : carrier.get(key);
+          String value = carrier == null ? null : carrier.get(key);
+          // W3C asks vendors to pass on at least 512 characters of tracestate; more is the
+          // client's to send, not the proxy's to forward to every upstream (up to 16 KiB).
+          return value != null && value.length() > MAX_TRACESTATE && "tracestate".equals(key)
+              ? null
+              : value;
         }
       };
 
