@@ -63,7 +63,9 @@ class FaultStormTest extends ProxyTestBase {
             + "    health: {path: null}\n"
             + "    retries: 0\n"
             + "    ejection: {after: 1000}\n"
-            + "    timeouts: {connect: 1s, first_token: 600ms, idle: 400ms}\n";
+            // Generous for the faults that must not time out on a busy machine; the silent and
+            // stalled ones wait them out.
+            + "    timeouts: {connect: 2s, first_token: 2s, idle: 1s}\n";
     startProxy(
         ConfigLoader.parse(
             "listen: {host: 127.0.0.1, port: 0}\n"
