@@ -405,12 +405,26 @@ public final class PhasemeterProxy {
               .setHandle100ContinueAutomatically(false)
               .setCompressionSupported(false)
               .setMaxInitialLineLength(8192)
-              .setMaxHeaderSize(16384);
+              .setMaxHeaderSize(16384)
+              // HTTP/1.x only, as OpenAI clients speak it: with cleartext HTTP/2 on, Vert.x holds a
+              // new connection in its upgrade check until a whole request head has arrived, out
+              // of reach of the head timeout (a slowloris client is never seen).
+              .setHttp2ClearTextEnabled(false);
       AdminServer.Sources sources =
           new AdminServer.Sources(
               m.registry(), records, quantiles, tracker::status, listening::get, engine);
+      HeadTimeout heads = new HeadTimeout(vertx, config.limits().receiveTimeout());
       Future<HttpServer> publicServer =
-          vertx.createHttpServer(options).requestHandler(pipeline::handle).listen();
+          vertx
+              .createHttpServer(options)
+              .connectionHandler(heads::opened)
+              .invalidRequestHandler(pipeline::handleInvalid)
+              .requestHandler(
+                  req -> {
+                    heads.requestStarted(req);
+                    pipeline.handle(req);
+                  })
+              .listen();
       Future<AdminServer> adminServer = AdminServer.start(vertx, config.admin(), sources);
       return Future.all(publicServer, adminServer)
           .map(

@@ -21,8 +21,9 @@ import org.junit.jupiter.api.Test;
 /**
  * Prompts, completions and keys never reach spans or logs: a canary string is sent in every place a
  * user can put text — prompt, completion, API key, model name, malformed JSON, an upstream error
- * body, a traceparent — through success and failure paths, then searched for in every span
- * attribute, span name, event and status, and in everything logged (SLF4J to stderr and JUL).
+ * body, a traceparent, a tracestate, a user agent — through success and failure paths, then
+ * searched for in every span attribute, span name, event and status, in every record, in the
+ * metrics (text and OpenMetrics) and the stats, and in everything logged (SLF4J to stderr and JUL).
  */
 class PrivacyTest extends ProxyTestBase {
   private static final String CANARY = "CANARY-7f3a9c-secret";
@@ -94,7 +95,9 @@ class PrivacyTest extends ProxyTestBase {
         MultiMap.caseInsensitiveMultiMap()
             .add("authorization", "Bearer sk-" + CANARY)
             .add("x-api-key", CANARY)
-            .add("traceparent", "00-" + CANARY + "-01");
+            .add("traceparent", "00-" + CANARY + "-01")
+            .add("tracestate", "pm=" + CANARY)
+            .add("user-agent", CANARY);
 
     Response streamed = call(HttpMethod.POST, "/v1/chat/completions", chat(CANARY, true), h);
     assertThat(streamed.text()).as("the client does get the completion").contains(CANARY);
@@ -132,6 +135,17 @@ class PrivacyTest extends ProxyTestBase {
       assertThat(String.valueOf(s.getStatus())).doesNotContain(CANARY);
       s.getEvents().forEach(e -> assertThat(e.toString()).doesNotContain(CANARY));
     }
+    // Records, the live feed's content, metrics (text and OpenMetrics) and stats.
+    List<String> published = new ArrayList<>();
+    for (Finished f : finished) {
+      published.add(proxy.records().get(f.traceId()));
+    }
+    assertThat(published).hasSize(6).doesNotContainNull();
+    published.add(admin("/metrics").text());
+    published.add(
+        admin("/metrics", "accept", "application/openmetrics-text; version=1.0.0").text());
+    published.add(admin("/admin/stats").text());
+    assertThat(String.join("\n", published)).contains("sim-llama").doesNotContain(CANARY);
     System.err.flush();
     String logged = stderr.toString(StandardCharsets.UTF_8) + String.join("\n", julLines);
     assertThat(logged).as("something was logged at all").contains("upstream failure");

@@ -66,7 +66,7 @@ public final class AdminServer {
   /** Starts the admin listener. */
   public static Future<AdminServer> start(Vertx vertx, ProxyConfig.Admin config, Sources sources) {
     Router router = Router.router(vertx);
-    byte[] token = config.token().getBytes(StandardCharsets.UTF_8);
+    byte[] token = config.token().isEmpty() ? new byte[0] : sha256(config.token());
     ExpositionFormats formats = ExpositionFormats.init();
     router
         .get("/health/live")
@@ -261,15 +261,26 @@ public final class AdminServer {
       return;
     }
     String header = rc.request().getHeader("authorization");
+    // Digests of equal length are compared in constant time: neither the token's bytes nor its
+    // length can be learnt from how long a refusal takes.
     byte[] given =
-        header != null && header.regionMatches(true, 0, "Bearer ", 0, 7)
-            ? header.substring(7).trim().getBytes(StandardCharsets.UTF_8)
-            : new byte[0];
+        sha256(
+            header != null && header.regionMatches(true, 0, "Bearer ", 0, 7)
+                ? header.substring(7).trim()
+                : "");
     if (MessageDigest.isEqual(given, token)) {
       rc.next();
     } else {
       rc.response().putHeader("www-authenticate", "Bearer");
       error(rc.response(), 401, "The admin endpoints need Authorization: Bearer <admin.token>.");
+    }
+  }
+
+  private static byte[] sha256(String s) {
+    try {
+      return MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every Java platform has SHA-256", e);
     }
   }
 

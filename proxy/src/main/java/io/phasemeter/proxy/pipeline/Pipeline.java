@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.pipeline;
 
+import io.netty.handler.codec.http.TooLongHttpHeaderException;
+import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
@@ -35,6 +37,10 @@ import org.slf4j.LoggerFactory;
  */
 public final class Pipeline {
   private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
+
+  /** The longest {@code tracestate} honoured; a longer one is dropped whole. */
+  static final int MAX_TRACESTATE = 512;
+
   private static final TextMapGetter<MultiMap> GETTER =
       new TextMapGetter<>() {
         @Override
@@ -44,7 +50,12 @@ public final class Pipeline {
 
         @Override
         public String get(MultiMap carrier, String key) {
-          return carrier == null ? null : carrier.get(key);
+          String value = carrier == null ? null : carrier.get(key);
+          // W3C asks vendors to pass on at least 512 characters of tracestate; more is the
+          // client's to send, not the proxy's to forward to every upstream (up to 16 KiB).
+          return value != null && value.length() > MAX_TRACESTATE && "tracestate".equals(key)
+              ? null
+              : value;
         }
       };
 
@@ -172,6 +183,31 @@ public final class Pipeline {
         .compose(v -> write.write(ctx))
         .recover(t -> errors.respond(ctx, t))
         .onComplete(ar -> finish(ctx));
+  }
+
+  /**
+   * Handles a request the HTTP decoder refused (a request line or headers over the listener's
+   * limits, malformed HTTP): the OpenAI error with the decoder's status, then the connection is
+   * closed, since nothing after the bad head can be trusted. No record: the request never started.
+   */
+  public void handleInvalid(HttpServerRequest req) {
+    Throwable cause = req.decoderResult().cause();
+    ProxyFailure f;
+    if (cause instanceof TooLongHttpLineException) {
+      f = ProxyFailure.of(ProxyFailure.Kind.URI_TOO_LONG, "The request line is too long.");
+    } else if (cause instanceof TooLongHttpHeaderException) {
+      f =
+          ProxyFailure.of(
+              ProxyFailure.Kind.HEADERS_TOO_LARGE, "The request headers are too large.");
+    } else {
+      f = ProxyFailure.of(ProxyFailure.Kind.INVALID_REQUEST, "The request is not valid HTTP.");
+    }
+    req.response()
+        .setStatusCode(f.kind().status())
+        .putHeader("content-type", "application/json")
+        .putHeader("connection", "close")
+        .end(ErrorResponder.body(f))
+        .onComplete(ar -> req.connection().close());
   }
 
   private void finish(RequestContext ctx) {

@@ -18,6 +18,9 @@ public final class ProxyFailure extends RuntimeException {
     UNKNOWN_URL(404, "invalid_request_error", "unknown_url", Outcome.CLIENT_ERROR),
     METHOD_NOT_ALLOWED(405, "invalid_request_error", "method_not_allowed", Outcome.CLIENT_ERROR),
     BODY_TOO_LARGE(413, "invalid_request_error", "request_too_large", Outcome.CLIENT_ERROR),
+    URI_TOO_LONG(414, "invalid_request_error", "request_uri_too_long", Outcome.CLIENT_ERROR),
+    HEADERS_TOO_LARGE(
+        431, "invalid_request_error", "request_headers_too_large", Outcome.CLIENT_ERROR),
     INVALID_API_KEY(401, "invalid_request_error", "invalid_api_key", Outcome.CLIENT_ERROR),
     INVALID_PRIORITY(400, "invalid_request_error", "invalid_priority", Outcome.CLIENT_ERROR),
     RATE_LIMIT_REQUESTS(429, "requests", "rate_limit_exceeded", Outcome.REJECTED),

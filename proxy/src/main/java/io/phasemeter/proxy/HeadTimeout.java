@@ -1,0 +1,61 @@
+package io.phasemeter.proxy;
+
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpConnection;
+import io.vertx.core.http.HttpServerRequest;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Closes a public connection on which no complete request head arrived within {@code
+ * limits.receive_timeout}: since the connection opened, or since its previous response ended. The
+ * body has its own bound (phase {@code receive}); without this one a client that dribbles its
+ * headers a byte at a time (slowloris), or connects and sends nothing, would hold a connection
+ * forever, and a kept-alive connection left idle would never be closed.
+ */
+final class HeadTimeout {
+  private final Vertx vertx;
+  private final long timeoutMs;
+  // Connection → its pending timer; only connections waiting for a request head are here.
+  private final Map<HttpConnection, Long> waiting = new ConcurrentHashMap<>();
+
+  HeadTimeout(Vertx vertx, Duration timeout) {
+    this.vertx = vertx;
+    this.timeoutMs = Math.max(1, timeout.toMillis());
+  }
+
+  /** A connection opened: its first request head must arrive in time. */
+  void opened(HttpConnection connection) {
+    connection.closeHandler(v -> disarm(connection));
+    arm(connection);
+  }
+
+  /** A request head arrived: the clock stops, and starts again when its response has ended. */
+  void requestStarted(HttpServerRequest request) {
+    HttpConnection connection = request.connection();
+    disarm(connection);
+    request.response().endHandler(v -> arm(connection));
+  }
+
+  private void arm(HttpConnection connection) {
+    long timer = vertx.setTimer(timeoutMs, id -> timedOut(connection, id));
+    Long previous = waiting.put(connection, timer);
+    if (previous != null) {
+      vertx.cancelTimer(previous);
+    }
+  }
+
+  private void timedOut(HttpConnection connection, long timer) {
+    if (waiting.remove(connection, timer)) {
+      connection.close();
+    }
+  }
+
+  private void disarm(HttpConnection connection) {
+    Long timer = waiting.remove(connection);
+    if (timer != null) {
+      vertx.cancelTimer(timer);
+    }
+  }
+}
