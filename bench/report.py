@@ -301,6 +301,11 @@ if os.path.exists(jf):
     for b in jmh:
         print(f"| {b['benchmark']} | {fmt(b['ns_per_op'], 1)} | {fmt(b['alloc_bytes_per_op'], 1)} |")
     print()
+    for b in jmh:
+        if b["benchmark"] in ("RelayBenchmark.sseParse", "RelayBenchmark.relay"):
+            a = b["alloc_bytes_per_op"]
+            target(f"allocation per chunk, {b['benchmark']} (B/chunk)", a,
+                   "~0 beyond the arriving buffer", None if a is None else a < 16)
 
 # ---- verdicts ----------------------------------------------------------------------------------
 print("## Targets\n")
