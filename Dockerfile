@@ -16,6 +16,7 @@ COPY simulator/pom.xml simulator/
 COPY proxy/pom.xml proxy/
 COPY load-client/pom.xml load-client/
 COPY accuracy/pom.xml accuracy/
+COPY bench/pom.xml bench/
 RUN ./mvnw -B -q -pl proxy,load-client -am dependency:go-offline -Dspotless.check.skip=true
 COPY simulator/src/ simulator/src/
 COPY proxy/src/ proxy/src/

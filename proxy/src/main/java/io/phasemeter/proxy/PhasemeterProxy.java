@@ -239,7 +239,8 @@ public final class PhasemeterProxy {
 
     /**
      * The OpenTelemetry instance spans go to (default: one built from the config's telemetry
-     * section and the OTEL_* variables, owned and closed by the proxy).
+     * section and the OTEL_* variables, owned and closed by the proxy). Not used when the config
+     * says {@code telemetry.enabled: false}.
      */
     public Builder openTelemetry(OpenTelemetry openTelemetry) {
       this.openTelemetry = Objects.requireNonNull(openTelemetry);
@@ -323,7 +324,11 @@ public final class PhasemeterProxy {
       ProxyMetrics m = metrics != null ? metrics : ProxyMetrics.create();
       ProxyTelemetry owned = null;
       OpenTelemetry otel = openTelemetry;
-      if (otel == null) {
+      boolean measuring = config.telemetry().enabled();
+      if (!measuring) {
+        // telemetry.enabled: false exists to measure what measuring costs: nothing per request.
+        otel = OpenTelemetry.noop();
+      } else if (otel == null) {
         // Without an SDK there would be no trace ids: records and the join need them.
         owned = ProxyTelemetry.create(config.telemetry(), System.getenv(), version(), clock);
         owned.bindTo(m);
@@ -349,9 +354,11 @@ public final class PhasemeterProxy {
       BudgetTracker tracker = new BudgetTracker(budgets, quantiles);
       tracker.bindTo(m.registry());
       List<RequestObserver> all = new ArrayList<>();
-      all.add(m);
-      all.add(records);
-      all.add(stats);
+      if (measuring) {
+        all.add(m);
+        all.add(records);
+        all.add(stats);
+      }
       all.addAll(observers);
       KeyStore keys = null;
       if (config.auth().enabled()) {

@@ -51,6 +51,32 @@ class TelemetryTest extends ProxyTestBase {
   }
 
   @Test
+  void telemetryOffStillProxiesButRecordsNoSpanRecordOrRequestMetric() throws Exception {
+    int upstream = simulator().port();
+    String yaml =
+        "listen: {host: 127.0.0.1, port: 0}\n"
+            + "admin: {host: 127.0.0.1, port: 0}\n"
+            + "telemetry: {enabled: false}\n"
+            + "pools:\n"
+            + "  - name: default\n"
+            + "    models: [sim-llama]\n"
+            + "    upstreams: [http://127.0.0.1:"
+            + upstream
+            + "]\n"
+            + "    health: {path: null}\n";
+    startProxy(io.phasemeter.proxy.config.ConfigLoader.parse(yaml, "off.yaml"));
+    assertThat(call("/v1/chat/completions", exact(4, false)).status()).isEqualTo(200);
+    assertThat(call("/v1/chat/completions", exact(4, true)).status()).isEqualTo(200);
+    awaitFinished(2);
+    assertThat(spansStarted.get()).isZero();
+    assertThat(spans.getFinishedSpanItems()).isEmpty();
+    assertThat(proxy.records().size()).isZero();
+    String metrics = admin("/metrics").text();
+    assertThat(metrics).doesNotContain("gen_ai_server_request_duration_seconds_count");
+    assertThat(metrics).contains("jvm_memory_used_bytes");
+  }
+
+  @Test
   void histogramsCarryExemplarsThatResolveToRecords() throws Exception {
     startProxy(config(simulator().port(), 8, null));
     for (int i = 0; i < 5; i++) {

@@ -320,6 +320,7 @@ public record ProxyConfig(
 
   /** Tracing export and the per-request record store. */
   public record Telemetry(
+      boolean enabled,
       String serviceName,
       Otlp otlp,
       Sampling sampling,

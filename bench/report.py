@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""Turns the raw files bench/run wrote into results.md (stdout) and results.json.
+
+Every target is judged as a ratio against a baseline measured in the same run. Quantiles are
+exact (nearest rank) over the load client's per-request pairs.csv; "added" latency is the
+quantile through a proxy minus the same quantile direct to the stub at the same rate.
+"""
+import csv
+import glob
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+OUT = sys.argv[1]
+R = {"targets": []}
+
+
+def q(values, p):
+    if not values:
+        return None
+    v = sorted(values)
+    return v[max(0, math.ceil(p * len(v)) - 1)]
+
+
+def fmt(x, d=3):
+    return "n/a" if x is None else f"{x:.{d}f}"
+
+
+def verdict(ok):
+    return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+
+def target(name, measured, limit, ok, note="", invalid=False):
+    v = "INVALID (see note)" if invalid else verdict(ok)
+    R["targets"].append({"target": name, "measured": measured, "limit": limit, "verdict": v, "note": note})
+
+
+def pairs(path):
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            rows.append(row)
+    return rows
+
+
+def col(rows, name, ok_only=True):
+    out = []
+    for r in rows:
+        if ok_only and (r["class"] != "NONE" or r["status"] != "200"):
+            continue
+        if r.get(name):
+            out.append(float(r[name]))
+    return out
+
+
+def run_stats(d):
+    rows = pairs(os.path.join(d, "pairs.csv"))
+    total = col(rows, "client_total_ms")
+    lag = col(rows, "schedule_lag_ms", ok_only=False)
+    summary = {}
+    sj = os.path.join(d, "summary.json")
+    if os.path.exists(sj):
+        with open(sj) as f:
+            summary = json.load(f)
+    rc = None
+    if os.path.exists(d + ".rc"):
+        rc = int(open(d + ".rc").read().strip())
+    dropped = None
+    if os.path.exists(d + ".log"):
+        m = re.search(r"dropped (\d+)", open(d + ".log").read())
+        dropped = int(m.group(1)) if m else None
+    svc = [
+        float(r["client_total_ms"]) - float(r["schedule_lag_ms"] or 0)
+        for r in rows
+        if r["class"] == "NONE" and r["status"] == "200" and r.get("client_total_ms")
+    ]
+    return {
+        "svc_p50": q(svc, 0.50),
+        "svc_p99": q(svc, 0.99),
+        "svc_p999": q(svc, 0.999),
+        "n": len(rows),
+        "ok": len(total),
+        "errors": len(rows) - len(total),
+        "p50": q(total, 0.50),
+        "p99": q(total, 0.99),
+        "p999": q(total, 0.999),
+        "lag_p99": q(lag, 0.99),
+        "achieved": summary.get("achieved_rate"),
+        "dropped": dropped,
+        "rc": rc,
+        "tpot_p50": q(col(rows, "tpot_ms"), 0.50),
+        "tpot_p99": q(col(rows, "tpot_ms"), 0.99),
+        "ttft_p99": q(col(rows, "client_ttft_ms"), 0.99),
+    }
+
+
+cond = {}
+if os.path.exists(os.path.join(OUT, "conditions.txt")):
+    for line in open(os.path.join(OUT, "conditions.txt")):
+        k, _, v = line.strip().partition("=")
+        cond[k] = v
+R["conditions"] = cond
+print(f"# Phasemeter bench results ({cond.get('mode', '?')}, {cond.get('date', '?')})\n")
+print(
+    f"Machine: {cond.get('cores')} cores; load average at start {cond.get('load_start')}, "
+    f"at end {cond.get('load_end')}. {cond.get('java')}; {cond.get('nginx')}; commit "
+    f"{cond.get('commit')}. nginx proxy workers: {cond.get('nginx_workers')}; bare proxy event "
+    f"loops: {cond.get('bare_event_loops')}; JVMs: {cond.get('jvm_opts')}.\n"
+)
+
+# ---- saturation ---------------------------------------------------------------------------
+sat = {}
+for f in sorted(glob.glob(os.path.join(OUT, "saturation", "*.txt"))):
+    name, rnd = os.path.basename(f)[:-4].rsplit("-", 1)
+    text = open(f).read()
+    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    n = re.search(r"(\d+) requests in ([\d.]+)(m?s)", text)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    e = sat.setdefault(name, {"rps": [], "cpu_us_per_req": [], "non2xx": 0})
+    if m:
+        e["rps"].append(float(m.group(1)))
+    if errors:
+        e["non2xx"] += int(errors.group(1))
+    cpu = f[:-4] + ".cpu"
+    if os.path.exists(cpu) and n:
+        ticks, tck = open(cpu).read().split()
+        e["cpu_us_per_req"].append(int(ticks) / int(tck) * 1e6 / int(n.group(1)))
+if sat:
+    for e in sat.values():
+        e["median_rps"] = statistics.median(e["rps"]) if e["rps"] else None
+        e["cpu_us"] = statistics.median(e["cpu_us_per_req"]) if e["cpu_us_per_req"] else None
+    R["saturation"] = sat
+    print("## Saturation (wrk -t1 -c16, median of interleaved rounds)\n")
+    print("| target | req/s (median) | rounds | proxy CPU µs/request | non-2xx |")
+    print("|---|---|---|---|---|")
+    for t in ["stub", "nginx", "bare", "pm_on", "pm_off"]:
+        if t in sat:
+            e = sat[t]
+            print(
+                f"| {t} | {fmt(e['median_rps'], 0)} | {', '.join(f'{x:.0f}' for x in e['rps'])} "
+                f"| {fmt(e['cpu_us'], 1)} | {e['non2xx']} |"
+            )
+    print()
+
+    def ratio(a, b):
+        if a in sat and b in sat and sat[a]["median_rps"] and sat[b]["median_rps"]:
+            return sat[a]["median_rps"] / sat[b]["median_rps"]
+        return None
+
+    r1, r2, r3 = ratio("pm_on", "bare"), ratio("pm_on", "nginx"), ratio("pm_on", "pm_off")
+    target("saturation: Phasemeter (full measurement) / bare vertx-http-proxy", r1, ">= 0.90",
+           None if r1 is None else r1 >= 0.90)
+    target("saturation: Phasemeter (full measurement) / nginx proxy_pass", r2, ">= 0.60",
+           None if r2 is None else r2 >= 0.60)
+    target("telemetry cost: throughput on / off", r3, ">= 0.90",
+           None if r3 is None else r3 >= 0.90)
+    if sat.get("pm_on", {}).get("cpu_us") and sat.get("pm_off", {}).get("cpu_us"):
+        c = sat["pm_on"]["cpu_us"] / sat["pm_off"]["cpu_us"]
+        target("telemetry cost: CPU per request on / off", c, "<= 1.10", c <= 1.10)
+
+# ---- closed loop ------------------------------------------------------------------------------
+def wrk_ms(text, label):
+    m = re.search(r"^\s+" + re.escape(label) + r"\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+    if not m:
+        return None
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+
+
+cl = {}
+for f in sorted(glob.glob(os.path.join(OUT, "closedloop", "*.txt"))):
+    name, rnd = os.path.basename(f)[:-4].rsplit("-", 1)
+    text = open(f).read()
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    e = cl.setdefault(name, {"p50": [], "p99": [], "rps": []})
+    for k, label in (("p50", "50%"), ("p99", "99%")):
+        v = wrk_ms(text, label)
+        if v is not None:
+            e[k].append(v)
+    if rps:
+        e["rps"].append(float(rps.group(1)))
+if cl:
+    for e in cl.values():
+        for k in ("p50", "p99", "rps"):
+            e[k + "_median"] = statistics.median(e[k]) if e[k] else None
+    R["closedloop"] = cl
+    print("## Added latency, closed loop (wrk -t1 -c1 --latency, median of interleaved rounds)\n")
+    print("One connection, one request at a time: nothing queues in the client. Added = quantile")
+    print("through the proxy minus the same quantile direct to the stub, same run.\n")
+    print("| target | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms |")
+    print("|---|---|---|---|---|---|")
+    base = cl.get("stub")
+    for t in ["stub", "nginx", "pm_on", "pm_off"]:
+        if t in cl:
+            e = cl[t]
+            a50 = None if not base or e["p50_median"] is None else e["p50_median"] - base["p50_median"]
+            a99 = None if not base or e["p99_median"] is None else e["p99_median"] - base["p99_median"]
+            e["added_p50"], e["added_p99"] = a50, a99
+            print(f"| {t} | {fmt(e['rps_median'], 0)} | {fmt(e['p50_median'])} | {fmt(e['p99_median'])} | {fmt(a50)} | {fmt(a99)} |")
+    print()
+    if "pm_on" in cl and cl["pm_on"].get("added_p50") is not None:
+        pm, ng = cl["pm_on"], cl.get("nginx")
+        rate = pm["rps_median"]
+        target(f"closed loop (~{rate:.0f} req/s): added p50 (ms)", pm["added_p50"], "<= 0.3", pm["added_p50"] <= 0.3,
+               "stands in for the 2,000 req/s open-model figure, which the load client cannot produce here")
+        target(f"closed loop (~{rate:.0f} req/s): added p99 (ms)", pm["added_p99"], "<= 1.0", pm["added_p99"] <= 1.0)
+        if ng and ng.get("added_p99") is not None:
+            lim = 1.5 * max(ng["added_p99"], 0.0)
+            target("closed loop: added p99, Phasemeter vs 1.5 x nginx (ms)", pm["added_p99"],
+                   f"<= 1.5 x {ng['added_p99']:.3f} = {lim:.3f}", pm["added_p99"] <= lim)
+
+# ---- latency --------------------------------------------------------------------------------
+lat = {}
+for d in sorted(glob.glob(os.path.join(OUT, "latency", "*"))):
+    if os.path.isdir(d):
+        name, rate = os.path.basename(d).rsplit("-", 1)
+        lat.setdefault(int(rate), {})[name] = run_stats(d)
+if lat:
+    R["latency"] = {str(k): v for k, v in lat.items()}
+    print("## Added latency at fixed arrival rates (load client, open model, constant arrivals)\n")
+    print("Latency per request from the moment the client actually sent it (client_total minus the")
+    print("client's own schedule lag, which is shown separately: it is the load client's, not the")
+    print("proxy's). Added = quantile through the proxy minus the same quantile direct to the stub,")
+    print("same run. Rows whose client lag p99 exceeds 1 ms ran with a lagging client: their")
+    print("arrivals were burstier than asked.\n")
+    print("| rate | target | ok/sent | p50 ms | p99 ms | p99.9 ms | added p50 | added p99 | added p99.9 | client lag p99 ms | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for rate in sorted(lat):
+        base = lat[rate].get("stub")
+        for t in ["stub", "nginx", "pm_on", "pm_off"]:
+            s = lat[rate].get(t)
+            if not s:
+                continue
+            add = {}
+            for k in ["p50", "p99", "p999"]:
+                a, b = s["svc_" + k], base["svc_" + k] if base else None
+                add[k] = None if a is None or b is None else a - b
+            s["added"] = add
+            print(
+                f"| {rate} | {t} | {s['ok']}/{s['n']} | {fmt(s['svc_p50'])} | {fmt(s['svc_p99'])} | "
+                f"{fmt(s['svc_p999'])} | {fmt(add['p50'])} | {fmt(add['p99'])} | {fmt(add['p999'])} | "
+                f"{fmt(s['lag_p99'])} | {s['rc']} |"
+            )
+    print()
+    at = lat.get(2000, {})
+    pm, ng = at.get("pm_on"), at.get("nginx")
+    if pm and pm.get("added"):
+        a50, a99 = pm["added"]["p50"], pm["added"]["p99"]
+        lags = [x.get("lag_p99") for x in (pm, at.get("stub"), ng) if x]
+        note = ""
+        bad = any(l is None or l > 1.0 for l in lags)
+        if bad:
+            note = "client lag p99 > 1 ms in this rate's runs: " + ", ".join(fmt(l) for l in lags)
+        target("added p50 at 2,000 req/s (ms)", a50, "<= 0.3", None if a50 is None else a50 <= 0.3, note, bad)
+        target("added p99 at 2,000 req/s (ms)", a99, "<= 1.0", None if a99 is None else a99 <= 1.0, note, bad)
+        if ng and ng.get("added") and ng["added"]["p99"] is not None and a99 is not None:
+            n99 = ng["added"]["p99"]
+            ok = a99 <= 1.5 * max(n99, 0.0)
+            target("added p99 at 2,000 req/s: Phasemeter vs 1.5 x nginx (ms)", a99,
+                   f"<= 1.5 x {n99:.3f} = {1.5 * max(n99, 0.0):.3f}", ok, note, bad)
+
+# ---- load client ------------------------------------------------------------------------------
+lc = {}
+for d in sorted(glob.glob(os.path.join(OUT, "loadclient", "stub-*"))):
+    if os.path.isdir(d):
+        lc[int(d.rsplit("-", 1)[1])] = run_stats(d)
+if lc:
+    R["loadclient"] = {str(k): v for k, v in lc.items()}
+    wrk = None
+    wf = os.path.join(OUT, "loadclient", "wrk-stub.txt")
+    if os.path.exists(wf):
+        m = re.search(r"Requests/sec:\s+([\d.]+)", open(wf).read())
+        wrk = float(m.group(1)) if m else None
+    R["loadclient_wrk_rps"] = wrk
+    print("## Load client: open-model rate against the stub\n")
+    print("| asked req/s | achieved req/s | dropped | schedule lag p99 ms | client_total p99 ms | exit |")
+    print("|---|---|---|---|---|---|")
+    held = []
+    for rate in sorted(lc):
+        s = lc[rate]
+        print(f"| {rate} | {fmt(s['achieved'], 0)} | {s['dropped']} | {fmt(s['lag_p99'])} | {fmt(s['p99'])} | {s['rc']} |")
+        if s["lag_p99"] is not None and s["lag_p99"] <= 1.0 and not s["dropped"] and s["rc"] == 0:
+            held.append(rate)
+    print(f"\nwrk -t1 -c16 on the same stub (closed loop, raw capacity): {fmt(wrk, 0)} req/s\n")
+    best = max(held) if held else None
+    target("load client: highest asked rate held with schedule lag p99 <= 1 ms (req/s)", best,
+           ">= 5000", None if best is None and not lc else (best is not None and best >= 5000),
+           f"wrk raw capacity {fmt(wrk, 0)} req/s; ratio {fmt(best / wrk if best and wrk else None, 2)}")
+
+# ---- timing error ------------------------------------------------------------------------------
+td = os.path.join(OUT, "timing", "delay")
+if os.path.isdir(td):
+    delay = float(open(os.path.join(OUT, "timing", "delay_ms")).read())
+    rows = pairs(os.path.join(td, "pairs.csv"))
+    err = [x - delay for x in col(rows, "client_total_ms")]
+    R["timing"] = {"delay_ms": delay, "n": len(err), "err_p50": q(err, 0.5), "err_p99": q(err, 0.99),
+                   "err_min": min(err) if err else None}
+    print(f"## Load client timing error (stub answers after {delay:.0f} ms; error = measured - {delay:.0f} ms)\n")
+    print(f"n={len(err)}: p50 {fmt(q(err, 0.5))} ms, p99 {fmt(q(err, 0.99))} ms, min {fmt(R['timing']['err_min'])} ms "
+          "(includes loopback HTTP and the stub's timer; a negative value would be a clock error)\n")
+
+# ---- streaming -------------------------------------------------------------------------------
+sd = os.path.join(OUT, "streaming")
+if os.path.isdir(os.path.join(sd, "proxy")):
+    streams = int(open(os.path.join(sd, "streams")).read())
+    direct, proxy = run_stats(os.path.join(sd, "direct")), run_stats(os.path.join(sd, "proxy"))
+    cores = heap = None
+    cf = os.path.join(sd, "proxy.cpu")
+    if os.path.exists(cf):
+        ticks, tck, secs = open(cf).read().split()
+        cores = int(ticks) / int(tck) / float(secs)
+    hf = os.path.join(sd, "heap.txt")
+    if os.path.exists(hf):
+        hs = [float(x) for x in open(hf).read().split() if x.strip()]
+        heap = max(hs) / 2**20 if hs else None
+    add_tpot99 = None if proxy["tpot_p99"] is None or direct["tpot_p99"] is None else proxy["tpot_p99"] - direct["tpot_p99"]
+    add_tpot50 = None if proxy["tpot_p50"] is None or direct["tpot_p50"] is None else proxy["tpot_p50"] - direct["tpot_p50"]
+    R["streaming"] = {"streams": streams, "direct": direct, "proxy": proxy, "proxy_cores": cores,
+                      "heap_max_mb": heap, "added_tpot_p50": add_tpot50, "added_tpot_p99": add_tpot99}
+    print(f"## Streaming relay: {streams} concurrent streams at 50 tokens/s (simulator, 100 tokens each)\n")
+    print("| path | ok/sent | TPOT p50 ms | TPOT p99 ms | TTFT p99 ms | client lag p99 ms |")
+    print("|---|---|---|---|---|---|")
+    for n, s in [("direct", direct), ("through Phasemeter", proxy)]:
+        print(f"| {n} | {s['ok']}/{s['n']} | {fmt(s['tpot_p50'])} | {fmt(s['tpot_p99'])} | {fmt(s['ttft_p99'])} | {fmt(s['lag_p99'])} |")
+    print(f"\nProxy CPU {fmt(cores, 2)} cores; heap used max {fmt(heap, 0)} MB (-Xmx256m).\n")
+    bad = proxy["errors"] > 0.01 * max(1, proxy["n"]) or direct["errors"] > 0.01 * max(1, direct["n"])
+    why = f"errors: direct {direct['errors']}/{direct['n']}, proxy {proxy['errors']}/{proxy['n']}" if bad else ""
+    target(f"streaming ({streams} streams): per-token added latency p99 (TPOT p99 proxy - direct, ms)",
+           add_tpot99, "<= 1.0", None if add_tpot99 is None else add_tpot99 <= 1.0,
+           f"TPOT p50 added {fmt(add_tpot50)} ms; client lag p99 direct {fmt(direct['lag_p99'])}, proxy {fmt(proxy['lag_p99'])} ms; {why}", bad)
+    target(f"streaming ({streams} streams): proxy CPU (cores)", cores, "<= 1.0",
+           None if cores is None else cores <= 1.0, why, bad)
+    target(f"streaming ({streams} streams): heap used max (MB)", heap, "<= 256",
+           None if heap is None else heap <= 256, why, bad)
+
+# ---- JMH ---------------------------------------------------------------------------------------
+jf = os.path.join(OUT, "jmh.json")
+if os.path.exists(jf):
+    jmh = []
+    for b in json.load(open(jf)):
+        sec = b.get("secondaryMetrics", {})
+        norm = next((v["score"] for k, v in sec.items() if k.endswith("gc.alloc.rate.norm")), None)
+        jmh.append({"benchmark": b["benchmark"].rsplit(".", 2)[-2] + "." + b["benchmark"].rsplit(".", 1)[-1],
+                    "ns_per_op": b["primaryMetric"]["score"], "alloc_bytes_per_op": norm})
+    R["jmh"] = jmh
+    print("## JMH (-prof gc; one op = one chunk for sseParse/relay, one call otherwise)\n")
+    print("| benchmark | ns/op | gc.alloc.rate.norm B/op |")
+    print("|---|---|---|")
+    for b in jmh:
+        print(f"| {b['benchmark']} | {fmt(b['ns_per_op'], 1)} | {fmt(b['alloc_bytes_per_op'], 1)} |")
+    print()
+    for b in jmh:
+        if b["benchmark"] in ("RelayBenchmark.sseParse", "RelayBenchmark.relay"):
+            a = b["alloc_bytes_per_op"]
+            target(f"allocation per chunk, {b['benchmark']} (B/chunk)", a,
+                   "~0 beyond the arriving buffer", None if a is None else a < 16)
+
+# ---- verdicts ----------------------------------------------------------------------------------
+print("## Targets\n")
+print("| target | measured | limit | verdict | note |")
+print("|---|---|---|---|---|")
+for t in R["targets"]:
+    m = t["measured"]
+    ms = fmt(m) if isinstance(m, float) else str(m)
+    print(f"| {t['target']} | {ms} | {t['limit']} | {t['verdict']} | {t['note']} |")
+with open(os.path.join(OUT, "results.json"), "w") as f:
+    json.dump(R, f, indent=2)

@@ -1,0 +1,71 @@
+package io.phasemeter.bench;
+
+import io.vertx.core.DeploymentOptions;
+import io.vertx.core.Future;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpServerOptions;
+import io.vertx.core.http.PoolOptions;
+import io.vertx.httpproxy.HttpProxy;
+
+/**
+ * The platform's ceiling for bench/run: a reverse proxy built from {@code
+ * io.vertx:vertx-http-proxy} on the same Vert.x version as Phasemeter, measuring nothing. Usage:
+ * {@code BareProxy LISTEN_PORT UPSTREAM_PORT [INSTANCES]}; each instance is a verticle with its own
+ * server (sharing the port) and its own upstream client, so it runs on its own event loop.
+ */
+public final class BareProxy {
+  private BareProxy() {}
+
+  public static void main(String[] args) {
+    int listen = Integer.parseInt(args[0]);
+    int upstream = Integer.parseInt(args[1]);
+    int instances = args.length > 2 ? Integer.parseInt(args[2]) : 1;
+    Vertx vertx = Vertx.vertx();
+    vertx
+        .deployVerticle(
+            () -> new ProxyVerticle(listen, upstream),
+            new DeploymentOptions().setInstances(instances))
+        .onSuccess(
+            id ->
+                System.out.println(
+                    "bare vertx-http-proxy on 127.0.0.1:"
+                        + listen
+                        + " -> 127.0.0.1:"
+                        + upstream
+                        + " ("
+                        + instances
+                        + " event loop(s))"))
+        .onFailure(
+            err -> {
+              err.printStackTrace();
+              System.exit(1);
+            });
+  }
+
+  private static final class ProxyVerticle extends VerticleBase {
+    private final int listen;
+    private final int upstream;
+
+    ProxyVerticle(int listen, int upstream) {
+      this.listen = listen;
+      this.upstream = upstream;
+    }
+
+    @Override
+    public Future<?> start() {
+      HttpClient client =
+          vertx.createHttpClient(
+              new HttpClientOptions().setKeepAlive(true).setTcpNoDelay(true),
+              new PoolOptions().setHttp1MaxSize(72));
+      HttpProxy proxy = HttpProxy.reverseProxy(client).origin(upstream, "127.0.0.1");
+      return vertx
+          .createHttpServer(
+              new HttpServerOptions().setHost("127.0.0.1").setPort(listen).setTcpNoDelay(true))
+          .requestHandler(proxy)
+          .listen();
+    }
+  }
+}
