@@ -62,6 +62,7 @@ class EngineSplitTest extends ProxyTestBase {
         base.auth(),
         base.pools(),
         new ProxyConfig.Telemetry(
+            t.enabled(),
             t.serviceName(),
             t.otlp(),
             t.sampling(),
