@@ -79,8 +79,10 @@ class PrometheusIntegrationTest extends ProxyTestBase {
         .await(10, TimeUnit.SECONDS);
     Process prometheus = startPrometheus(proxy.adminPort());
     try {
+      // Prometheus answers 503 (not JSON) until it is ready: keep asking.
       Awaitility.await()
           .atMost(Duration.ofSeconds(60))
+          .ignoreExceptions()
           .until(() -> query("up{job=\"phasemeter\"} == 1").size() == 1);
       System.gc(); // so the JVM's GC pause series exist for the dashboard's GC panels
       drive(Duration.ofSeconds(8));
