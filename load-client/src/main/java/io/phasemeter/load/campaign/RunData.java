@@ -2,6 +2,7 @@ package io.phasemeter.load.campaign;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.load.report.RunMerge;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -55,7 +56,7 @@ public record RunData(JsonNode summary, List<Request> requests) {
         if (line.isEmpty()) {
           continue;
         }
-        List<String> f = csvFields(line);
+        List<String> f = RunMerge.splitCsv(line);
         requests.add(
             new Request(f.get(cls), f.get(reason).isEmpty() ? null : f.get(reason), num(f, tpot)));
       }
@@ -117,34 +118,5 @@ public record RunData(JsonNode summary, List<Request> requests) {
     } catch (NumberFormatException e) {
       return Double.NaN;
     }
-  }
-
-  /** Splits one RFC 4180 line (quoted fields, doubled quotes; pairs.csv has no line breaks). */
-  static List<String> csvFields(String line) {
-    List<String> out = new ArrayList<>();
-    StringBuilder f = new StringBuilder();
-    boolean quoted = false;
-    for (int i = 0; i < line.length(); i++) {
-      char c = line.charAt(i);
-      if (quoted) {
-        if (c == '"' && i + 1 < line.length() && line.charAt(i + 1) == '"') {
-          f.append('"');
-          i++;
-        } else if (c == '"') {
-          quoted = false;
-        } else {
-          f.append(c);
-        }
-      } else if (c == '"') {
-        quoted = true;
-      } else if (c == ',') {
-        out.add(f.toString());
-        f.setLength(0);
-      } else {
-        f.append(c);
-      }
-    }
-    out.add(f.toString());
-    return out;
   }
 }

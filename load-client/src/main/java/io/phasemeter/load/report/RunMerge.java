@@ -269,8 +269,11 @@ public final class RunMerge {
     }
   }
 
-  /** One RFC 4180 line (as {@link PairsCsv} writes them: no line breaks inside fields). */
-  static List<String> splitCsv(String line) {
+  /**
+   * Splits one pairs.csv line: RFC 4180 quoted fields with doubled quotes, as {@link PairsCsv}
+   * writes them (no line breaks inside fields).
+   */
+  public static List<String> splitCsv(String line) {
     List<String> out = new ArrayList<>();
     StringBuilder f = new StringBuilder();
     boolean quoted = false;
