@@ -1,15 +1,12 @@
 package io.phasemeter.proxy.budget;
 
 import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.Durations;
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
+import io.phasemeter.proxy.config.YamlFiles;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -67,30 +64,12 @@ public record Budgets(List<Budget> budgets) {
 
   /** Reads and validates {@code file}. */
   public static Budgets load(Path file) {
-    String text;
-    try {
-      text = Files.readString(file);
-    } catch (NoSuchFileException e) {
-      throw new ConfigException(file + ": file not found");
-    } catch (IOException e) {
-      throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
-    }
-    return parse(text, file.toString());
+    return parse(YamlFiles.readText(file), file.toString());
   }
 
   /** Parses budgets YAML; {@code sourceName} names it in error messages. */
   public static Budgets parse(String yaml, String sourceName) {
-    JsonNode root;
-    try {
-      root = YAML.readTree(yaml);
-    } catch (JsonProcessingException e) {
-      throw new ConfigException(
-          sourceName
-              + ": not valid YAML at line "
-              + e.getLocation().getLineNr()
-              + ": "
-              + e.getOriginalMessage().replaceAll("\\s+", " "));
-    }
+    JsonNode root = YamlFiles.readTree(YAML, yaml, sourceName);
     if (root == null || root.isMissingNode() || root.isNull()) {
       throw new ConfigException(sourceName + ": empty; expected 'budgets:' with a list");
     }

@@ -1,15 +1,11 @@
 package io.phasemeter.proxy.gateway;
 
 import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.proxy.config.ConfigException;
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
+import io.phasemeter.proxy.config.YamlFiles;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -66,15 +62,7 @@ public record KeysFile(List<ApiKey> keys) {
    * @throws ConfigException naming the file and the key on any problem
    */
   public static KeysFile load(Path file) {
-    byte[] bytes;
-    try {
-      bytes = Files.readAllBytes(file);
-    } catch (NoSuchFileException e) {
-      throw new ConfigException(file + ": file not found");
-    } catch (IOException e) {
-      throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
-    }
-    return parse(new String(bytes, StandardCharsets.UTF_8), file.toString());
+    return parse(YamlFiles.readText(file), file.toString());
   }
 
   /**
@@ -83,17 +71,7 @@ public record KeysFile(List<ApiKey> keys) {
    * @throws ConfigException naming the source and the key on any problem
    */
   public static KeysFile parse(String yaml, String sourceName) {
-    JsonNode root;
-    try {
-      root = YAML.readTree(yaml);
-    } catch (JsonProcessingException e) {
-      throw new ConfigException(
-          sourceName
-              + ": not valid YAML at line "
-              + e.getLocation().getLineNr()
-              + ": "
-              + e.getOriginalMessage().replaceAll("\\s+", " "));
-    }
+    JsonNode root = YamlFiles.readTree(YAML, yaml, sourceName);
     // An empty file is refused rather than read as "no keys": a file caught half-written by a
     // reload must not lock every client out.
     if (root == null || root.isMissingNode() || root.isNull()) {
