@@ -1,7 +1,5 @@
 package io.phasemeter.proxy.telemetry;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.StatusCode;
@@ -13,6 +11,8 @@ import io.opentelemetry.sdk.trace.SpanProcessor;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -20,21 +20,42 @@ import java.util.concurrent.atomic.LongAdder;
  * Decides what is exported when a request's root span ends (DESIGN.md §3): every span is recorded;
  * the finished children of a root wait here, bounded, until the root ends, and then the whole
  * request is forwarded to {@code delegate} when it failed, when it was slower than a threshold, or
- * when its trace id falls within {@code ratio}; otherwise it is dropped. Children that never see
- * their root are evicted at the bound and counted.
+ * when its trace id falls within {@code ratio}; otherwise it is dropped. When the oldest waiting
+ * request is pushed out by the bound, its children are evicted and counted.
+ *
+ * <p>Per request this costs one small map entry: children wait in a concurrent map keyed by (trace
+ * id, root span id), and a ring of the same size remembers the order in which requests started
+ * waiting, so the bound evicts the oldest without a cache's bookkeeping (a Caffeine cache here cost
+ * more per request than the rest of the span work; docs/performance.md). With nothing to export to
+ * ({@code delegate} null) children are not held at all; only the share is counted.
  */
 public final class ExportDecisionSpanProcessor implements SpanProcessor {
   private static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
+  private static final Duration MAX_AGE = Duration.ofMinutes(15);
 
   private final SpanProcessor delegate;
   private final ExportPolicy policy;
-  private final Cache<String, List<ReadableSpan>> pending;
+  private final ConcurrentHashMap<RootKey, Pending> pending = new ConcurrentHashMap<>();
+  private final RootKey[] order;
+  private int next;
   private final LongAdder roots = new LongAdder();
   private final LongAdder exportedRoots = new LongAdder();
   private final AtomicLong evictedSpans = new AtomicLong();
+  private volatile long nextSweep = System.nanoTime() + MAX_AGE.toNanos();
+
+  /** A root span's identity; children name it as their parent. */
+  private record RootKey(String traceId, String spanId) {}
+
+  /** The finished children of one root, in the order they ended. */
+  private static final class Pending {
+    final long since = System.nanoTime();
+    final List<ReadableSpan> children = new ArrayList<>(8);
+    boolean done;
+  }
 
   /**
-   * @param delegate receives the spans of kept requests (usually a batch exporter)
+   * @param delegate receives the spans of kept requests (usually a batch exporter); null when spans
+   *     are not exported anywhere
    * @param ratio share of ordinary requests kept, by trace id
    * @param keepErrors keep every request that did not succeed
    * @param keepSlowerThan keep every request at least this slow
@@ -48,27 +69,19 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
       int maxPendingRoots) {
     this.delegate = delegate;
     this.policy = new ExportPolicy(ratio, keepErrors, keepSlowerThan);
-    this.pending =
-        Caffeine.newBuilder()
-            .maximumSize(maxPendingRoots)
-            .expireAfterWrite(Duration.ofMinutes(15))
-            .<String, List<ReadableSpan>>removalListener(
-                (k, v, cause) -> {
-                  if (cause.wasEvicted() && v != null) {
-                    evictedSpans.addAndGet(v.size());
-                  }
-                })
-            .build();
+    this.order = new RootKey[maxPendingRoots];
   }
 
   @Override
   public void onStart(Context parentContext, ReadWriteSpan span) {
-    delegate.onStart(parentContext, span);
+    if (delegate != null) {
+      delegate.onStart(parentContext, span);
+    }
   }
 
   @Override
   public boolean isStartRequired() {
-    return delegate.isStartRequired();
+    return delegate != null && delegate.isStartRequired();
   }
 
   @Override
@@ -76,46 +89,106 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     SpanContext parent = span.getParentSpanContext();
     boolean localRoot = !parent.isValid() || parent.isRemote();
     if (!localRoot) {
-      String key = key(span.getSpanContext().getTraceId(), parent.getSpanId());
-      // compute() is atomic per key: no child is lost to an eviction racing the add, and two
-      // children ending on different threads never write one list at once.
-      pending
-          .asMap()
-          .compute(
-              key,
-              (k, list) -> {
-                List<ReadableSpan> l = list == null ? new ArrayList<>(8) : list;
-                l.add(span);
-                return l;
-              });
+      if (delegate != null) {
+        hold(new RootKey(span.getSpanContext().getTraceId(), parent.getSpanId()), span);
+      }
       return;
     }
-    List<ReadableSpan> children =
-        pending
-            .asMap()
-            .remove(key(span.getSpanContext().getTraceId(), span.getSpanContext().getSpanId()));
+    Pending children =
+        delegate == null
+            ? null
+            : pending.remove(
+                new RootKey(span.getSpanContext().getTraceId(), span.getSpanContext().getSpanId()));
     roots.increment();
     if (keep(span)) {
       exportedRoots.increment();
       if (children != null) {
-        for (ReadableSpan c : children) {
-          delegate.onEnd(c);
+        synchronized (children) {
+          children.done = true;
+          for (ReadableSpan c : children.children) {
+            delegate.onEnd(c);
+          }
         }
       }
-      delegate.onEnd(span);
+      if (delegate != null) {
+        delegate.onEnd(span);
+      }
+    } else if (children != null) {
+      synchronized (children) {
+        children.done = true;
+      }
+    }
+    sweepIfDue();
+  }
+
+  /** Keeps a finished child until its root ends; the first child of a root takes a ring place. */
+  private void hold(RootKey root, ReadableSpan child) {
+    Pending p = pending.get(root);
+    if (p == null) {
+      Pending fresh = new Pending();
+      p = pending.putIfAbsent(root, fresh);
+      if (p == null) {
+        p = fresh;
+        evictOldestFor(root);
+      }
+    }
+    synchronized (p) {
+      if (!p.done) {
+        p.children.add(child);
+        return;
+      }
+    }
+    // The root ended (or was evicted) while this child was on its way: it cannot be exported.
+    evictedSpans.incrementAndGet();
+  }
+
+  /** Puts {@code root} in the ring; the request whose place it takes is evicted if still held. */
+  private void evictOldestFor(RootKey root) {
+    RootKey oldest;
+    synchronized (order) {
+      oldest = order[next];
+      order[next] = root;
+      next = (next + 1) % order.length;
+    }
+    if (oldest != null) {
+      evict(oldest);
+    }
+  }
+
+  private void evict(RootKey key) {
+    Pending gone = pending.remove(key);
+    if (gone != null) {
+      synchronized (gone) {
+        gone.done = true;
+        evictedSpans.addAndGet(gone.children.size());
+      }
+    }
+  }
+
+  /** Drops requests whose root never ended within {@link #MAX_AGE}; at most once per minute. */
+  private void sweepIfDue() {
+    long now = System.nanoTime();
+    if (now - nextSweep < 0) {
+      return;
+    }
+    nextSweep = now + Duration.ofMinutes(1).toNanos();
+    long oldest = now - MAX_AGE.toNanos();
+    for (Map.Entry<RootKey, Pending> e : pending.entrySet()) {
+      if (e.getValue().since - oldest < 0) {
+        evict(e.getKey());
+      }
     }
   }
 
   private boolean keep(ReadableSpan root) {
+    // The proxy's roots always say their outcome, and set status ERROR only with a failed one;
+    // only a root without an outcome (not the proxy's) has its status copied out.
     String outcome = root.getAttribute(OUTCOME);
     boolean failed =
-        root.toSpanData().getStatus().getStatusCode() == StatusCode.ERROR
-            || (outcome != null && !outcome.equals("success"));
+        outcome != null
+            ? !outcome.equals("success")
+            : root.toSpanData().getStatus().getStatusCode() == StatusCode.ERROR;
     return policy.keep(failed, root.getLatencyNanos(), root.getSpanContext().getTraceId());
-  }
-
-  private static String key(String traceId, String spanId) {
-    return traceId + spanId;
   }
 
   @Override
@@ -131,18 +204,22 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
 
   /** Child spans dropped because their root never arrived within the bound. */
   public long evictedSpans() {
-    pending.cleanUp();
     return evictedSpans.get();
+  }
+
+  /** Requests whose children wait for their root now. */
+  int pendingRoots() {
+    return pending.size();
   }
 
   @Override
   public CompletableResultCode shutdown() {
-    pending.invalidateAll();
-    return delegate.shutdown();
+    pending.clear();
+    return delegate == null ? CompletableResultCode.ofSuccess() : delegate.shutdown();
   }
 
   @Override
   public CompletableResultCode forceFlush() {
-    return delegate.forceFlush();
+    return delegate == null ? CompletableResultCode.ofSuccess() : delegate.forceFlush();
   }
 }

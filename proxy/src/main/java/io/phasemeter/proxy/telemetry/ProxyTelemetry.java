@@ -78,7 +78,7 @@ public final class ProxyTelemetry implements AutoCloseable {
     }
     SpanProcessor export =
         exporter == null
-            ? SpanProcessor.composite()
+            ? null
             : BatchSpanProcessor.builder(exporter)
                 .setMaxQueueSize(MAX_QUEUE)
                 .setScheduleDelay(1, TimeUnit.SECONDS)

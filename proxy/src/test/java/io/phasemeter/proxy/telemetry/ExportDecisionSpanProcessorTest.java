@@ -124,7 +124,9 @@ class ExportDecisionSpanProcessorTest {
             .end(t + 2_000, TimeUnit.NANOSECONDS);
         t += 2_000;
       }
-      root.setAttribute("llm.outcome", outcome);
+      if (outcome != null) {
+        root.setAttribute("llm.outcome", outcome);
+      }
       if (status != StatusCode.UNSET) {
         root.setStatus(status);
       }
@@ -198,7 +200,8 @@ class ExportDecisionSpanProcessorTest {
   void errorStatusIsKeptWithAllItsChildren() {
     build(0.0);
 
-    SpanContext kept = request().status(StatusCode.ERROR).run();
+    // A root without llm.outcome (not the proxy's: its roots always say it) is judged by status.
+    SpanContext kept = request().outcome(null).status(StatusCode.ERROR).run();
 
     assertWholeRequestExported(kept);
   }
@@ -327,5 +330,38 @@ class ExportDecisionSpanProcessorTest {
     }
 
     await().atMost(Duration.ofSeconds(10)).until(() -> decisions.evictedSpans() >= 39_980);
+  }
+
+  @Test
+  void withNothingToExportToNoChildWaitsAndTheShareIsStillCounted() {
+    decisions = new ExportDecisionSpanProcessor(null, 0.0, true, SLOW_THRESHOLD, 10);
+    provider = SdkTracerProvider.builder().addSpanProcessor(decisions).build();
+    tracer = provider.get("test");
+
+    for (int i = 0; i < 100; i++) {
+      request().run();
+      request().unfinished().run();
+    }
+    request().outcome("timeout").run();
+
+    assertThat(decisions.pendingRoots()).isZero();
+    assertThat(decisions.evictedSpans()).isZero();
+    assertThat(decisions.exportedRatio()).isEqualTo(1.0 / 101);
+  }
+
+  @Test
+  void theBoundEvictsTheOldestWaitingRequestFirst() {
+    build(1.0, true, 3);
+
+    request().unfinished().run(); // oldest: pushed out by the fourth
+    for (int i = 0; i < 2; i++) {
+      request().unfinished().run();
+    }
+    assertThat(decisions.pendingRoots()).isEqualTo(3);
+    SpanContext newest = request().run(); // waits as the fourth, then its root ends at once
+
+    assertThat(decisions.evictedSpans()).isEqualTo(2);
+    assertThat(decisions.pendingRoots()).isEqualTo(2);
+    assertWholeRequestExported(newest);
   }
 }
