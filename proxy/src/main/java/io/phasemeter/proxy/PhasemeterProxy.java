@@ -18,6 +18,7 @@ import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.phasemeter.proxy.telemetry.RecordFeed;
 import io.phasemeter.proxy.telemetry.RecordStore;
+import io.phasemeter.proxy.telemetry.RequestRecord;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -339,7 +340,7 @@ public final class PhasemeterProxy {
       ExportPolicy policy =
           new ExportPolicy(
               t.sampling().ratio(), t.sampling().keepErrors(), t.sampling().keepSlowerThan());
-      RecordFeed feed = new RecordFeed(FEED_BUFFER, m::recordDropped);
+      RecordFeed<RequestRecord> feed = RecordFeed.ofRecords(FEED_BUFFER, m::recordDropped);
       Duration longestWindow = BudgetTracker.longestWindow(budgets);
       int slices =
           (int)

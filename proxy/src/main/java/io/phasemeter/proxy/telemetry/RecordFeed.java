@@ -12,21 +12,33 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The live record feed ({@code GET /admin/records/stream}, Server-Sent Events). Publishing never
  * waits: each subscriber has a bounded queue; when a slow or stuck subscriber's queue is full the
- * record is dropped for that subscriber and counted, so no subscriber can slow the proxy.
+ * record is dropped for that subscriber and counted, so no subscriber can slow the proxy. Records
+ * are rendered to JSON on the subscriber's event loop, when written, never by the publisher.
+ *
+ * @param <T> what is published ({@link RequestRecord} in the proxy)
  */
-public final class RecordFeed {
+public final class RecordFeed<T> {
   private final int maxQueued;
   private final Runnable onDrop;
+  private final java.util.function.Function<? super T, String> render;
   private final CopyOnWriteArrayList<Subscriber> subscribers = new CopyOnWriteArrayList<>();
   private final AtomicLong dropped = new AtomicLong();
 
   /**
    * @param maxQueued records buffered per subscriber before dropping
    * @param onDrop told about each dropped record (a metric)
+   * @param render a record's JSON (one line)
    */
-  public RecordFeed(int maxQueued, Runnable onDrop) {
+  public RecordFeed(
+      int maxQueued, Runnable onDrop, java.util.function.Function<? super T, String> render) {
     this.maxQueued = maxQueued;
     this.onDrop = onDrop;
+    this.render = render;
+  }
+
+  /** The proxy's feed of request records. */
+  public static RecordFeed<RequestRecord> ofRecords(int maxQueued, Runnable onDrop) {
+    return new RecordFeed<>(maxQueued, onDrop, RequestRecord::json);
   }
 
   /** Streams records to {@code response} (already SSE headers) until it closes. */
@@ -38,9 +50,9 @@ public final class RecordFeed {
   }
 
   /** Offers a record to every subscriber; returns at once. */
-  public void publish(String json) {
+  public void publish(T record) {
     for (Subscriber s : subscribers) {
-      if (!s.queue.offer(json)) {
+      if (!s.queue.offer(record)) {
         dropped.incrementAndGet();
         onDrop.run();
       } else {
@@ -63,9 +75,9 @@ public final class RecordFeed {
               p.tryComplete();
               return;
             }
-            String json;
-            while ((json = s.queue.poll()) != null) {
-              s.response.write("data: " + json + "\n\n");
+            T record;
+            while ((record = s.queue.poll()) != null) {
+              s.response.write("data: " + render.apply(record) + "\n\n");
             }
             s.response.end().onComplete(ar -> p.tryComplete());
           });
@@ -88,7 +100,7 @@ public final class RecordFeed {
   private final class Subscriber {
     final Context context;
     final HttpServerResponse response;
-    final Queue<String> queue = new ArrayBlockingQueue<>(maxQueued);
+    final Queue<T> queue = new ArrayBlockingQueue<>(maxQueued);
     final AtomicBoolean scheduled = new AtomicBoolean();
 
     Subscriber(Context context, HttpServerResponse response) {
@@ -110,8 +122,9 @@ public final class RecordFeed {
         queue.clear();
         return;
       }
-      String json;
-      while (!response.writeQueueFull() && (json = queue.poll()) != null) {
+      T record;
+      while (!response.writeQueueFull() && (record = queue.poll()) != null) {
+        String json = render.apply(record);
         response.write(
             Buffer.buffer(json.length() + 8)
                 .appendString("data: ")

@@ -20,12 +20,12 @@ import java.time.Duration;
  */
 public final class RecordStore implements RequestObserver {
   private final String[] ids;
-  private final String[] jsons;
+  private final RequestRecord[] records;
   private final long[] written;
   private final java.util.HashMap<String, Integer> index;
   private final long ttlNanos;
   private int next;
-  private final RecordFeed feed;
+  private final RecordFeed<RequestRecord> feed;
   private final ExportPolicy policy;
   private final EngineSpans engine;
   private final java.util.concurrent.atomic.LongAdder finished =
@@ -33,7 +33,8 @@ public final class RecordStore implements RequestObserver {
   private final java.util.concurrent.atomic.LongAdder sampled =
       new java.util.concurrent.atomic.LongAdder();
 
-  public RecordStore(int maxRecords, Duration ttl, RecordFeed feed, ExportPolicy policy) {
+  public RecordStore(
+      int maxRecords, Duration ttl, RecordFeed<RequestRecord> feed, ExportPolicy policy) {
     this(maxRecords, ttl, feed, policy, null);
   }
 
@@ -42,10 +43,14 @@ public final class RecordStore implements RequestObserver {
    *     never)
    */
   public RecordStore(
-      int maxRecords, Duration ttl, RecordFeed feed, ExportPolicy policy, EngineSpans engine) {
+      int maxRecords,
+      Duration ttl,
+      RecordFeed<RequestRecord> feed,
+      ExportPolicy policy,
+      EngineSpans engine) {
     this.engine = engine;
     this.ids = new String[maxRecords];
-    this.jsons = new String[maxRecords];
+    this.records = new RequestRecord[maxRecords];
     this.written = new long[maxRecords];
     this.index = new java.util.HashMap<>(Math.min(maxRecords, 1 << 16) * 2);
     this.ttlNanos = ttl.toNanos();
@@ -60,17 +65,16 @@ public final class RecordStore implements RequestObserver {
     if (sampled) {
       this.sampled.increment();
     }
-    String json = RequestRecord.json(ctx, sampled);
-    String traceId = ctx.traceId();
+    RequestRecord record = RequestRecord.of(ctx, sampled);
     if (waitsForEngine(ctx)) {
       Span generation = ctx.phaseSpan(Phase.GENERATION);
       engine.hold(
           new EngineSpans.Request(
-              traceId, ctx.modelLabel(), ctx.poolName(), generation.getSpanContext()),
-          timings -> publish(traceId, RequestRecord.withEngine(json, timings)));
+              record.traceId(), ctx.modelLabel(), ctx.poolName(), generation.getSpanContext()),
+          timings -> publish(record.withEngine(timings)));
       return;
     }
-    publish(traceId, json);
+    publish(record);
   }
 
   /**
@@ -86,12 +90,12 @@ public final class RecordStore implements RequestObserver {
         && ctx.phaseNanos(Phase.GENERATION) >= 0;
   }
 
-  private void publish(String traceId, String json) {
-    put(traceId, json, System.nanoTime());
-    feed.publish(json);
+  private void publish(RequestRecord record) {
+    put(record.traceId(), record, System.nanoTime());
+    feed.publish(record);
   }
 
-  synchronized void put(String traceId, String json, long now) {
+  synchronized void put(String traceId, RequestRecord record, long now) {
     String evicted = ids[next];
     if (evicted != null) {
       index.remove(evicted, next);
@@ -100,21 +104,29 @@ public final class RecordStore implements RequestObserver {
     if (previous != null) {
       // A client reused a trace id: the newest request owns it.
       ids[previous] = null;
-      jsons[previous] = null;
+      records[previous] = null;
     }
     ids[next] = traceId;
-    jsons[next] = json;
+    records[next] = record;
     written[next] = now;
     next = (next + 1) % ids.length;
   }
 
+  /**
+   * The record of {@code traceId} as JSON, or null when unknown, overwritten or older than the TTL.
+   */
+  public String get(String traceId) {
+    RequestRecord r = record(traceId);
+    return r == null ? null : r.json();
+  }
+
   /** The record of {@code traceId}, or null when unknown, overwritten or older than the TTL. */
-  public synchronized String get(String traceId) {
+  public synchronized RequestRecord record(String traceId) {
     Integer slot = index.get(traceId);
     if (slot == null || System.nanoTime() - written[slot] > ttlNanos) {
       return null;
     }
-    return jsons[slot];
+    return records[slot];
   }
 
   /** The share of finished requests whose traces the export rule kept (1.0 before any). */
@@ -135,7 +147,7 @@ public final class RecordStore implements RequestObserver {
     return n;
   }
 
-  public RecordFeed feed() {
+  public RecordFeed<RequestRecord> feed() {
     return feed;
   }
 

@@ -27,7 +27,7 @@ class RecordFeedTest {
   @Test
   void aSubscriberThatStopsReadingLosesRecordsNotThePublisher() throws Exception {
     AtomicLong dropsSeen = new AtomicLong();
-    RecordFeed feed = new RecordFeed(16, dropsSeen::incrementAndGet);
+    RecordFeed<String> feed = new RecordFeed<String>(16, dropsSeen::incrementAndGet, json -> json);
     HttpServer server =
         vertx
             .createHttpServer()
@@ -85,7 +85,7 @@ class RecordFeedTest {
 
   @Test
   void aClosedSubscriberIsForgotten() throws Exception {
-    RecordFeed feed = new RecordFeed(16, () -> {});
+    RecordFeed<String> feed = new RecordFeed<String>(16, () -> {}, json -> json);
     HttpServer server =
         vertx
             .createHttpServer()

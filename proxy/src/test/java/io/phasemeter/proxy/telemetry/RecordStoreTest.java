@@ -2,27 +2,55 @@ package io.phasemeter.proxy.telemetry;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.opentelemetry.api.trace.Tracer;
+import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.phasemeter.proxy.pipeline.FinishedRequests;
+import io.vertx.core.json.JsonObject;
 import java.time.Duration;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 
 /** The record store at its bound keeps exactly the newest records. */
 class RecordStoreTest {
+  private static final SdkTracerProvider TRACING = SdkTracerProvider.builder().build();
+  private static final Tracer TRACER = TRACING.get("test");
+
+  @AfterAll
+  static void closeTracing() {
+    TRACING.close();
+  }
+
+  /** A record whose output token count says which one it is. */
+  private static RequestRecord record(String traceId, long n) {
+    return RequestRecord.of(
+        FinishedRequests.streamed(TRACER, traceId, n, 1, 1, 1, 1, 1, 1, 1), true);
+  }
+
+  private static String traceId(int i) {
+    return String.format("%032x", i + 1);
+  }
+
+  private static long outputTokens(String json) {
+    return new JsonObject(json).getJsonObject("tokens").getLong("output");
+  }
 
   @Test
   void keepsExactlyTheNewestAtTheBound() {
-    RecordFeed feed = new RecordFeed(16, () -> {});
     RecordStore store =
         new RecordStore(
-            1000, Duration.ofMinutes(10), feed, new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
+            1000,
+            Duration.ofMinutes(10),
+            RecordFeed.ofRecords(16, () -> {}),
+            new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
     for (int i = 0; i < 5000; i++) {
-      store.put("t" + i, "{\"i\":" + i + "}", System.nanoTime());
+      store.put(traceId(i), record(traceId(i), i), System.nanoTime());
     }
     assertThat(store.size()).isEqualTo(1000);
     for (int i = 0; i < 4000; i++) {
-      assertThat(store.get("t" + i)).as("t" + i).isNull();
+      assertThat(store.get(traceId(i))).as(traceId(i)).isNull();
     }
     for (int i = 4000; i < 5000; i++) {
-      assertThat(store.get("t" + i)).isEqualTo("{\"i\":" + i + "}");
+      assertThat(outputTokens(store.get(traceId(i)))).isEqualTo(i);
     }
   }
 
@@ -32,12 +60,34 @@ class RecordStoreTest {
         new RecordStore(
             10,
             Duration.ofMillis(1),
-            new RecordFeed(16, () -> {}),
+            RecordFeed.ofRecords(16, () -> {}),
             new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
-    store.put("old", "{}", System.nanoTime() - Duration.ofSeconds(1).toNanos());
-    store.put("reused", "{\"n\":1}", System.nanoTime());
-    store.put("reused", "{\"n\":2}", System.nanoTime());
-    assertThat(store.get("old")).isNull();
-    assertThat(store.get("reused")).isEqualTo("{\"n\":2}");
+    String old = traceId(1);
+    String reused = traceId(2);
+    store.put(old, record(old, 1), System.nanoTime() - Duration.ofSeconds(1).toNanos());
+    store.put(reused, record(reused, 1), System.nanoTime());
+    store.put(reused, record(reused, 2), System.nanoTime());
+    assertThat(store.get(old)).isNull();
+    assertThat(outputTokens(store.get(reused))).isEqualTo(2);
+  }
+
+  @Test
+  void aRecordIsRenderedFromItsNumbersWhenRead() {
+    String id = traceId(7);
+    RequestRecord r =
+        RequestRecord.of(
+            FinishedRequests.streamed(TRACER, id, 64, 1, 2, 3, 4, 500, 1200, 5), false);
+    JsonObject json = new JsonObject(r.json());
+    assertThat(json.getString("trace_id")).isEqualTo(id);
+    assertThat(json.getJsonObject("phases_ms").getMap())
+        .containsEntry("auth", 1.0)
+        .containsEntry("queue", 500.0)
+        .containsEntry("generation", 1200.0)
+        .containsEntry("write", 5.0);
+    assertThat(json.getDouble("root_ms")).isEqualTo(1715.0);
+    assertThat(json.getDouble("gateway_ms")).as("auth + prepare + route").isEqualTo(8.0);
+    assertThat(json.getDouble("unattributed_ms")).isEqualTo(0.0);
+    assertThat(json.getBoolean("sampled")).isFalse();
+    assertThat(json.containsKey("engine_status")).isFalse();
   }
 }
