@@ -5,6 +5,8 @@ public enum ApiRoute {
   CHAT("/v1/chat/completions", "chat"),
   COMPLETIONS("/v1/completions", "text_completion");
 
+  private static final ApiRoute[] ROUTES = values();
+
   private final String path;
   private final String operation;
   private final String spanName;
@@ -32,7 +34,7 @@ public enum ApiRoute {
 
   /** The route for a request path, or null. */
   public static ApiRoute forPath(String path) {
-    for (ApiRoute r : values()) {
+    for (ApiRoute r : ROUTES) {
       if (r.path.equals(path)) {
         return r;
       }

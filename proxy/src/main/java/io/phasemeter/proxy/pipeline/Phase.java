@@ -39,8 +39,8 @@ public enum Phase {
     return kind;
   }
 
-  /** All phases in order, without copying. */
-  static Phase[] all() {
+  /** All phases in order, without copying: for the per-request paths; callers must not modify. */
+  public static Phase[] all() {
     return VALUES;
   }
 }

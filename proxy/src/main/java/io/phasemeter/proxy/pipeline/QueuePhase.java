@@ -1,5 +1,6 @@
 package io.phasemeter.proxy.pipeline;
 
+import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -10,13 +11,21 @@ import io.vertx.core.Promise;
  * waiting leaves the queue at once.
  */
 final class QueuePhase {
+  private static final AttributeKey<String> MODEL = AttributeKey.stringKey("llm.model");
+  private static final AttributeKey<String> POOL = AttributeKey.stringKey("llm.pool");
+  private static final AttributeKey<String> PRIORITY = AttributeKey.stringKey("llm.priority");
+  private static final AttributeKey<Long> DEPTH_AT_ENTRY =
+      AttributeKey.longKey("llm.queue.depth_at_entry");
+  private static final AttributeKey<String> QUEUE_OUTCOME =
+      AttributeKey.stringKey("llm.queue.outcome");
+
   Future<Void> acquire(RequestContext ctx, SlotPool slots) {
     Span span = ctx.begin(Phase.QUEUE);
-    span.setAttribute("llm.model", ctx.modelLabel);
-    span.setAttribute("llm.pool", ctx.pool.name());
-    span.setAttribute("llm.priority", ctx.priority.label());
+    span.setAttribute(MODEL, ctx.modelLabel);
+    span.setAttribute(POOL, ctx.pool.name());
+    span.setAttribute(PRIORITY, ctx.priority.label());
     SlotPool.Ticket ticket = slots.acquire(ctx.priority);
-    span.setAttribute("llm.queue.depth_at_entry", (long) ticket.depthAtEntry());
+    span.setAttribute(DEPTH_AT_ENTRY, (long) ticket.depthAtEntry());
     ctx.onCancel(ticket::cancel);
     Promise<Void> done = Promise.promise();
     ticket
@@ -26,19 +35,19 @@ final class QueuePhase {
               if (ar.succeeded()) {
                 if (ctx.isFinished() || ctx.isCancelled()) {
                   ar.result().release();
-                  span.setAttribute("llm.queue.outcome", "cancelled");
+                  span.setAttribute(QUEUE_OUTCOME, "cancelled");
                   ctx.end(Phase.QUEUE);
                   done.tryFail(
                       ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
                   return;
                 }
                 ctx.slot = ar.result();
-                span.setAttribute("llm.queue.outcome", "acquired");
+                span.setAttribute(QUEUE_OUTCOME, "acquired");
                 ctx.end(Phase.QUEUE);
                 done.complete();
               } else {
                 ProxyFailure f = ErrorResponder.classify(ar.cause());
-                span.setAttribute("llm.queue.outcome", queueOutcome(f.kind()));
+                span.setAttribute(QUEUE_OUTCOME, queueOutcome(f.kind()));
                 ctx.end(Phase.QUEUE);
                 done.fail(f);
               }

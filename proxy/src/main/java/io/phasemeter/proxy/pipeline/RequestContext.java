@@ -23,6 +23,30 @@ import java.util.concurrent.TimeUnit;
 public final class RequestContext {
   static final AttributeKey<String> LLM_PHASE = AttributeKey.stringKey("llm.phase");
   static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
+  private static final AttributeKey<List<String>> FINISH_REASONS =
+      AttributeKey.stringArrayKey("gen_ai.response.finish_reasons");
+  private static final AttributeKey<String> HTTP_METHOD =
+      AttributeKey.stringKey("http.request.method");
+  private static final AttributeKey<String> HTTP_ROUTE = AttributeKey.stringKey("http.route");
+  private static final AttributeKey<String> URL_PATH = AttributeKey.stringKey("url.path");
+  private static final AttributeKey<String> OPERATION =
+      AttributeKey.stringKey("gen_ai.operation.name");
+  private static final AttributeKey<String> REQUEST_MODEL =
+      AttributeKey.stringKey("gen_ai.request.model");
+  private static final AttributeKey<String> POOL = AttributeKey.stringKey("llm.pool");
+  private static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
+  private static final AttributeKey<Long> STATUS_CODE =
+      AttributeKey.longKey("http.response.status_code");
+  private static final AttributeKey<Boolean> STREAMING = AttributeKey.booleanKey("llm.streaming");
+  private static final AttributeKey<Double> SERVER_TTFT_MS =
+      AttributeKey.doubleKey("llm.server_ttft_ms");
+  private static final AttributeKey<Double> TPOT_MS = AttributeKey.doubleKey("llm.tpot_ms");
+  private static final AttributeKey<Double> ITL_MEAN_MS = AttributeKey.doubleKey("llm.itl_mean_ms");
+  private static final AttributeKey<Double> ITL_MAX_MS = AttributeKey.doubleKey("llm.itl_max_ms");
+  private static final AttributeKey<Long> INPUT_TOKENS =
+      AttributeKey.longKey("gen_ai.usage.input_tokens");
+  private static final AttributeKey<Long> OUTPUT_TOKENS =
+      AttributeKey.longKey("gen_ai.usage.output_tokens");
 
   private static final Phase[] PHASES = Phase.all();
 
@@ -101,10 +125,10 @@ public final class RequestContext {
             .setParent(parent)
             .setSpanKind(SpanKind.SERVER)
             .setStartTimestamp(clock.toEpochNanos(rootStart), TimeUnit.NANOSECONDS)
-            .setAttribute("http.request.method", "POST")
-            .setAttribute("http.route", route.path())
-            .setAttribute("url.path", route.path())
-            .setAttribute("gen_ai.operation.name", route.operation())
+            .setAttribute(HTTP_METHOD, "POST")
+            .setAttribute(HTTP_ROUTE, route.path())
+            .setAttribute(URL_PATH, route.path())
+            .setAttribute(OPERATION, route.operation())
             .startSpan();
     this.rootContext = parent.with(rootSpan);
     java.util.Arrays.fill(phaseStart, -1);
@@ -285,32 +309,32 @@ public final class RequestContext {
     if (outcome == null) {
       outcome = Outcome.SUCCESS;
     }
-    rootSpan.setAttribute("gen_ai.request.model", modelLabel);
+    rootSpan.setAttribute(REQUEST_MODEL, modelLabel);
     if (pool != null) {
-      rootSpan.setAttribute("llm.pool", pool.name());
+      rootSpan.setAttribute(POOL, pool.name());
     }
-    rootSpan.setAttribute("llm.outcome", outcome.label());
+    rootSpan.setAttribute(OUTCOME, outcome.label());
     if (status > 0) {
-      rootSpan.setAttribute("http.response.status_code", (long) status);
+      rootSpan.setAttribute(STATUS_CODE, (long) status);
     }
-    rootSpan.setAttribute("llm.streaming", stream);
+    rootSpan.setAttribute(STREAMING, stream);
     if (firstTokenAt >= 0) {
-      rootSpan.setAttribute("llm.server_ttft_ms", serverTtftNanos() / 1e6);
+      rootSpan.setAttribute(SERVER_TTFT_MS, serverTtftNanos() / 1e6);
     }
     long tpot = tpotNanos();
     if (tpot >= 0) {
-      rootSpan.setAttribute("llm.tpot_ms", tpot / 1e6);
+      rootSpan.setAttribute(TPOT_MS, tpot / 1e6);
     }
     if (contentChunks > 1) {
       rootSpan.setAttribute(
           "llm.itl_mean_ms", (lastTokenAt - firstTokenAt) / 1e6 / (contentChunks - 1));
-      rootSpan.setAttribute("llm.itl_max_ms", itlMaxNanos / 1e6);
+      rootSpan.setAttribute(ITL_MAX_MS, itlMaxNanos / 1e6);
     }
     if (inputTokens >= 0) {
-      rootSpan.setAttribute("gen_ai.usage.input_tokens", inputTokens);
+      rootSpan.setAttribute(INPUT_TOKENS, inputTokens);
     }
     if (outputTokens >= 0) {
-      rootSpan.setAttribute("gen_ai.usage.output_tokens", outputTokens);
+      rootSpan.setAttribute(OUTPUT_TOKENS, outputTokens);
     }
     if (errorType != null) {
       rootSpan.setAttribute(ERROR_TYPE, errorType);
@@ -328,14 +352,13 @@ public final class RequestContext {
       return;
     }
     if (inputTokens >= 0) {
-      gen.setAttribute("gen_ai.usage.input_tokens", inputTokens);
+      gen.setAttribute(INPUT_TOKENS, inputTokens);
     }
     if (outputTokens >= 0) {
-      gen.setAttribute("gen_ai.usage.output_tokens", outputTokens);
+      gen.setAttribute(OUTPUT_TOKENS, outputTokens);
     }
     if (finishReason != null) {
-      gen.setAttribute(
-          AttributeKey.stringArrayKey("gen_ai.response.finish_reasons"), List.of(finishReason));
+      gen.setAttribute(FINISH_REASONS, List.of(finishReason));
     }
   }
 

@@ -6,6 +6,9 @@ import io.phasemeter.proxy.pipeline.Outcome;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * Feeds the rolling-window quantiles behind {@code /admin/stats} and {@code llm_budget_ratio}.
@@ -15,7 +18,33 @@ import io.phasemeter.proxy.pipeline.RequestObserver;
  * and {@code decode}.
  */
 public final class LiveStats implements RequestObserver, EngineSpans.Observer {
+  private static final Phase[] PHASES = Phase.all();
+  // Series slots after the phases (0 .. phases-1).
+  private static final String[] EXTRA = {
+    "failed",
+    "total",
+    "ttft",
+    "tpot",
+    "gateway",
+    "unattributed",
+    "itl",
+    "engine_queue",
+    "prefill",
+    "decode"
+  };
+  private static final int FAILED = PHASES.length;
+  private static final int TOTAL = FAILED + 1;
+  private static final int TTFT = FAILED + 2;
+  private static final int TPOT = FAILED + 3;
+  private static final int GATEWAY = FAILED + 4;
+  private static final int UNATTRIBUTED = FAILED + 5;
+  private static final int ITL = FAILED + 6;
+  private static final int ENGINE_QUEUE = FAILED + 7;
+  private static final int PREFILL = FAILED + 8;
+  private static final int DECODE = FAILED + 9;
+
   private final RollingQuantiles quantiles;
+  private final Map<String, Map<String, Series>> series = new ConcurrentHashMap<>();
 
   public LiveStats(RollingQuantiles quantiles) {
     this.quantiles = quantiles;
@@ -27,30 +56,19 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
 
   @Override
   public void onFinished(RequestContext ctx) {
-    String model = ctx.modelLabel();
-    String pool = ctx.poolName() == null ? ProxyMetrics.NO_POOL : ctx.poolName();
+    Series s = series(ctx.modelLabel(), ctx.poolName());
     if (ctx.outcome() != Outcome.SUCCESS) {
       // Counted for the error rate; failures never enter the latency quantiles.
-      quantiles.record(model, pool, "failed", ctx.rootNanos());
+      s.record(FAILED, ctx.rootNanos());
       return;
     }
-    quantiles.record(model, pool, "total", ctx.rootNanos());
-    if (ctx.serverTtftNanos() >= 0) {
-      quantiles.record(model, pool, "ttft", ctx.serverTtftNanos());
-    }
-    if (ctx.tpotNanos() >= 0) {
-      quantiles.record(model, pool, "tpot", ctx.tpotNanos());
-    }
-    long gateway = ProxyMetrics.gatewayNanos(ctx);
-    if (gateway >= 0) {
-      quantiles.record(model, pool, "gateway", gateway);
-    }
-    quantiles.record(model, pool, "unattributed", Math.max(0, ctx.unattributedNanos()));
-    for (Phase p : Phase.values()) {
-      long n = ctx.phaseNanos(p);
-      if (n >= 0) {
-        quantiles.record(model, pool, p.label(), n);
-      }
+    s.record(TOTAL, ctx.rootNanos());
+    s.record(TTFT, ctx.serverTtftNanos());
+    s.record(TPOT, ctx.tpotNanos());
+    s.record(GATEWAY, ProxyMetrics.gatewayNanos(ctx));
+    s.record(UNATTRIBUTED, Math.max(0, ctx.unattributedNanos()));
+    for (int i = 0; i < PHASES.length; i++) {
+      s.record(i, ctx.phaseNanos(PHASES[i]));
     }
   }
 
@@ -60,20 +78,57 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
     if (timings == null) {
       return;
     }
-    String pool = request.pool() == null ? ProxyMetrics.NO_POOL : request.pool();
-    record(request.model(), pool, "engine_queue", timings.queueNanos());
-    record(request.model(), pool, "prefill", timings.prefillNanos());
-    record(request.model(), pool, "decode", timings.decodeNanos());
-  }
-
-  private void record(String model, String pool, String phase, long nanos) {
-    if (nanos >= 0) {
-      quantiles.record(model, pool, phase, nanos);
-    }
+    Series s = series(request.model(), request.pool());
+    s.record(ENGINE_QUEUE, timings.queueNanos());
+    s.record(PREFILL, timings.prefillNanos());
+    s.record(DECODE, timings.decodeNanos());
   }
 
   @Override
   public void onInterTokenGap(RequestContext ctx, long gapNanos) {
-    quantiles.record(ctx.modelLabel(), ctx.poolName(), "itl", gapNanos);
+    series(ctx.modelLabel(), ctx.poolName()).record(ITL, gapNanos);
+  }
+
+  private Series series(String model, String pool) {
+    String p = pool == null ? ProxyMetrics.NO_POOL : pool;
+    Map<String, Series> byPool = series.get(model);
+    if (byPool == null) {
+      byPool = series.computeIfAbsent(model, m -> new ConcurrentHashMap<>());
+    }
+    Series s = byPool.get(p);
+    return s != null ? s : byPool.computeIfAbsent(p, x -> new Series(model, x));
+  }
+
+  /**
+   * The rolling series of one (model, pool), named as budgets name them, resolved on first use and
+   * then recorded into without a lookup.
+   */
+  private final class Series {
+    private final String model;
+    private final String pool;
+    private final AtomicReferenceArray<RollingQuantiles.Series> slots =
+        new AtomicReferenceArray<>(PHASES.length + EXTRA.length);
+
+    Series(String model, String pool) {
+      this.model = model;
+      this.pool = pool;
+    }
+
+    /** Records {@code nanos} when it is a measurement (≥ 0). */
+    void record(int slot, long nanos) {
+      if (nanos < 0) {
+        return;
+      }
+      RollingQuantiles.Series s = slots.get(slot);
+      if (s == null) {
+        String name = slot < PHASES.length ? PHASES[slot].label() : EXTRA[slot - PHASES.length];
+        s = quantiles.series(new RollingQuantiles.Key(model, pool, name));
+        if (s == null) {
+          return; // the bound on series is reached; not cached, so a later series may fit
+        }
+        slots.set(slot, s);
+      }
+      s.record(nanos);
+    }
   }
 }

@@ -14,10 +14,10 @@ import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
 import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.context.Scope;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.engine.EngineTimings;
+import io.phasemeter.proxy.pipeline.ApiRoute;
+import io.phasemeter.proxy.pipeline.Outcome;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
@@ -30,6 +30,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.DoubleSupplier;
 
 /**
@@ -47,8 +48,11 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   private final java.util.concurrent.atomic.AtomicReference<DoubleSupplier> exportedRatio =
       new java.util.concurrent.atomic.AtomicReference<>();
   private final java.util.List<Object> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
-  private final Map<String, Timer> timers = new ConcurrentHashMap<>();
-  private final Map<String, Counter> counters = new ConcurrentHashMap<>();
+  private static final Phase[] PHASES = Phase.all();
+  private static final ApiRoute[] ROUTES = ApiRoute.values();
+  private static final Outcome[] OUTCOMES = Outcome.values();
+
+  private final Map<String, Map<String, Series>> series = new ConcurrentHashMap<>();
   private final Counter droppedRecords;
   private final java.util.concurrent.atomic.AtomicReference<java.util.function.LongSupplier>
       spanDrops = new java.util.concurrent.atomic.AtomicReference<>(() -> 0L);
@@ -251,17 +255,14 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     if (timings == null) {
       return;
     }
-    String pool = request.pool() == null ? NO_POOL : request.pool();
-    try (Scope s = Span.wrap(request.generation()).makeCurrent()) {
-      engineTimer("engine_queue", request.model(), pool, timings.queueNanos());
-      engineTimer("prefill", request.model(), pool, timings.prefillNanos());
-      engineTimer("decode", request.model(), pool, timings.decodeNanos());
-    }
-  }
-
-  private void engineTimer(String phase, String model, String pool, long nanos) {
-    if (nanos >= 0) {
-      phaseTimer(phase, model, pool).record(nanos, TimeUnit.NANOSECONDS);
+    Series series = series(request.model(), request.pool());
+    OtelExemplarContext.recordingFor(request.generation());
+    try {
+      series.record(Series.ENGINE_QUEUE, timings.queueNanos());
+      series.record(Series.PREFILL, timings.prefillNanos());
+      series.record(Series.DECODE, timings.decodeNanos());
+    } finally {
+      OtelExemplarContext.done();
     }
   }
 
@@ -300,81 +301,46 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   @Override
   public void onFinished(RequestContext ctx) {
-    String model = ctx.modelLabel();
-    String pool = ctx.poolName() == null ? NO_POOL : ctx.poolName();
-    try (Scope root = ctx.rootSpan().makeCurrent()) {
-      timer(
-              "gen_ai.server.request.duration",
-              Buckets.REQUEST,
-              "gen_ai.operation.name",
-              ctx.route().operation(),
-              "gen_ai.request.model",
-              model,
-              "llm.pool",
-              pool,
-              "outcome",
-              ctx.outcome().label(),
-              "llm.streaming",
-              Boolean.toString(ctx.streaming()))
+    Series series = series(ctx.modelLabel(), ctx.poolName());
+    OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
+    try {
+      series
+          .request(ctx.route(), ctx.outcome(), ctx.streaming())
           .record(ctx.rootNanos(), TimeUnit.NANOSECONDS);
       if (ctx.serverTtftNanos() >= 0) {
-        timer(
-                "gen_ai.server.time_to_first_token",
-                Buckets.TTFT,
-                "gen_ai.request.model",
-                model,
-                "llm.pool",
-                pool)
-            .record(ctx.serverTtftNanos(), TimeUnit.NANOSECONDS);
+        series.timer(Series.TTFT).record(ctx.serverTtftNanos(), TimeUnit.NANOSECONDS);
       }
       if (ctx.tpotNanos() >= 0) {
-        timer(
-                "gen_ai.server.time_per_output_token",
-                Buckets.TPOT,
-                "gen_ai.request.model",
-                model,
-                "llm.pool",
-                pool)
-            .record(ctx.tpotNanos(), TimeUnit.NANOSECONDS);
+        series.timer(Series.TPOT).record(ctx.tpotNanos(), TimeUnit.NANOSECONDS);
       }
-      long gateway = gatewayNanos(ctx);
-      if (gateway >= 0) {
-        phaseTimer("gateway", model, pool).record(gateway, TimeUnit.NANOSECONDS);
+      series.record(Series.GATEWAY, gatewayNanos(ctx));
+      series.record(Series.UNATTRIBUTED, ctx.unattributedNanos());
+      for (Phase p : PHASES) {
+        long nanos = ctx.phaseNanos(p);
+        if (nanos >= 0) {
+          OtelExemplarContext.recordingFor(ctx.phaseSpan(p).getSpanContext());
+          series.timer(p.ordinal()).record(nanos, TimeUnit.NANOSECONDS);
+        }
       }
-      long unattributed = ctx.unattributedNanos();
-      if (unattributed >= 0) {
-        phaseTimer("unattributed", model, pool).record(unattributed, TimeUnit.NANOSECONDS);
-      }
-    }
-    for (Phase p : Phase.values()) {
-      long nanos = ctx.phaseNanos(p);
-      if (nanos < 0) {
-        continue;
-      }
-      Span span = ctx.phaseSpan(p);
-      try (Scope s = span.makeCurrent()) {
-        phaseTimer(p.label(), model, pool).record(nanos, TimeUnit.NANOSECONDS);
-      }
+    } finally {
+      OtelExemplarContext.done();
     }
     if (ctx.inputTokens() > 0) {
-      tokens("input", model, pool).increment(ctx.inputTokens());
+      series.tokens(Series.INPUT).increment(ctx.inputTokens());
     }
     if (ctx.outputTokens() > 0) {
-      tokens("output", model, pool).increment(ctx.outputTokens());
+      series.tokens(Series.OUTPUT).increment(ctx.outputTokens());
     }
   }
 
   @Override
   public void onInterTokenGap(RequestContext ctx, long gapNanos) {
-    try (Scope s = ctx.rootSpan().makeCurrent()) {
-      timer(
-              "llm.inter_token_latency",
-              Buckets.ITL,
-              "gen_ai.request.model",
-              ctx.modelLabel(),
-              "llm.pool",
-              ctx.poolName())
-          .record(gapNanos, TimeUnit.NANOSECONDS);
+    Timer itl = series(ctx.modelLabel(), ctx.poolName()).timer(Series.ITL);
+    OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
+    try {
+      itl.record(gapNanos, TimeUnit.NANOSECONDS);
+    } finally {
+      OtelExemplarContext.done();
     }
   }
 
@@ -386,45 +352,170 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     return auth < 0 || prepare < 0 || route < 0 ? -1 : auth + prepare + route;
   }
 
-  private Timer phaseTimer(String phase, String model, String pool) {
-    return timer(
-        "llm.phase.duration",
-        Buckets.PHASE,
-        "llm.phase",
-        phase,
-        "gen_ai.request.model",
-        model,
-        "llm.pool",
-        pool);
-  }
-
-  private Timer timer(String name, double[] buckets, String... tags) {
-    String key = key(name, tags);
-    Timer t = timers.get(key);
-    if (t == null) {
-      t =
-          timers.computeIfAbsent(
-              key,
-              k ->
-                  Timer.builder(name)
-                      .tags(tags)
-                      .serviceLevelObjectives(Buckets.durations(buckets))
-                      .minimumExpectedValue(Duration.ofNanos(1))
-                      .maximumExpectedValue(Duration.ofHours(1))
-                      .register(registry));
+  /** The meters of one (model, pool); both come from configuration, so they are bounded. */
+  private Series series(String model, String pool) {
+    String p = pool == null ? NO_POOL : pool;
+    Map<String, Series> byPool = series.get(model);
+    if (byPool == null) {
+      byPool = series.computeIfAbsent(model, m -> new ConcurrentHashMap<>());
     }
-    return t;
+    Series s = byPool.get(p);
+    return s != null ? s : byPool.computeIfAbsent(p, x -> new Series(model, x));
   }
 
-  private Counter tokens(String type, String model, String pool) {
-    String key = key("llm.tokens", "gen_ai.token.type", type, "m", model, "p", pool);
-    return counters.computeIfAbsent(
-        key,
-        k ->
+  /**
+   * The meters of one (model, pool), looked up once per request: each is registered on first use (a
+   * series appears when it has a value, as before) and then read from an array, so recording builds
+   * no key and allocates nothing.
+   */
+  private final class Series {
+    // Slots 0 .. phases-1 are llm_phase_duration_seconds by phase; the rest follow.
+    static final int GATEWAY = PHASES.length;
+    static final int UNATTRIBUTED = GATEWAY + 1;
+    static final int ENGINE_QUEUE = GATEWAY + 2;
+    static final int PREFILL = GATEWAY + 3;
+    static final int DECODE = GATEWAY + 4;
+    static final int TTFT = GATEWAY + 5;
+    static final int TPOT = GATEWAY + 6;
+    static final int ITL = GATEWAY + 7;
+    static final int TIMERS = GATEWAY + 8;
+    static final int INPUT = 0;
+    static final int OUTPUT = 1;
+
+    private final String model;
+    private final String pool;
+    private final AtomicReferenceArray<Timer> timers = new AtomicReferenceArray<>(TIMERS);
+    private final AtomicReferenceArray<Timer> requests =
+        new AtomicReferenceArray<>(ROUTES.length * OUTCOMES.length * 2);
+    private final AtomicReferenceArray<Counter> tokens = new AtomicReferenceArray<>(2);
+
+    Series(String model, String pool) {
+      this.model = model;
+      this.pool = pool;
+    }
+
+    /** Records {@code nanos} in the timer of {@code slot} when it is a measurement (≥ 0). */
+    void record(int slot, long nanos) {
+      if (nanos >= 0) {
+        timer(slot).record(nanos, TimeUnit.NANOSECONDS);
+      }
+    }
+
+    Timer timer(int slot) {
+      Timer t = timers.get(slot);
+      if (t == null) {
+        t = newTimer(slot);
+        timers.set(slot, t);
+      }
+      return t;
+    }
+
+    /** {@code gen_ai.server.request.duration} for one operation, outcome and streaming. */
+    Timer request(ApiRoute route, Outcome outcome, boolean streaming) {
+      int slot = (route.ordinal() * OUTCOMES.length + outcome.ordinal()) * 2 + (streaming ? 1 : 0);
+      Timer t = requests.get(slot);
+      if (t == null) {
+        t =
+            registerTimer(
+                "gen_ai.server.request.duration",
+                Buckets.REQUEST,
+                "gen_ai.operation.name",
+                route.operation(),
+                "gen_ai.request.model",
+                model,
+                "llm.pool",
+                pool,
+                "outcome",
+                outcome.label(),
+                "llm.streaming",
+                Boolean.toString(streaming));
+        requests.set(slot, t);
+      }
+      return t;
+    }
+
+    Counter tokens(int type) {
+      Counter c = tokens.get(type);
+      if (c == null) {
+        c =
             Counter.builder("llm.tokens")
-                .tags("gen_ai.token.type", type, "gen_ai.request.model", model, "llm.pool", pool)
+                .tags(
+                    "gen_ai.token.type",
+                    type == INPUT ? "input" : "output",
+                    "gen_ai.request.model",
+                    model,
+                    "llm.pool",
+                    pool)
                 .description("Tokens by type")
-                .register(registry));
+                .register(registry);
+        tokens.set(type, c);
+      }
+      return c;
+    }
+
+    // Registering twice returns the same meter, so a race between two threads is harmless.
+    private Timer newTimer(int slot) {
+      if (slot < PHASES.length) {
+        return phaseTimer(PHASES[slot].label());
+      }
+      if (slot == GATEWAY) {
+        return phaseTimer("gateway");
+      } else if (slot == UNATTRIBUTED) {
+        return phaseTimer("unattributed");
+      } else if (slot == ENGINE_QUEUE) {
+        return phaseTimer("engine_queue");
+      } else if (slot == PREFILL) {
+        return phaseTimer("prefill");
+      } else if (slot == DECODE) {
+        return phaseTimer("decode");
+      } else if (slot == TTFT) {
+        return registerTimer(
+            "gen_ai.server.time_to_first_token",
+            Buckets.TTFT,
+            "gen_ai.request.model",
+            model,
+            "llm.pool",
+            pool);
+      } else if (slot == TPOT) {
+        return registerTimer(
+            "gen_ai.server.time_per_output_token",
+            Buckets.TPOT,
+            "gen_ai.request.model",
+            model,
+            "llm.pool",
+            pool);
+      } else if (slot == ITL) {
+        return registerTimer(
+            "llm.inter_token_latency",
+            Buckets.ITL,
+            "gen_ai.request.model",
+            model,
+            "llm.pool",
+            pool);
+      }
+      throw new IllegalArgumentException("no timer in slot " + slot);
+    }
+
+    private Timer phaseTimer(String phase) {
+      return registerTimer(
+          "llm.phase.duration",
+          Buckets.PHASE,
+          "llm.phase",
+          phase,
+          "gen_ai.request.model",
+          model,
+          "llm.pool",
+          pool);
+    }
+  }
+
+  private Timer registerTimer(String name, double[] buckets, String... tags) {
+    return Timer.builder(name)
+        .tags(tags)
+        .serviceLevelObjectives(Buckets.durations(buckets))
+        .minimumExpectedValue(Duration.ofNanos(1))
+        .maximumExpectedValue(Duration.ofHours(1))
+        .register(registry);
   }
 
   private Counter dropped(String signal) {
@@ -432,14 +523,6 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
         .tag("signal", signal)
         .description("Telemetry the proxy could not deliver (slow subscribers, full queues)")
         .register(registry);
-  }
-
-  private static String key(String name, String... tags) {
-    StringBuilder sb = new StringBuilder(name);
-    for (String t : tags) {
-      sb.append('\u0000').append(t);
-    }
-    return sb.toString();
   }
 
   /** The number of meters (series groups) registered; tests check it stays bounded. */

@@ -15,8 +15,8 @@ import org.HdrHistogram.Recorder;
  * one {@link Recorder} per series takes values wait-free on the hot path; {@link #rotate()}, called
  * once per slice, swaps each recorder's interval histogram into a ring of the last {@code slices}
  * intervals, recycling the oldest. A window query merges the newest intervals. Values are
- * microseconds at two significant digits (1 % resolution) in packed histograms, so an idle series
- * costs little; the number of series is bounded.
+ * microseconds at two significant digits (1 % resolution) in histograms that grow with the range of
+ * values seen, so an idle series costs little; the number of series is bounded.
  */
 public final class RollingQuantiles {
   private static final int DIGITS = 2;
@@ -58,15 +58,25 @@ public final class RollingQuantiles {
 
   /** Records one value; wait-free once the series exists. */
   public void record(String model, String pool, String phase, long nanos) {
-    Key key = new Key(model, pool, phase);
+    Series s = series(new Key(model, pool, phase));
+    if (s != null) {
+      s.record(nanos);
+    }
+  }
+
+  /**
+   * The series of {@code key}, to record into many times without looking it up again; null when the
+   * bound on series is reached (values for it are not kept).
+   */
+  public Series series(Key key) {
     Series s = series.get(key);
     if (s == null) {
       if (series.size() >= maxSeries) {
-        return;
+        return null;
       }
       s = series.computeIfAbsent(key, k -> new Series());
     }
-    s.recorder.recordValue(Math.max(0, nanos / 1000));
+    return s;
   }
 
   /** Closes the current slice of every series. Call once per {@link #slice()}. */
@@ -126,12 +136,21 @@ public final class RollingQuantiles {
   /**
    * One series: the recorder takes values; {@code open} accumulates the current slice (a query
    * drains the recorder into it, so fresh values show at once); {@code ring} holds closed slices.
+   * The recorder is not packed: a packed histogram's increment is several times dearer, and only
+   * the recorder's two histograms are on the hot path.
    */
-  private static final class Series {
-    final Recorder recorder = new Recorder(DIGITS, true);
+  public static final class Series {
+    final Recorder recorder = new Recorder(DIGITS);
     final ArrayDeque<Histogram> ring = new ArrayDeque<>();
     Histogram open = new Histogram(DIGITS);
     Histogram spare;
+
+    private Series() {}
+
+    /** Records one value, in nanoseconds (kept as microseconds); wait-free. */
+    public void record(long nanos) {
+      recorder.recordValue(Math.max(0, nanos / 1000));
+    }
 
     synchronized void rotate(int keep) {
       drain();
