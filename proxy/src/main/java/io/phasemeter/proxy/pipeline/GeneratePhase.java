@@ -26,6 +26,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * Phase {@code generation}: the upstream exchange, from the request being opened to the upstream's
@@ -104,6 +105,8 @@ final class GeneratePhase {
     private boolean over;
     private boolean sawDone;
     private SseParser parser;
+    // Made once: a method reference written at the call would be a new object per chunk.
+    private final Consumer<SseEvent> eventSink = this::onEvent;
 
     Exchange(RequestContext ctx, UpstreamPool pool) {
       this.ctx = ctx;
@@ -349,7 +352,7 @@ final class GeneratePhase {
             }
             lastActivity = ctx.now();
             try {
-              parser.feed(chunk, this::onEvent);
+              parser.feed(chunk, eventSink);
             } catch (RuntimeException e) {
               fail(
                   ProxyFailure.of(
