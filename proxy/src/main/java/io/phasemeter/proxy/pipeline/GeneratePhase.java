@@ -20,7 +20,6 @@ import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpServerResponse;
 import java.net.ConnectException;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -320,7 +319,7 @@ final class GeneratePhase {
 
     private void onFullBody(Buffer body) {
       long at = ctx.now();
-      StreamChunk chunk = StreamChunk.inspect(body.toString(StandardCharsets.UTF_8));
+      StreamChunk chunk = StreamChunk.inspect(body);
       if (chunk.kind() == StreamChunk.Kind.MALFORMED) {
         fail(
             ProxyFailure.of(
@@ -397,12 +396,11 @@ final class GeneratePhase {
         return;
       }
       HttpServerResponse out = ctx.response();
-      String data = event.data();
-      if (data == null) {
+      if (!event.hasData()) {
         out.write(event.raw());
         return;
       }
-      StreamChunk chunk = StreamChunk.inspect(data);
+      StreamChunk chunk = StreamChunk.inspect(event);
       switch (chunk.kind()) {
         case MALFORMED -> {
           fail(

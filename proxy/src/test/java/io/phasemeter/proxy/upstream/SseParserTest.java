@@ -138,7 +138,7 @@ class SseParserTest {
   void vllmKindsInOrder() {
     List<StreamChunk.Kind> kinds =
         parse(VLLM_STREAM, List.of(Buffer.buffer(VLLM_STREAM))).stream()
-            .map(event -> StreamChunk.inspect(event.data()).kind())
+            .map(event -> StreamChunk.inspect(event).kind())
             .toList();
 
     assertThat(kinds)
