@@ -23,8 +23,9 @@ import org.openjdk.jmh.infra.Blackhole;
 /**
  * The streaming relay's per-chunk work, one operation = one network chunk (one SSE event), so
  * {@code gc.alloc.rate.norm} reads as bytes allocated per chunk. {@code sseParse}: the parser
- * alone; {@code inspect}: classifying a content chunk's JSON; {@code relay}: what GeneratePhase
- * does per chunk before the write (parse, then inspect each event).
+ * alone; {@code inspect}: classifying a content chunk's JSON (its UTF-8 bytes, as the parser hands
+ * them over); {@code relay}: what GeneratePhase does per chunk before the write (parse, then
+ * inspect each event).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -36,7 +37,7 @@ public class RelayBenchmark {
   private static final int CHUNKS = VllmStream.TOKENS + 4;
 
   private Buffer[] chunks;
-  private String content;
+  private Buffer content;
   private Blackhole hole;
   private Consumer<SseEvent> toHole;
   private Consumer<SseEvent> inspectToHole;
@@ -45,13 +46,13 @@ public class RelayBenchmark {
   public void setUp(Blackhole bh) {
     chunks = VllmStream.chunks();
     List<String> events = VllmStream.events();
-    content = events.get(1);
+    content = Buffer.buffer(events.get(1));
     if (chunks.length != CHUNKS) {
       throw new IllegalStateException("stream has " + chunks.length + " chunks");
     }
     hole = bh;
     toHole = hole::consume;
-    inspectToHole = e -> hole.consume(StreamChunk.inspect(e.data()));
+    inspectToHole = e -> hole.consume(StreamChunk.inspect(e));
   }
 
   @Benchmark

@@ -20,12 +20,12 @@ import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpServerResponse;
 import java.net.ConnectException;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * Phase {@code generation}: the upstream exchange, from the request being opened to the upstream's
@@ -104,6 +104,8 @@ final class GeneratePhase {
     private boolean over;
     private boolean sawDone;
     private SseParser parser;
+    // Made once: a method reference written at the call would be a new object per chunk.
+    private final Consumer<SseEvent> eventSink = this::onEvent;
 
     Exchange(RequestContext ctx, UpstreamPool pool) {
       this.ctx = ctx;
@@ -317,7 +319,7 @@ final class GeneratePhase {
 
     private void onFullBody(Buffer body) {
       long at = ctx.now();
-      StreamChunk chunk = StreamChunk.inspect(body.toString(StandardCharsets.UTF_8));
+      StreamChunk chunk = StreamChunk.inspect(body);
       if (chunk.kind() == StreamChunk.Kind.MALFORMED) {
         fail(
             ProxyFailure.of(
@@ -349,7 +351,7 @@ final class GeneratePhase {
             }
             lastActivity = ctx.now();
             try {
-              parser.feed(chunk, this::onEvent);
+              parser.feed(chunk, eventSink);
             } catch (RuntimeException e) {
               fail(
                   ProxyFailure.of(
@@ -394,12 +396,11 @@ final class GeneratePhase {
         return;
       }
       HttpServerResponse out = ctx.response();
-      String data = event.data();
-      if (data == null) {
+      if (!event.hasData()) {
         out.write(event.raw());
         return;
       }
-      StreamChunk chunk = StreamChunk.inspect(data);
+      StreamChunk chunk = StreamChunk.inspect(event);
       switch (chunk.kind()) {
         case MALFORMED -> {
           fail(

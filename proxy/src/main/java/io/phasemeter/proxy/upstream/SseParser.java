@@ -1,7 +1,6 @@
 package io.phasemeter.proxy.upstream;
 
 import io.vertx.core.buffer.Buffer;
-import java.nio.charset.StandardCharsets;
 import java.util.function.Consumer;
 
 /**
@@ -17,6 +16,11 @@ import java.util.function.Consumer;
  * delivered at once (a bare {@code \r} is a complete line end) and a {@code \n} that opens the next
  * chunk is taken as the rest of that line end: it does not start a new line, and it becomes the
  * first raw byte of the next event (or of {@code pending()}).
+ *
+ * <p>Relaying allocates nothing per event on the common path: the sink gets the same {@link
+ * SseEvent} every time, repointed; an event that is exactly the chunk it arrived in has that chunk
+ * as its raw bytes, and its data payload is a range of them. Several events in one chunk are slices
+ * of it; an event that straddles chunks is copied once; data of several lines is joined.
  *
  * <p>Not thread-safe: feed one stream from one thread (a Vert.x context). A parser that threw
  * {@link SseException} refuses further input.
@@ -40,10 +44,15 @@ public final class SseParser {
   private boolean skipLf;
   // No line ended yet; a UTF-8 byte order mark before the first line is not part of it.
   private boolean firstLine = true;
-  // [start, end) pairs of the data values of the event in progress.
-  private int[] dataBounds = new int[8];
-  private int dataInts;
+  // [start, end) of the first data value of the event in progress, and how many it has; the
+  // values after the first, in pairs, are in moreData (made for the first event that needs it).
+  private int dataStart;
+  private int dataEnd;
+  private int dataLines;
+  private int[] moreData;
   private boolean failed;
+  // Handed to the sink for every event, repointed each time.
+  private final SseEvent event = new SseEvent();
 
   /**
    * @param maxEventBytes the largest event accepted, in bytes including its line ends; a longer one
@@ -57,9 +66,10 @@ public final class SseParser {
   }
 
   /**
-   * Feeds one network chunk; calls {@code sink} for every event completed by it, in order. The
-   * chunk must not be modified afterwards: events may share its memory. An exception from {@code
-   * sink} propagates and leaves the parser refusing further input.
+   * Feeds one network chunk; calls {@code sink} for every event completed by it, in order, with the
+   * same {@link SseEvent} instance, valid until the call returns ({@link SseEvent#copy()} keeps
+   * one). The chunk must not be modified afterwards: events may share its memory. An exception from
+   * {@code sink} propagates and leaves the parser refusing further input.
    *
    * @throws SseException when an event, complete or pending, is longer than {@code maxEventBytes}
    */
@@ -110,7 +120,7 @@ public final class SseParser {
         parseLine(chunk, eventStart, carried, contentStart, lineEnd);
         lineStart = carried + next - eventStart;
       } else {
-        SseEvent event = cutEvent(chunk, eventStart, carried, next);
+        cutEvent(chunk, eventStart, carried, next);
         eventStart = next;
         carried = 0;
         try {
@@ -120,6 +130,8 @@ public final class SseParser {
           failed = true;
           throw e;
         }
+        // A sink that kept the event past its call now reads nothing rather than the next event.
+        event.set(null, null, 0, 0);
       }
       i = next - 1;
     }
@@ -150,21 +162,33 @@ public final class SseParser {
     return carry != null && carry.length() > ownStart;
   }
 
-  /** Ends the event in progress at chunk[end) and resets the per-event state. */
-  private SseEvent cutEvent(Buffer chunk, int eventStart, int carried, int end) {
+  /**
+   * Ends the event in progress at chunk[end), points {@link #event} at it and resets the per-event
+   * state.
+   */
+  private void cutEvent(Buffer chunk, int eventStart, int carried, int end) {
     checkSize(carried + end - eventStart);
     Buffer raw;
-    if (carried == 0) {
-      raw = chunk.slice(eventStart, end);
-    } else {
+    if (carried > 0) {
       raw = carry.appendBuffer(chunk, eventStart, end - eventStart);
       carry = null;
+    } else if (eventStart == 0 && end == chunk.length()) {
+      // One event per chunk, as vLLM flushes them: the chunk itself is the event.
+      raw = chunk;
+    } else {
+      raw = chunk.slice(eventStart, end);
     }
-    String data = decodeData(raw);
+    if (dataLines == 0) {
+      event.set(raw, null, 0, 0);
+    } else if (dataLines == 1) {
+      event.set(raw, raw, dataStart, dataEnd);
+    } else {
+      Buffer joined = joinData(raw);
+      event.set(raw, joined, 0, joined.length());
+    }
     lineStart = 0;
     ownStart = 0;
-    dataInts = 0;
-    return new SseEvent(raw, data);
+    dataLines = 0;
   }
 
   private void parseLine(Buffer chunk, int eventStart, int carried, int start, int end) {
@@ -187,36 +211,36 @@ public final class SseParser {
         value++;
       }
     }
-    if (dataInts == dataBounds.length) {
-      int[] grown = new int[dataInts * 2];
-      System.arraycopy(dataBounds, 0, grown, 0, dataInts);
-      dataBounds = grown;
+    if (dataLines == 0) {
+      dataStart = value;
+      dataEnd = end;
+    } else {
+      int at = 2 * (dataLines - 1);
+      if (moreData == null) {
+        moreData = new int[8];
+      } else if (at == moreData.length) {
+        int[] grown = new int[at * 2];
+        System.arraycopy(moreData, 0, grown, 0, at);
+        moreData = grown;
+      }
+      moreData[at] = value;
+      moreData[at + 1] = end;
     }
-    dataBounds[dataInts++] = value;
-    dataBounds[dataInts++] = end;
+    dataLines++;
   }
 
-  private String decodeData(Buffer raw) {
-    if (dataInts == 0) {
-      return null;
+  /** The data values of a multi-line event joined with \n: the rare path, which copies. */
+  private Buffer joinData(Buffer raw) {
+    int length = dataLines - 1 + dataEnd - dataStart;
+    for (int k = 0; k < 2 * (dataLines - 1); k += 2) {
+      length += moreData[k + 1] - moreData[k];
     }
-    if (dataInts == 2) {
-      return dataBounds[0] == dataBounds[1] ? "" : raw.getString(dataBounds[0], dataBounds[1]);
+    Buffer joined = Buffer.buffer(length);
+    joined.appendBuffer(raw, dataStart, dataEnd - dataStart);
+    for (int k = 0; k < 2 * (dataLines - 1); k += 2) {
+      joined.appendByte(LF).appendBuffer(raw, moreData[k], moreData[k + 1] - moreData[k]);
     }
-    int length = dataInts / 2 - 1;
-    for (int k = 0; k < dataInts; k += 2) {
-      length += dataBounds[k + 1] - dataBounds[k];
-    }
-    byte[] joined = new byte[length];
-    int at = 0;
-    for (int k = 0; k < dataInts; k += 2) {
-      if (k > 0) {
-        joined[at++] = LF;
-      }
-      raw.getBytes(dataBounds[k], dataBounds[k + 1], joined, at);
-      at += dataBounds[k + 1] - dataBounds[k];
-    }
-    return new String(joined, StandardCharsets.UTF_8);
+    return joined;
   }
 
   private int bomLength(Buffer chunk, int eventStart, int carried, int start, int end) {

@@ -1,18 +1,19 @@
 package io.phasemeter.proxy.upstream;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonParseException;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
-import java.io.IOException;
+import io.phasemeter.proxy.upstream.JsonCursor.MalformedJson;
+import io.vertx.core.buffer.Buffer;
 
 /**
  * What one {@code data} payload of an OpenAI-compatible stream ({@code chat.completion.chunk} or
  * {@code text_completion}, as vLLM sends them) carries: generated content, a finish reason, token
  * usage, or the {@code [DONE]} sentinel.
  *
- * <p>Reads the JSON with a streaming parser and builds no tree. Never throws on bad input: a
- * payload that is not one complete JSON object is {@link Kind#MALFORMED}.
+ * <p>Scans the payload's UTF-8 bytes, building no String and no tree, and reads only the fields it
+ * needs, with a tokenizer as strict as Jackson's defaults ({@link JsonCursor}). It allocates
+ * nothing for the chunks of a stream: their results are shared instances, and a finish reason of
+ * the usual few is a constant. A chunk with usage numbers, or an unusual finish reason, gets a
+ * result of its own. Never throws on bad input: a payload that is not one complete JSON object is
+ * {@link Kind#MALFORMED}.
  */
 public final class StreamChunk {
 
@@ -38,12 +39,43 @@ public final class StreamChunk {
     MALFORMED
   }
 
-  // Thread-safe once built; parsers made from it are not, and each call makes its own.
-  private static final JsonFactory JSON = JsonFactory.builder().build();
-
   private static final StreamChunk DONE = new StreamChunk(Kind.DONE);
   private static final StreamChunk MALFORMED = new StreamChunk(Kind.MALFORMED);
   private static final StreamChunk NO_DATA = new StreamChunk(Kind.EMPTY);
+
+  /** The finish reasons OpenAI and vLLM send; these come back as these very Strings. */
+  private static final String[] FINISH_REASONS = {
+    "stop", "length", "tool_calls", "content_filter", "function_call", "abort", "error"
+  };
+
+  // The results without usage: by kind, finish reason (0 none, k + 1 FINISH_REASONS[k]) and
+  // choicesEmpty. Built for every combination, though some (ROLE_ONLY with a reason) never occur.
+  private static final StreamChunk[] SHARED = new StreamChunk[sharedIndex(Kind.MALFORMED, 0, 0)];
+
+  static {
+    for (Kind kind : Kind.values()) {
+      if (kind == Kind.MALFORMED) {
+        continue;
+      }
+      for (int reason = 0; reason <= FINISH_REASONS.length; reason++) {
+        for (int empty = 0; empty <= 1; empty++) {
+          SHARED[sharedIndex(kind, reason, empty)] =
+              new StreamChunk(
+                  kind,
+                  kind == Kind.CONTENT,
+                  reason == 0 ? null : FINISH_REASONS[reason - 1],
+                  -1,
+                  -1,
+                  false,
+                  empty == 1);
+        }
+      }
+    }
+  }
+
+  // The scan's state, reused: inspect is called for every relayed event, on event-loop threads,
+  // and never re-entered.
+  private static final ThreadLocal<Scan> SCANS = ThreadLocal.withInitial(Scan::new);
 
   private final Kind kind;
   private final boolean hasContent;
@@ -75,22 +107,53 @@ public final class StreamChunk {
   }
 
   /**
-   * Classifies the {@code data} of one event ({@link SseEvent#data()}); {@code null} (an event
-   * without data) is {@link Kind#EMPTY}.
+   * Classifies the {@code data} payload of one event; an event without data is {@link Kind#EMPTY}.
    */
-  public static StreamChunk inspect(String data) {
-    if (data == null) {
-      return NO_DATA;
-    }
-    if (data.trim().equals("[DONE]")) {
+  public static StreamChunk inspect(SseEvent event) {
+    Buffer data = event.dataBuffer();
+    return data == null ? NO_DATA : inspect(data, event.dataStart(), event.dataEnd());
+  }
+
+  /** Classifies one whole payload, such as the body of a response that was not streamed. */
+  public static StreamChunk inspect(Buffer payload) {
+    return inspect(payload, 0, payload.length());
+  }
+
+  private static StreamChunk inspect(Buffer in, int from, int to) {
+    if (isDone(in, from, to)) {
       return DONE;
     }
-    try (JsonParser parser = JSON.createParser(data)) {
-      return new Scan(parser).chunk();
-    } catch (IOException e) {
-      // Jackson's parse, end-of-input, number-range and nesting-limit errors are all IOExceptions.
+    Scan scan = SCANS.get();
+    try {
+      return scan.chunk(in, from, to);
+    } catch (MalformedJson e) {
       return MALFORMED;
+    } finally {
+      scan.json.release();
     }
+  }
+
+  /** {@code [DONE]}, give or take leading and trailing bytes up to space (String.trim()'s). */
+  private static boolean isDone(Buffer in, int from, int to) {
+    while (from < to && (in.getByte(from) & 0xff) <= ' ') {
+      from++;
+    }
+    while (to > from && (in.getByte(to - 1) & 0xff) <= ' ') {
+      to--;
+    }
+    if (to - from != 6) {
+      return false;
+    }
+    for (int k = 0; k < 6; k++) {
+      if (in.getByte(from + k) != "[DONE]".charAt(k)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static int sharedIndex(Kind kind, int reason, int choicesEmpty) {
+    return (kind.ordinal() * (FINISH_REASONS.length + 1) + reason) * 2 + choicesEmpty;
   }
 
   /** The class of this chunk. */
@@ -141,44 +204,59 @@ public final class StreamChunk {
         + "}";
   }
 
-  /** One pass over one payload; reads only the fields it needs and skips the rest unparsed. */
+  /**
+   * One pass over one payload; reads only the fields it needs and skips the rest. Follows the
+   * Jackson-based scan it replaced call for call, so that duplicate and misplaced fields count as
+   * they did.
+   */
   private static final class Scan {
-    private final JsonParser parser;
+    final JsonCursor json = new JsonCursor();
     private boolean content;
     private boolean role;
+    // 0 none; k + 1: FINISH_REASONS[k]; -1: another, in finishReason.
+    private int reason;
     private String finishReason;
     private boolean usage;
-    private long promptTokens = -1;
-    private long completionTokens = -1;
+    private long promptTokens;
+    private long completionTokens;
     private boolean choicesPresent;
     private int choices;
 
-    Scan(JsonParser parser) {
-      this.parser = parser;
-    }
-
-    StreamChunk chunk() throws IOException {
-      if (parser.nextToken() != JsonToken.START_OBJECT) {
+    StreamChunk chunk(Buffer in, int from, int to) throws MalformedJson {
+      json.reset(in, from, to);
+      content = false;
+      role = false;
+      reason = 0;
+      finishReason = null;
+      usage = false;
+      promptTokens = -1;
+      completionTokens = -1;
+      choicesPresent = false;
+      choices = 0;
+      if (json.next() != JsonCursor.START_OBJECT) {
         return MALFORMED;
       }
-      JsonToken token;
-      while ((token = next()) == JsonToken.FIELD_NAME) {
-        String name = parser.currentName();
-        JsonToken value = next();
-        switch (name) {
-          case "choices" -> choices(value);
-          case "usage" -> usage(value);
-          default -> parser.skipChildren();
+      int token;
+      while ((token = json.next()) == JsonCursor.FIELD_NAME) {
+        boolean isChoices = json.nameIs("choices");
+        boolean isUsage = !isChoices && json.nameIs("usage");
+        int value = json.next();
+        if (isChoices) {
+          choices(value);
+        } else if (isUsage) {
+          usage(value);
+        } else {
+          json.skipChildren();
         }
       }
-      if (token != JsonToken.END_OBJECT || parser.nextToken() != null) {
+      if (token != JsonCursor.END_OBJECT || json.next() != JsonCursor.END) {
         return MALFORMED;
       }
       boolean noChoices = choices == 0;
       Kind kind;
       if (content) {
         kind = Kind.CONTENT;
-      } else if (finishReason != null) {
+      } else if (reason != 0) {
         kind = Kind.FINISH_ONLY;
       } else if (role) {
         kind = Kind.ROLE_ONLY;
@@ -187,125 +265,141 @@ public final class StreamChunk {
       } else {
         kind = Kind.EMPTY;
       }
+      boolean choicesEmpty = choicesPresent && noChoices;
+      if (!usage && reason >= 0) {
+        return SHARED[sharedIndex(kind, reason, choicesEmpty ? 1 : 0)];
+      }
       return new StreamChunk(
           kind,
           content,
-          finishReason,
+          reason > 0 ? FINISH_REASONS[reason - 1] : finishReason,
           promptTokens,
           completionTokens,
           usage,
-          choicesPresent && noChoices);
+          choicesEmpty);
     }
 
-    private void choices(JsonToken value) throws IOException {
-      if (value != JsonToken.START_ARRAY) {
-        parser.skipChildren();
+    private void choices(int value) throws MalformedJson {
+      if (value != JsonCursor.START_ARRAY) {
+        json.skipChildren();
         return;
       }
       choicesPresent = true;
-      JsonToken token;
-      while ((token = next()) != JsonToken.END_ARRAY) {
+      int token;
+      while ((token = json.next()) != JsonCursor.END_ARRAY) {
         choices++;
-        if (token == JsonToken.START_OBJECT) {
+        if (token == JsonCursor.START_OBJECT) {
           choice();
         } else {
-          parser.skipChildren();
+          json.skipChildren();
         }
       }
     }
 
-    private void choice() throws IOException {
-      while (next() == JsonToken.FIELD_NAME) {
-        String name = parser.currentName();
-        JsonToken value = next();
-        switch (name) {
-          case "delta" -> delta(value);
-          case "text" -> content |= nonEmptyString(value);
-          case "finish_reason" -> {
-            if (finishReason == null && value == JsonToken.VALUE_STRING) {
-              finishReason = parser.getText();
-            } else {
-              parser.skipChildren();
-            }
+    private void choice() throws MalformedJson {
+      while (json.next() == JsonCursor.FIELD_NAME) {
+        if (json.nameIs("delta")) {
+          delta(json.next());
+        } else if (json.nameIs("text")) {
+          content |= nonEmptyString(json.next());
+        } else if (json.nameIs("finish_reason")) {
+          if (json.next() == JsonCursor.STRING && reason == 0) {
+            finishReason();
+          } else {
+            json.skipChildren();
           }
-          default -> parser.skipChildren();
+        } else {
+          json.next();
+          json.skipChildren();
         }
       }
     }
 
-    private void delta(JsonToken value) throws IOException {
-      if (value != JsonToken.START_OBJECT) {
-        parser.skipChildren();
+    private void finishReason() throws MalformedJson {
+      for (int k = 0; k < FINISH_REASONS.length; k++) {
+        if (json.textIs(FINISH_REASONS[k])) {
+          reason = k + 1;
+          return;
+        }
+      }
+      String text = json.readText();
+      for (int k = 0; k < FINISH_REASONS.length; k++) {
+        if (text.equals(FINISH_REASONS[k])) {
+          reason = k + 1;
+          return;
+        }
+      }
+      reason = -1;
+      finishReason = text;
+    }
+
+    private void delta(int value) throws MalformedJson {
+      if (value != JsonCursor.START_OBJECT) {
+        json.skipChildren();
         return;
       }
-      while (next() == JsonToken.FIELD_NAME) {
-        String name = parser.currentName();
-        JsonToken field = next();
-        switch (name) {
-          case "content", "reasoning_content", "reasoning" -> content |= nonEmptyString(field);
-          case "tool_calls" -> content |= nonEmptyArray(field);
-          case "role" -> {
-            role |= field == JsonToken.VALUE_STRING;
-            parser.skipChildren();
-          }
-          default -> parser.skipChildren();
+      while (json.next() == JsonCursor.FIELD_NAME) {
+        if (json.nameIs("content")
+            || json.nameIs("reasoning_content")
+            || json.nameIs("reasoning")) {
+          content |= nonEmptyString(json.next());
+        } else if (json.nameIs("tool_calls")) {
+          content |= nonEmptyArray(json.next());
+        } else if (json.nameIs("role")) {
+          role |= json.next() == JsonCursor.STRING;
+          json.skipChildren();
+        } else {
+          json.next();
+          json.skipChildren();
         }
       }
     }
 
-    private void usage(JsonToken value) throws IOException {
-      if (value != JsonToken.START_OBJECT) {
-        parser.skipChildren();
+    private void usage(int value) throws MalformedJson {
+      if (value != JsonCursor.START_OBJECT) {
+        json.skipChildren();
         return;
       }
       usage = true;
-      while (next() == JsonToken.FIELD_NAME) {
-        String name = parser.currentName();
-        JsonToken field = next();
-        switch (name) {
-          case "prompt_tokens" -> promptTokens = count(field);
-          case "completion_tokens" -> completionTokens = count(field);
-          default -> parser.skipChildren();
+      while (json.next() == JsonCursor.FIELD_NAME) {
+        if (json.nameIs("prompt_tokens")) {
+          promptTokens = count(json.next());
+        } else if (json.nameIs("completion_tokens")) {
+          completionTokens = count(json.next());
+        } else {
+          json.next();
+          json.skipChildren();
         }
       }
     }
 
-    private boolean nonEmptyString(JsonToken value) throws IOException {
-      if (value == JsonToken.VALUE_STRING) {
-        return parser.getTextLength() > 0;
+    private boolean nonEmptyString(int value) throws MalformedJson {
+      if (value == JsonCursor.STRING) {
+        return !json.textEmpty();
       }
-      parser.skipChildren();
+      json.skipChildren();
       return false;
     }
 
-    private boolean nonEmptyArray(JsonToken value) throws IOException {
-      if (value != JsonToken.START_ARRAY) {
-        parser.skipChildren();
+    private boolean nonEmptyArray(int value) throws MalformedJson {
+      if (value != JsonCursor.START_ARRAY) {
+        json.skipChildren();
         return false;
       }
       boolean any = false;
-      while (next() != JsonToken.END_ARRAY) {
+      while (json.next() != JsonCursor.END_ARRAY) {
         any = true;
-        parser.skipChildren();
+        json.skipChildren();
       }
       return any;
     }
 
-    private long count(JsonToken value) throws IOException {
-      if (value == JsonToken.VALUE_NUMBER_INT) {
-        return parser.getLongValue();
+    private long count(int value) throws MalformedJson {
+      if (value == JsonCursor.INT) {
+        return json.longValue();
       }
-      parser.skipChildren();
+      json.skipChildren();
       return -1;
-    }
-
-    /** The next token; the end of input inside the object is an error, never a null. */
-    private JsonToken next() throws IOException {
-      JsonToken token = parser.nextToken();
-      if (token == null) {
-        throw new JsonParseException(parser, "unexpected end of input");
-      }
-      return token;
     }
   }
 }

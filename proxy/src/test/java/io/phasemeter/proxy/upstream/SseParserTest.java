@@ -60,7 +60,7 @@ class SseParserTest {
     SseParser parser = new SseParser(MAX);
     List<SseEvent> events = new ArrayList<>();
     for (Buffer chunk : chunks) {
-      parser.feed(chunk, events::add);
+      parser.feed(chunk, event -> events.add(event.copy()));
     }
     Buffer relayed = Buffer.buffer();
     events.forEach(event -> relayed.appendBuffer(event.raw()));
@@ -138,7 +138,7 @@ class SseParserTest {
   void vllmKindsInOrder() {
     List<StreamChunk.Kind> kinds =
         parse(VLLM_STREAM, List.of(Buffer.buffer(VLLM_STREAM))).stream()
-            .map(event -> StreamChunk.inspect(event.data()).kind())
+            .map(event -> StreamChunk.inspect(event).kind())
             .toList();
 
     assertThat(kinds)
@@ -200,10 +200,10 @@ class SseParserTest {
     SseParser parser = new SseParser(MAX);
     List<SseEvent> events = new ArrayList<>();
 
-    parser.feed(Buffer.buffer("data: a\r\n\r"), events::add);
+    parser.feed(Buffer.buffer("data: a\r\n\r"), event -> events.add(event.copy()));
     assertThat(data(events)).containsExactly("a");
 
-    parser.feed(Buffer.buffer("\ndata: b\r\n\r\n"), events::add);
+    parser.feed(Buffer.buffer("\ndata: b\r\n\r\n"), event -> events.add(event.copy()));
     assertThat(data(events)).containsExactly("a", "b");
     assertThat(raws(events)).containsExactly("data: a\r\n\r", "\ndata: b\r\n\r\n");
     assertThat(parser.hasPending()).isFalse();
@@ -214,10 +214,10 @@ class SseParserTest {
     SseParser parser = new SseParser(MAX);
     List<SseEvent> events = new ArrayList<>();
 
-    parser.feed(Buffer.buffer("data: a\r"), events::add);
-    parser.feed(Buffer.buffer("\ndata: b\r"), events::add);
-    parser.feed(Buffer.buffer("\n\r"), events::add);
-    parser.feed(Buffer.buffer("\n"), events::add);
+    parser.feed(Buffer.buffer("data: a\r"), event -> events.add(event.copy()));
+    parser.feed(Buffer.buffer("\ndata: b\r"), event -> events.add(event.copy()));
+    parser.feed(Buffer.buffer("\n\r"), event -> events.add(event.copy()));
+    parser.feed(Buffer.buffer("\n"), event -> events.add(event.copy()));
 
     assertThat(data(events)).containsExactly("a\nb");
     assertThat(raws(events)).containsExactly("data: a\r\ndata: b\r\n\r");
@@ -299,14 +299,19 @@ class SseParserTest {
     SseParser parser = new SseParser(16);
     List<SseEvent> events = new ArrayList<>();
 
-    parser.feed(Buffer.buffer("data: 12345678\n\n"), events::add); // exactly 16 bytes
+    parser.feed(
+        Buffer.buffer("data: 12345678\n\n"), event -> events.add(event.copy())); // exactly 16 bytes
     assertThat(data(events)).containsExactly("12345678");
 
-    assertThatThrownBy(() -> parser.feed(Buffer.buffer("data: 123456789\n\n"), events::add))
+    assertThatThrownBy(
+            () ->
+                parser.feed(
+                    Buffer.buffer("data: 123456789\n\n"), event -> events.add(event.copy())))
         .isInstanceOf(SseParser.SseException.class)
         .hasMessageContaining("16 bytes");
     assertThat(events).hasSize(1);
-    assertThatThrownBy(() -> parser.feed(Buffer.buffer("data: 1\n\n"), events::add))
+    assertThatThrownBy(
+            () -> parser.feed(Buffer.buffer("data: 1\n\n"), event -> events.add(event.copy())))
         .isInstanceOf(IllegalStateException.class);
   }
 
@@ -346,8 +351,9 @@ class SseParserTest {
     assertThat(parser.hasPending()).isFalse();
     assertThat(parser.pending().length()).isZero();
 
-    parser.feed(Buffer.buffer("data: {\"a\":1}\n\ndata: {\"choi"), events::add);
-    parser.feed(Buffer.buffer("ces\":[{\"delta\""), events::add);
+    parser.feed(
+        Buffer.buffer("data: {\"a\":1}\n\ndata: {\"choi"), event -> events.add(event.copy()));
+    parser.feed(Buffer.buffer("ces\":[{\"delta\""), event -> events.add(event.copy()));
 
     assertThat(data(events)).containsExactly("{\"a\":1}");
     assertThat(parser.hasPending()).isTrue();
@@ -369,10 +375,45 @@ class SseParserTest {
     SseParser parser = new SseParser(MAX);
     List<SseEvent> events = new ArrayList<>();
 
-    parser.feed(Buffer.buffer("data: a\n\ndata: b"), events::add);
-    parser.feed(Buffer.buffer("c\n\ndata: d\n\n"), events::add);
+    parser.feed(Buffer.buffer("data: a\n\ndata: b"), event -> events.add(event.copy()));
+    parser.feed(Buffer.buffer("c\n\ndata: d\n\n"), event -> events.add(event.copy()));
 
     assertThat(raws(events)).containsExactly("data: a\n\n", "data: bc\n\n", "data: d\n\n");
     assertThat(data(events)).containsExactly("a", "bc", "d");
+  }
+
+  @Test
+  void anEventThatIsExactlyItsChunkIsThatChunk() {
+    SseParser parser = new SseParser(MAX);
+    Buffer chunk = Buffer.buffer("data: {\"a\":1}\n\n");
+    List<Buffer> raws = new ArrayList<>();
+
+    parser.feed(chunk, event -> raws.add(event.raw()));
+
+    assertThat(raws).hasSize(1);
+    assertThat(raws.get(0)).isSameAs(chunk);
+  }
+
+  @Test
+  void theSinkGetsOneInstanceValidDuringItsCall() {
+    SseParser parser = new SseParser(MAX);
+    List<SseEvent> seen = new ArrayList<>();
+    List<SseEvent> kept = new ArrayList<>();
+
+    parser.feed(
+        Buffer.buffer("data: a\n\n: note\n\ndata: b\ndata: c\n\n"),
+        event -> {
+          seen.add(event);
+          kept.add(event.copy());
+        });
+
+    assertThat(seen).hasSize(3);
+    assertThat(seen.get(1)).isSameAs(seen.get(0));
+    assertThat(seen.get(2)).isSameAs(seen.get(0));
+    // Past its call, the event reads as nothing, never as a later one.
+    assertThat(seen.get(0).raw()).isNull();
+    assertThat(seen.get(0).hasData()).isFalse();
+    assertThat(data(kept)).containsExactly("a", null, "b\nc");
+    assertThat(raws(kept)).containsExactly("data: a\n\n", ": note\n\n", "data: b\ndata: c\n\n");
   }
 }
