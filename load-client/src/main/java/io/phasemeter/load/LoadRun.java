@@ -172,10 +172,10 @@ public final class LoadRun {
       } else if (!o.steps().isEmpty()) {
         for (int i = 0; i < o.steps().size(); i++) {
           double rate = o.steps().get(i);
-          steps.add(openStep(i, rate, o.stepDuration(), arrivals(rate, i)).await());
+          steps.add(openStep(i, rate, o.stepDuration(), arrivals(rate, i)));
         }
       } else {
-        steps.add(openStep(0, o.rate(), o.duration(), arrivals(o.rate(), 0)).await());
+        steps.add(openStep(0, o.rate(), o.duration(), arrivals(o.rate(), 0)));
       }
       // Whatever is still in flight finishes (or times out) before the join is closed.
       long deadline = System.nanoTime() + o.timeout().toNanos() + 5_000_000_000L;
@@ -275,41 +275,40 @@ public final class LoadRun {
     };
   }
 
-  /** Open model: requests leave at their scheduled times, whatever the responses do. */
-  private Future<StepInfo> openStep(int index, double rate, Duration d, Arrivals arrivals) {
-    Promise<StepInfo> done = Promise.promise();
-    Context ctx = vertx.getOrCreateContext();
+  /**
+   * Open model: requests leave at their scheduled times, whatever the responses do. The calling
+   * thread paces the schedule ({@link Pacer}); the runner's event loop only sends and reads.
+   */
+  private StepInfo openStep(int index, double rate, Duration d, Arrivals arrivals) {
     currentStep = index;
     currentStepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
-    long[] counts = new long[2]; // sent, dropped
-    ctx.runOnContext(
-        v -> {
-          long start = System.nanoTime();
-          long end = start + d.toNanos();
-          long[] next = {start};
-          Runnable[] tick = new Runnable[1];
-          tick[0] =
-              () -> {
-                long now = System.nanoTime();
-                while (next[0] <= now && next[0] < end) {
-                  if (launch(next[0], index)) {
-                    counts[0]++;
-                  } else {
-                    counts[1]++;
-                    droppedTotal.incrementAndGet();
-                  }
-                  next[0] += arrivals.nextGapNanos();
-                }
-                if (next[0] >= end) {
-                  done.complete(new StepInfo(index, rate, 0, start, end, counts[0], counts[1]));
-                  return;
-                }
-                long delayMs = Math.max(1, (next[0] - System.nanoTime()) / 1_000_000);
-                vertx.setTimer(delayMs, id -> tick[0].run());
-              };
-          tick[0].run();
-        });
-    return done.future();
+    long start = System.nanoTime();
+    long end = start + d.toNanos();
+    Prepared[] pending = new Prepared[1];
+    Pacer.Launcher launcher =
+        new Pacer.Launcher() {
+          @Override
+          public boolean launch(long intended) {
+            if (inFlight.get() >= o.maxInFlight()) {
+              droppedTotal.incrementAndGet();
+              return false;
+            }
+            Prepared p = pending[0] != null ? pending[0] : build(seq.get() + 1);
+            pending[0] = null;
+            seq.incrementAndGet();
+            start(p, intended, index);
+            return true;
+          }
+
+          @Override
+          public void prepare() {
+            if (pending[0] == null) {
+              pending[0] = build(seq.get() + 1);
+            }
+          }
+        };
+    long[] counts = new Pacer(System::nanoTime, Pacer.PARK).run(arrivals, start, end, launcher);
+    return new StepInfo(index, rate, 0, start, end, counts[0], counts[1]);
   }
 
   /** Closed model: N requests in flight, each followed at once by the next. */
@@ -344,21 +343,21 @@ public final class LoadRun {
     return done.future();
   }
 
-  /** Starts one request at its intended time, unless the in-flight cap is reached (a drop). */
-  private boolean launch(long intended, int step) {
-    if (inFlight.get() >= o.maxInFlight()) {
-      return false;
-    }
-    send(intended, step);
-    return true;
+  /** A request built before its start: its number, body and trace context. */
+  private record Prepared(long seq, RequestSpec spec, String traceId, String traceparent) {}
+
+  private Prepared build(long n) {
+    return new Prepared(n, workload.request(n), ids.traceId(n), ids.traceparent(n));
   }
 
   private Future<ClientResult> send(long intended, int step) {
+    return start(build(seq.incrementAndGet()), intended, step);
+  }
+
+  private Future<ClientResult> start(Prepared p, long intended, int step) {
     inFlight.incrementAndGet();
-    long n = seq.incrementAndGet();
-    RequestSpec spec = workload.request(n);
     return runner
-        .run(n, spec, ids.traceId(n), ids.traceparent(n), step, intended)
+        .run(p.seq(), p.spec(), p.traceId(), p.traceparent(), step, intended)
         .onComplete(
             ar -> {
               inFlight.decrementAndGet();
