@@ -6,9 +6,9 @@ import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
-import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientAgent;
 import io.vertx.core.http.HttpClientOptions;
-import io.vertx.core.http.PoolOptions;
+import io.vertx.core.http.HttpConnectOptions;
 import java.net.URI;
 import java.time.Duration;
 import java.util.Locale;
@@ -54,7 +54,8 @@ import java.util.function.LongConsumer;
 public final class RequestRunner {
   final Vertx vertx;
   final Context context;
-  final HttpClient client;
+  final HttpClientAgent client;
+  final ConnectionPool pool;
   final String host;
   final int port;
   final boolean ssl;
@@ -106,8 +107,17 @@ public final class RequestRunner {
             .setSsl(ssl)
             .setConnectTimeout((int) Math.min(Integer.MAX_VALUE, timeoutMs))
             .setDecompressionSupported(false);
-    this.client =
-        vertx.createHttpClient(options, new PoolOptions().setHttp1MaxSize(maxConnections));
+    this.client = vertx.createHttpClient(options);
+    this.pool =
+        new ConnectionPool(
+            client,
+            new HttpConnectOptions()
+                .setHost(host)
+                .setPort(port)
+                .setSsl(ssl)
+                .setConnectTimeout(timeoutMs),
+            maxConnections,
+            options.getKeepAliveTimeout());
   }
 
   /**
