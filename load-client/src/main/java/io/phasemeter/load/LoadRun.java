@@ -296,7 +296,7 @@ public final class LoadRun {
             Prepared p = pending[0] != null ? pending[0] : build(seq.get() + 1);
             pending[0] = null;
             seq.incrementAndGet();
-            start(p, intended, index);
+            start(p, intended, index, null);
             return true;
           }
 
@@ -335,7 +335,7 @@ public final class LoadRun {
                     return;
                   }
                   sent.incrementAndGet();
-                  send(now, index).onComplete(ar -> ctx.runOnContext(x -> loop[0].run()));
+                  send(now, index, () -> ctx.runOnContext(x -> loop[0].run()));
                 };
             loop[0].run();
           }
@@ -350,28 +350,33 @@ public final class LoadRun {
     return new Prepared(n, workload.request(n), ids.traceId(n), ids.traceparent(n));
   }
 
-  private Future<ClientResult> send(long intended, int step) {
-    return start(build(seq.incrementAndGet()), intended, step);
+  /** Closed model: starts the next request and calls {@code then} on the runner's context. */
+  private void send(long intended, int step, Runnable then) {
+    start(build(seq.incrementAndGet()), intended, step, then);
   }
 
-  private Future<ClientResult> start(Prepared p, long intended, int step) {
+  private void start(Prepared p, long intended, int step, Runnable then) {
     inFlight.incrementAndGet();
-    return runner
-        .run(p.seq(), p.spec(), p.traceId(), p.traceparent(), step, intended)
-        .onComplete(
-            ar -> {
-              inFlight.decrementAndGet();
-              completed.incrementAndGet();
-              if (ar.succeeded()) {
-                ClientResult r = ar.result();
-                notable(r);
-                if (feed != null) {
-                  joiner.client(r);
-                } else {
-                  joiner.alone(r);
-                }
-              }
-            });
+    runner.run(
+        p.seq(),
+        p.spec(),
+        p.traceId(),
+        p.traceparent(),
+        step,
+        intended,
+        r -> {
+          inFlight.decrementAndGet();
+          completed.incrementAndGet();
+          notable(r);
+          if (feed != null) {
+            joiner.client(r);
+          } else {
+            joiner.alone(r);
+          }
+          if (then != null) {
+            then.run();
+          }
+        });
   }
 
   /** Failed requests, and very slow ones, are printed with their trace id; nothing else is. */

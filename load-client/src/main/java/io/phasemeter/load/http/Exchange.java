@@ -4,7 +4,7 @@ import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.ErrorClass;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.AsyncResult;
-import io.vertx.core.Promise;
+import io.vertx.core.Handler;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
@@ -34,7 +34,7 @@ final class Exchange implements ConnectionPool.Waiter {
   private final String traceparent;
   private final int step;
   private final long intended;
-  private final Promise<ClientResult> promise;
+  private final Handler<ClientResult> onResult;
 
   private boolean done;
   private long timerId = -1;
@@ -73,7 +73,7 @@ final class Exchange implements ConnectionPool.Waiter {
       String traceparent,
       int step,
       long intended,
-      Promise<ClientResult> promise) {
+      Handler<ClientResult> onResult) {
     this.runner = runner;
     this.seq = seq;
     this.spec = spec;
@@ -81,7 +81,7 @@ final class Exchange implements ConnectionPool.Waiter {
     this.traceparent = traceparent;
     this.step = step;
     this.intended = intended;
-    this.promise = promise;
+    this.onResult = onResult;
   }
 
   void start() {
@@ -326,7 +326,7 @@ final class Exchange implements ConnectionPool.Waiter {
       }
     }
     gaps = null;
-    promise.complete(
+    onResult.handle(
         new ClientResult(
             seq,
             traceId,

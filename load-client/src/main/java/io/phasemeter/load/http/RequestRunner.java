@@ -4,6 +4,7 @@ import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
+import io.vertx.core.Handler;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;
@@ -138,12 +139,30 @@ public final class RequestRunner {
       String traceparent,
       int step,
       long intendedNanos) {
-    Objects.requireNonNull(spec, "spec");
     Promise<ClientResult> promise = Promise.promise();
-    Exchange exchange =
-        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, promise);
-    context.runOnContext(v -> exchange.start());
+    run(seq, spec, traceId, traceparent, step, intendedNanos, promise::complete);
     return promise.future();
+  }
+
+  /**
+   * Like {@link #run(long, RequestSpec, String, String, int, long)}, handing the result to {@code
+   * done} on this runner's context. A handler added to the returned future instead runs on the
+   * thread that adds it when the request has already finished, which for a fast server is often the
+   * thread that scheduled it.
+   */
+  public void run(
+      long seq,
+      RequestSpec spec,
+      String traceId,
+      String traceparent,
+      int step,
+      long intendedNanos,
+      Handler<ClientResult> done) {
+    Objects.requireNonNull(spec, "spec");
+    Objects.requireNonNull(done, "done");
+    Exchange exchange =
+        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, done);
+    context.runOnContext(v -> exchange.start());
   }
 
   /** Closes the connections; requests still running end as {@code RESET}. */
