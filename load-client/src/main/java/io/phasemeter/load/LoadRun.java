@@ -404,7 +404,7 @@ public final class LoadRun {
           slowP99AtCount = okSeen;
           slowP99AtNanos = now;
           slowP99 =
-              cumulative.summary("client_total").count() >= 100
+              cumulative.count("client_total") >= 100
                   ? cumulative.quantileMs("client_total", 0.99)
                   : Double.NaN;
         }
