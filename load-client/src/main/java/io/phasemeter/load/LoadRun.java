@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongConsumer;
 
 /**
  * One load run: schedules requests from a clock (open model) or keeps N in flight (closed model),
@@ -51,6 +52,7 @@ public final class LoadRun {
   private final String prefix;
   private final RequestRunner runner;
   private final Joiner joiner;
+  private final Series measured;
   private final Object statsLock = new Object();
   private static final long SLOW_P99_REFRESH_NANOS = 100_000_000L;
   // The p99 that makes a request SLOW, refreshed now and then (guarded by statsLock).
@@ -85,17 +87,7 @@ public final class LoadRun {
     this.workload = workload(o);
     this.workloadText = workloadText(o);
     this.runner =
-        new RequestRunner(
-            vertx,
-            o.url(),
-            Math.min(o.maxInFlight(), 4096),
-            o.timeout(),
-            gap -> {
-              synchronized (statsLock) {
-                cumulative.addItl(gap);
-                window.get().addItl(gap);
-              }
-            });
+        new RequestRunner(vertx, o.url(), Math.min(o.maxInFlight(), 4096), o.timeout(), gap -> {});
     this.joiner =
         new Joiner(
             prefix,
@@ -106,6 +98,7 @@ public final class LoadRun {
                 window.get().add(pair);
               }
             });
+    this.measured = new Series(ids, seq, null);
   }
 
   /** Runs with a Vert.x of its own and returns the exit code. */
@@ -162,20 +155,21 @@ public final class LoadRun {
             + ")");
     out.flush();
     warmUp();
+    warmUpAtLoad();
     runStart = System.nanoTime();
     lastPrintNanos = runStart;
     long periodic =
         vertx.setPeriodic(Math.max(1000, o.reportInterval().toMillis()), id -> printLive());
     try {
       if (o.concurrency() > 0) {
-        steps.add(closedStep(0, o.concurrency(), o.duration()).await());
+        steps.add(closedStep(measured, 0, o.concurrency(), o.duration()).await());
       } else if (!o.steps().isEmpty()) {
         for (int i = 0; i < o.steps().size(); i++) {
           double rate = o.steps().get(i);
-          steps.add(openStep(i, rate, o.stepDuration(), arrivals(rate, i)));
+          steps.add(openStep(measured, i, rate, o.stepDuration(), arrivals(rate, i)));
         }
       } else {
-        steps.add(openStep(0, o.rate(), o.duration(), arrivals(o.rate(), 0)));
+        steps.add(openStep(measured, 0, o.rate(), o.duration(), arrivals(o.rate(), 0)));
       }
       // Whatever is still in flight finishes (or times out) before the join is closed.
       long deadline = System.nanoTime() + o.timeout().toNanos() + 5_000_000_000L;
@@ -262,6 +256,43 @@ public final class LoadRun {
     out.println("phasemeter load: " + o.warmup() + " warm-up requests sent (not counted)");
   }
 
+  /**
+   * Runs the first step's load for {@code --warmup-duration} before the clock starts (an open
+   * model's rate rising linearly from 0 to the first step's, a closed model's concurrency), through
+   * the same pacing, connections and bookkeeping as the run, so that the JIT compiles what the run
+   * will execute and the pool opens what it will need. Nothing of it is counted: its requests carry
+   * another trace-id prefix (their records are ignored) and their results go to statistics that are
+   * thrown away. The clock starts as the warm-up's schedule ends, without a pause in the load;
+   * warm-up requests still in flight then finish uncounted.
+   */
+  private void warmUpAtLoad() throws Exception {
+    Duration d = o.warmupDuration();
+    if (d.isZero()) {
+      return;
+    }
+    Series warm = new Series(TraceIds.random(), new AtomicLong(), new PhaseStats());
+    StepInfo s;
+    double rate = 0;
+    if (o.concurrency() > 0) {
+      s = closedStep(warm, 0, o.concurrency(), d).await();
+    } else {
+      // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
+      // never starts the run already behind.
+      rate = o.steps().isEmpty() ? o.rate() : o.steps().get(0);
+      s = openStep(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
+    }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: warm-up at load for %.1f s%s: %d requests sent, %d dropped (not"
+                + " counted)",
+            d.toNanos() / 1e9,
+            rate > 0 ? String.format(Locale.ROOT, " (rising to %.2f req/s)", rate) : "",
+            s.sent(),
+            s.dropped()));
+    out.flush();
+  }
+
   private Arrivals arrivals(double rate, int step) {
     return arrivalsFor(o, rate, step);
   }
@@ -279,9 +310,11 @@ public final class LoadRun {
    * Open model: requests leave at their scheduled times, whatever the responses do. The calling
    * thread paces the schedule ({@link Pacer}); the runner's event loop only sends and reads.
    */
-  private StepInfo openStep(int index, double rate, Duration d, Arrivals arrivals) {
-    currentStep = index;
-    currentStepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
+  private StepInfo openStep(Series series, int index, double rate, Duration d, Arrivals arrivals) {
+    if (series.counted()) {
+      currentStep = index;
+      currentStepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
+    }
     long start = System.nanoTime();
     long end = start + d.toNanos();
     Prepared[] pending = new Prepared[1];
@@ -290,20 +323,22 @@ public final class LoadRun {
           @Override
           public boolean launch(long intended) {
             if (inFlight.get() >= o.maxInFlight()) {
-              droppedTotal.incrementAndGet();
+              if (series.counted()) {
+                droppedTotal.incrementAndGet();
+              }
               return false;
             }
-            Prepared p = pending[0] != null ? pending[0] : build(seq.get() + 1);
+            Prepared p = pending[0] != null ? pending[0] : series.build();
             pending[0] = null;
-            seq.incrementAndGet();
-            start(p, intended, index, null);
+            series.issue();
+            start(series, p, intended, index, null);
             return true;
           }
 
           @Override
           public void prepare() {
             if (pending[0] == null) {
-              pending[0] = build(seq.get() + 1);
+              pending[0] = series.build();
             }
           }
         };
@@ -312,10 +347,12 @@ public final class LoadRun {
   }
 
   /** Closed model: N requests in flight, each followed at once by the next. */
-  private Future<StepInfo> closedStep(int index, int concurrency, Duration d) {
+  private Future<StepInfo> closedStep(Series series, int index, int concurrency, Duration d) {
     Promise<StepInfo> done = Promise.promise();
     Context ctx = vertx.getOrCreateContext();
-    currentStepText = stepText(index, "concurrency " + concurrency);
+    if (series.counted()) {
+      currentStepText = stepText(index, "concurrency " + concurrency);
+    }
     AtomicLong sent = new AtomicLong();
     AtomicInteger running = new AtomicInteger(concurrency);
     ctx.runOnContext(
@@ -335,7 +372,9 @@ public final class LoadRun {
                     return;
                   }
                   sent.incrementAndGet();
-                  send(now, index, () -> ctx.runOnContext(x -> loop[0].run()));
+                  Prepared p = series.build();
+                  series.issue();
+                  start(series, p, now, index, () -> ctx.runOnContext(x -> loop[0].run()));
                 };
             loop[0].run();
           }
@@ -346,16 +385,72 @@ public final class LoadRun {
   /** A request built before its start: its number, body and trace context. */
   private record Prepared(long seq, RequestSpec spec, String traceId, String traceparent) {}
 
-  private Prepared build(long n) {
-    return new Prepared(n, workload.request(n), ids.traceId(n), ids.traceparent(n));
+  /**
+   * The requests of the measured run, or of the warm-up at load: where their numbers and trace ids
+   * come from, and where their results go. Warm-up requests are numbered below zero (beneath the
+   * one-by-one warm-up's), and their results and inter-token gaps go through a joiner of their own
+   * into statistics that nobody reads: the same code runs as for a measured request, and nothing is
+   * counted.
+   */
+  private final class Series {
+    private final TraceIds ids;
+    private final AtomicLong issued;
+    private final PhaseStats discarded;
+    private final Joiner pairs;
+    private final LongConsumer itl;
+
+    /**
+     * @param issued the run's {@code seq} (numbers 1, 2, …), or a counter of its own
+     * @param discarded null for the measured run; else where the warm-up's results go
+     */
+    Series(TraceIds ids, AtomicLong issued, PhaseStats discarded) {
+      this.ids = ids;
+      this.issued = issued;
+      this.discarded = discarded;
+      this.pairs =
+          discarded == null
+              ? joiner
+              : new Joiner(String.format("%016x", ids.instanceId()), 0, discarded::add);
+      this.itl =
+          discarded != null
+              ? discarded::addItl
+              : gap -> {
+                synchronized (statsLock) {
+                  cumulative.addItl(gap);
+                  window.get().addItl(gap);
+                }
+              };
+    }
+
+    boolean counted() {
+      return discarded == null;
+    }
+
+    /** Builds the next request; it counts as issued once {@link #issue} is called. */
+    Prepared build() {
+      long k = issued.get() + 1;
+      long n = counted() ? k : -(o.warmup() + k);
+      return new Prepared(n, workload.request(n), ids.traceId(k), ids.traceparent(k));
+    }
+
+    void issue() {
+      issued.incrementAndGet();
+    }
+
+    void done(ClientResult r) {
+      if (counted()) {
+        completed.incrementAndGet();
+        notable(r);
+      }
+      if (feed != null && counted()) {
+        pairs.client(r);
+      } else {
+        pairs.alone(r);
+      }
+    }
   }
 
-  /** Closed model: starts the next request and calls {@code then} on the runner's context. */
-  private void send(long intended, int step, Runnable then) {
-    start(build(seq.incrementAndGet()), intended, step, then);
-  }
-
-  private void start(Prepared p, long intended, int step, Runnable then) {
+  private void start(Series series, Prepared p, long intended, int step, Runnable then) {
     inFlight.incrementAndGet();
     runner.run(
         p.seq(),
@@ -364,15 +459,10 @@ public final class LoadRun {
         p.traceparent(),
         step,
         intended,
+        series.itl,
         r -> {
           inFlight.decrementAndGet();
-          completed.incrementAndGet();
-          notable(r);
-          if (feed != null) {
-            joiner.client(r);
-          } else {
-            joiner.alone(r);
-          }
+          series.done(r);
           if (then != null) {
             then.run();
           }
@@ -512,6 +602,8 @@ public final class LoadRun {
     conditions.put("max_in_flight", o.maxInFlight());
     conditions.put("streaming", o.stream());
     conditions.put("seed", o.seed());
+    conditions.put("warmup_requests", o.warmup());
+    conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());
     conditions.put("trace_id_prefix", prefix);

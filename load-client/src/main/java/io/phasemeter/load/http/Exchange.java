@@ -18,6 +18,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeoutException;
+import java.util.function.LongConsumer;
 
 /**
  * One request in flight. Every method runs on the runner's context, so the state needs no locks;
@@ -34,6 +35,7 @@ final class Exchange implements ConnectionPool.Waiter {
   private final String traceparent;
   private final int step;
   private final long intended;
+  private final LongConsumer itl;
   private final Handler<ClientResult> onResult;
 
   private boolean done;
@@ -73,6 +75,7 @@ final class Exchange implements ConnectionPool.Waiter {
       String traceparent,
       int step,
       long intended,
+      LongConsumer itl,
       Handler<ClientResult> onResult) {
     this.runner = runner;
     this.seq = seq;
@@ -81,6 +84,7 @@ final class Exchange implements ConnectionPool.Waiter {
     this.traceparent = traceparent;
     this.step = step;
     this.intended = intended;
+    this.itl = itl;
     this.onResult = onResult;
   }
 
@@ -322,7 +326,7 @@ final class Exchange implements ConnectionPool.Waiter {
     if (error == ErrorClass.NONE) {
       itlCount = Math.max(0, contentEvents - 1);
       for (int i = 0; i < itlCount; i++) {
-        runner.itlSink.accept(gaps[i]);
+        itl.accept(gaps[i]);
       }
     }
     gaps = null;

@@ -140,7 +140,7 @@ public final class RequestRunner {
       int step,
       long intendedNanos) {
     Promise<ClientResult> promise = Promise.promise();
-    run(seq, spec, traceId, traceparent, step, intendedNanos, promise::complete);
+    run(seq, spec, traceId, traceparent, step, intendedNanos, itlSink, promise::complete);
     return promise.future();
   }
 
@@ -149,6 +149,8 @@ public final class RequestRunner {
    * done} on this runner's context. A handler added to the returned future instead runs on the
    * thread that adds it when the request has already finished, which for a fast server is often the
    * thread that scheduled it.
+   *
+   * @param itl receives this request's inter-token gaps (the warm-up's go elsewhere than the run's)
    */
   public void run(
       long seq,
@@ -157,11 +159,13 @@ public final class RequestRunner {
       String traceparent,
       int step,
       long intendedNanos,
+      LongConsumer itl,
       Handler<ClientResult> done) {
     Objects.requireNonNull(spec, "spec");
+    Objects.requireNonNull(itl, "itl");
     Objects.requireNonNull(done, "done");
     Exchange exchange =
-        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, done);
+        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, itl, done);
     context.runOnContext(v -> exchange.start());
   }
 
