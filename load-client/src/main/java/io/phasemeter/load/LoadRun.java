@@ -20,6 +20,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -158,8 +160,15 @@ public final class LoadRun {
     warmUpAtLoad();
     runStart = System.nanoTime();
     lastPrintNanos = runStart;
-    long periodic =
-        vertx.setPeriodic(Math.max(1000, o.reportInterval().toMillis()), id -> printLive());
+    long period = Math.max(1000, o.reportInterval().toMillis());
+    ScheduledExecutorService live =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "phasemeter-live-table");
+              t.setDaemon(true);
+              return t;
+            });
+    live.scheduleAtFixedRate(this::printLiveSafely, period, period, TimeUnit.MILLISECONDS);
     try {
       if (o.concurrency() > 0) {
         steps.add(closedStep(measured, 0, o.concurrency(), o.duration()).await());
@@ -185,7 +194,8 @@ public final class LoadRun {
       }
       joiner.flush();
     } finally {
-      vertx.cancelTimer(periodic);
+      live.shutdownNow();
+      live.awaitTermination(10, TimeUnit.SECONDS);
       runner.close();
       if (feed != null) {
         feed.close();
@@ -523,16 +533,34 @@ public final class LoadRun {
     }
   }
 
+  private void printLiveSafely() {
+    try {
+      printLive();
+    } catch (RuntimeException e) {
+      // A failed table must not stop the next ones (a scheduled task that throws is cancelled).
+      synchronized (out) {
+        out.println("phasemeter load: live table failed: " + e);
+        out.flush();
+      }
+    }
+  }
+
+  /**
+   * One live table, on the reporter's own thread. Only swapping the window and copying the run's
+   * figures hold the lock that every finished request takes; the quantiles, the budgets and the
+   * formatting happen outside it. Printed under that lock on a timer of the event loops, the table
+   * once held the loop that reads the responses for 50 ms (bench at 2,000 req/s: 300 requests late
+   * at every table).
+   */
   private void printLive() {
     PhaseStats w;
-    List<BudgetResult> breaches;
+    PhaseStats all;
     synchronized (statsLock) {
       w = window.getAndSet(new PhaseStats());
-      breaches =
-          budgets.judgeLatency(o.model(), cumulative).stream()
-              .filter(BudgetResult::breached)
-              .toList();
+      all = cumulative.copy();
     }
+    List<BudgetResult> breaches =
+        budgets.judgeLatency(o.model(), all).stream().filter(BudgetResult::breached).toList();
     long nowNanos = System.nanoTime();
     double elapsed = (nowNanos - runStart) / 1e9;
     long done = completed.get();
@@ -542,6 +570,7 @@ public final class LoadRun {
     lastPrintCompleted = done;
     long suppressed = notableSuppressed.getAndSet(0);
     notable.set(0);
+    double coverage = all.joinCoverage();
     String header =
         String.format(
             Locale.ROOT,
@@ -553,12 +582,13 @@ public final class LoadRun {
             completed.get(),
             inFlight.get(),
             droppedTotal.get(),
-            feed == null ? "-" : String.format(Locale.ROOT, "%.1f%%", 100 * coverage()),
+            feed == null
+                ? "-"
+                : String.format(
+                    Locale.ROOT, "%.1f%%", 100 * (Double.isNaN(coverage) ? 1.0 : coverage)),
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
     synchronized (out) {
-      synchronized (statsLock) {
-        LiveTable.print(out, header, w, cumulative, breaches, this::culprit);
-      }
+      LiveTable.print(out, header, w, all, breaches, b -> culprit(b, all));
     }
   }
 
@@ -745,14 +775,18 @@ public final class LoadRun {
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */
   private String culprit(BudgetResult b) {
+    synchronized (statsLock) {
+      return culprit(b, cumulative);
+    }
+  }
+
+  private String culprit(BudgetResult b, PhaseStats stats) {
     double q =
         budgets.forModel(o.model()).stream()
             .filter(x -> x.name().equals(b.name()))
             .mapToDouble(ClientBudgets.Budget::quantile)
             .findFirst()
             .orElse(0.95);
-    synchronized (statsLock) {
-      return ClientBudgets.culprit(b.phase(), q, cumulative);
-    }
+    return ClientBudgets.culprit(b.phase(), q, stats);
   }
 }
