@@ -152,6 +152,7 @@ public final class Demo implements Callable<Integer> {
               Duration.ofSeconds(3),
               false,
               5,
+              Duration.ZERO,
               false);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {

@@ -241,6 +241,17 @@ public final class LoadMain implements Callable<Integer> {
     int warmup;
 
     @Option(
+        names = "--warmup-duration",
+        paramLabel = "D",
+        description =
+            "before the clock starts, run the first step's load for D and count none of it: the"
+                + " rate rising from 0 to the first step's (open model), or the concurrency (closed"
+                + " model). The JIT then has compiled the paths the run takes and the connections"
+                + " it needs are open; at thousands of requests a second that takes seconds, far"
+                + " more than --warmup (default: none)")
+    String warmupDuration;
+
+    @Option(
         names = "--join-sampled-only",
         description =
             "join only records whose trace the proxy exported (as a trace backend would see them);"
@@ -291,6 +302,7 @@ public final class LoadMain implements Callable<Integer> {
           Durations.parse("--join-grace", joinGrace),
           chat,
           warmup,
+          warmupDuration == null ? null : Durations.parse("--warmup-duration", warmupDuration),
           joinSampledOnly);
     }
   }

@@ -12,6 +12,8 @@ import java.util.List;
  * @param steps rates of a stepped run (empty otherwise)
  * @param inputTokens custom input length (-1: from the profile)
  * @param mix length-bucket mix ({@code 1k:512=0.7,4k:300=0.3}) or null
+ * @param warmup requests sent one by one before the clock starts
+ * @param warmupDuration how long the first step's load runs before the clock starts (zero: none)
  */
 public record LoadOptions(
     URI url,
@@ -39,6 +41,7 @@ public record LoadOptions(
     Duration joinGrace,
     boolean chat,
     int warmup,
+    Duration warmupDuration,
     boolean joinSampledOnly) {
 
   public LoadOptions {
@@ -67,6 +70,10 @@ public record LoadOptions(
     }
     if (warmup < 0) {
       throw new IllegalArgumentException("--warmup must be 0 or more");
+    }
+    warmupDuration = warmupDuration == null ? Duration.ZERO : warmupDuration;
+    if (warmupDuration.isNegative()) {
+      throw new IllegalArgumentException("--warmup-duration must not be negative");
     }
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("--max-in-flight must be at least 1");

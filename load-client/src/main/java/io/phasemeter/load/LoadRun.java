@@ -20,10 +20,13 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongConsumer;
 
 /**
  * One load run: schedules requests from a clock (open model) or keeps N in flight (closed model),
@@ -51,11 +54,11 @@ public final class LoadRun {
   private final String prefix;
   private final RequestRunner runner;
   private final Joiner joiner;
+  private final Series measured;
   private final Object statsLock = new Object();
   private static final long SLOW_P99_REFRESH_NANOS = 100_000_000L;
-  // The p99 that makes a request SLOW, refreshed now and then (guarded by statsLock).
+  // The p99 that makes a request SLOW, refreshed every 100 ms (guarded by statsLock).
   private long okSeen;
-  private long slowP99AtCount;
   private long slowP99AtNanos;
   private double slowP99 = Double.NaN;
   private final PhaseStats cumulative = new PhaseStats();
@@ -85,17 +88,7 @@ public final class LoadRun {
     this.workload = workload(o);
     this.workloadText = workloadText(o);
     this.runner =
-        new RequestRunner(
-            vertx,
-            o.url(),
-            Math.min(o.maxInFlight(), 4096),
-            o.timeout(),
-            gap -> {
-              synchronized (statsLock) {
-                cumulative.addItl(gap);
-                window.get().addItl(gap);
-              }
-            });
+        new RequestRunner(vertx, o.url(), Math.min(o.maxInFlight(), 4096), o.timeout(), gap -> {});
     this.joiner =
         new Joiner(
             prefix,
@@ -106,6 +99,7 @@ public final class LoadRun {
                 window.get().add(pair);
               }
             });
+    this.measured = new Series(ids, seq, null);
   }
 
   /** Runs with a Vert.x of its own and returns the exit code. */
@@ -161,21 +155,34 @@ public final class LoadRun {
                 : "; joining with " + o.admin())
             + ")");
     out.flush();
-    warmUp();
+    ScheduledExecutorService live =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "phasemeter-live-table");
+              t.setDaemon(true);
+              return t;
+            });
+    try {
+      warmUp();
+      warmUpAtLoad(live);
+    } catch (Exception e) {
+      live.shutdownNow();
+      throw e;
+    }
     runStart = System.nanoTime();
     lastPrintNanos = runStart;
-    long periodic =
-        vertx.setPeriodic(Math.max(1000, o.reportInterval().toMillis()), id -> printLive());
+    long period = Math.max(1000, o.reportInterval().toMillis());
+    live.scheduleAtFixedRate(this::printLiveSafely, period, period, TimeUnit.MILLISECONDS);
     try {
       if (o.concurrency() > 0) {
-        steps.add(closedStep(0, o.concurrency(), o.duration()).await());
+        steps.add(closedStep(measured, 0, o.concurrency(), o.duration()).await());
       } else if (!o.steps().isEmpty()) {
         for (int i = 0; i < o.steps().size(); i++) {
           double rate = o.steps().get(i);
-          steps.add(openStep(i, rate, o.stepDuration(), arrivals(rate, i)).await());
+          steps.add(openStep(measured, i, rate, o.stepDuration(), arrivals(rate, i)));
         }
       } else {
-        steps.add(openStep(0, o.rate(), o.duration(), arrivals(o.rate(), 0)).await());
+        steps.add(openStep(measured, 0, o.rate(), o.duration(), arrivals(o.rate(), 0)));
       }
       // Whatever is still in flight finishes (or times out) before the join is closed.
       long deadline = System.nanoTime() + o.timeout().toNanos() + 5_000_000_000L;
@@ -191,7 +198,8 @@ public final class LoadRun {
       }
       joiner.flush();
     } finally {
-      vertx.cancelTimer(periodic);
+      live.shutdownNow();
+      live.awaitTermination(10, TimeUnit.SECONDS);
       runner.close();
       if (feed != null) {
         feed.close();
@@ -262,6 +270,54 @@ public final class LoadRun {
     out.println("phasemeter load: " + o.warmup() + " warm-up requests sent (not counted)");
   }
 
+  /**
+   * Runs the first step's load for {@code --warmup-duration} before the clock starts (an open
+   * model's rate rising linearly from 0 to the first step's, a closed model's concurrency), through
+   * the same pacing, connections and bookkeeping as the run, so that the JIT compiles what the run
+   * will execute and the pool opens what it will need. Nothing of it is counted: its requests carry
+   * another trace-id prefix (their records are ignored) and their results go to statistics that are
+   * thrown away. The clock starts as the warm-up's schedule ends, without a pause in the load;
+   * warm-up requests still in flight then finish uncounted.
+   */
+  private void warmUpAtLoad(ScheduledExecutorService live) throws Exception {
+    Duration d = o.warmupDuration();
+    if (d.isZero()) {
+      return;
+    }
+    PhaseStats discarded = new PhaseStats();
+    Series warm = new Series(TraceIds.random(), new AtomicLong(), discarded);
+    live.schedule(
+        () -> {
+          try {
+            rehearseLiveTable(discarded);
+          } catch (RuntimeException e) {
+            // Only a rehearsal: the real tables report their own failures.
+          }
+        },
+        d.toNanos() / 2,
+        TimeUnit.NANOSECONDS);
+    StepInfo s;
+    double rate = 0;
+    if (o.concurrency() > 0) {
+      s = closedStep(warm, 0, o.concurrency(), d).await();
+    } else {
+      // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
+      // never starts the run already behind.
+      rate = o.steps().isEmpty() ? o.rate() : o.steps().get(0);
+      s = openStep(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
+    }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: warm-up at load for %.1f s%s: %d requests sent, %d dropped (not"
+                + " counted)",
+            d.toNanos() / 1e9,
+            rate > 0 ? String.format(Locale.ROOT, " (rising to %.2f req/s)", rate) : "",
+            s.sent(),
+            s.dropped()));
+    out.flush();
+  }
+
   private Arrivals arrivals(double rate, int step) {
     return arrivalsFor(o, rate, step);
   }
@@ -275,48 +331,53 @@ public final class LoadRun {
     };
   }
 
-  /** Open model: requests leave at their scheduled times, whatever the responses do. */
-  private Future<StepInfo> openStep(int index, double rate, Duration d, Arrivals arrivals) {
-    Promise<StepInfo> done = Promise.promise();
-    Context ctx = vertx.getOrCreateContext();
-    currentStep = index;
-    currentStepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
-    long[] counts = new long[2]; // sent, dropped
-    ctx.runOnContext(
-        v -> {
-          long start = System.nanoTime();
-          long end = start + d.toNanos();
-          long[] next = {start};
-          Runnable[] tick = new Runnable[1];
-          tick[0] =
-              () -> {
-                long now = System.nanoTime();
-                while (next[0] <= now && next[0] < end) {
-                  if (launch(next[0], index)) {
-                    counts[0]++;
-                  } else {
-                    counts[1]++;
-                    droppedTotal.incrementAndGet();
-                  }
-                  next[0] += arrivals.nextGapNanos();
-                }
-                if (next[0] >= end) {
-                  done.complete(new StepInfo(index, rate, 0, start, end, counts[0], counts[1]));
-                  return;
-                }
-                long delayMs = Math.max(1, (next[0] - System.nanoTime()) / 1_000_000);
-                vertx.setTimer(delayMs, id -> tick[0].run());
-              };
-          tick[0].run();
-        });
-    return done.future();
+  /**
+   * Open model: requests leave at their scheduled times, whatever the responses do. The calling
+   * thread paces the schedule ({@link Pacer}); the runner's event loop only sends and reads.
+   */
+  private StepInfo openStep(Series series, int index, double rate, Duration d, Arrivals arrivals) {
+    if (series.counted()) {
+      currentStep = index;
+      currentStepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
+    }
+    long start = System.nanoTime();
+    long end = start + d.toNanos();
+    Prepared[] pending = new Prepared[1];
+    Pacer.Launcher launcher =
+        new Pacer.Launcher() {
+          @Override
+          public boolean launch(long intended) {
+            if (inFlight.get() >= o.maxInFlight()) {
+              if (series.counted()) {
+                droppedTotal.incrementAndGet();
+              }
+              return false;
+            }
+            Prepared p = pending[0] != null ? pending[0] : series.build();
+            pending[0] = null;
+            series.issue();
+            start(series, p, intended, index, null);
+            return true;
+          }
+
+          @Override
+          public void prepare() {
+            if (pending[0] == null) {
+              pending[0] = series.build();
+            }
+          }
+        };
+    long[] counts = new Pacer(System::nanoTime, Pacer.PARK).run(arrivals, start, end, launcher);
+    return new StepInfo(index, rate, 0, start, end, counts[0], counts[1]);
   }
 
   /** Closed model: N requests in flight, each followed at once by the next. */
-  private Future<StepInfo> closedStep(int index, int concurrency, Duration d) {
+  private Future<StepInfo> closedStep(Series series, int index, int concurrency, Duration d) {
     Promise<StepInfo> done = Promise.promise();
     Context ctx = vertx.getOrCreateContext();
-    currentStepText = stepText(index, "concurrency " + concurrency);
+    if (series.counted()) {
+      currentStepText = stepText(index, "concurrency " + concurrency);
+    }
     AtomicLong sent = new AtomicLong();
     AtomicInteger running = new AtomicInteger(concurrency);
     ctx.runOnContext(
@@ -336,7 +397,9 @@ public final class LoadRun {
                     return;
                   }
                   sent.incrementAndGet();
-                  send(now, index).onComplete(ar -> ctx.runOnContext(x -> loop[0].run()));
+                  Prepared p = series.build();
+                  series.issue();
+                  start(series, p, now, index, () -> ctx.runOnContext(x -> loop[0].run()));
                 };
             loop[0].run();
           }
@@ -344,35 +407,91 @@ public final class LoadRun {
     return done.future();
   }
 
-  /** Starts one request at its intended time, unless the in-flight cap is reached (a drop). */
-  private boolean launch(long intended, int step) {
-    if (inFlight.get() >= o.maxInFlight()) {
-      return false;
+  /** A request built before its start: its number, body and trace context. */
+  private record Prepared(long seq, RequestSpec spec, String traceId, String traceparent) {}
+
+  /**
+   * The requests of the measured run, or of the warm-up at load: where their numbers and trace ids
+   * come from, and where their results go. Warm-up requests are numbered below zero (beneath the
+   * one-by-one warm-up's), and their results and inter-token gaps go through a joiner of their own
+   * into statistics that nobody reads: the same code runs as for a measured request, and nothing is
+   * counted.
+   */
+  private final class Series {
+    private final TraceIds ids;
+    private final AtomicLong issued;
+    private final PhaseStats discarded;
+    private final Joiner pairs;
+    private final LongConsumer itl;
+
+    /**
+     * @param issued the run's {@code seq} (numbers 1, 2, …), or a counter of its own
+     * @param discarded null for the measured run; else where the warm-up's results go
+     */
+    Series(TraceIds ids, AtomicLong issued, PhaseStats discarded) {
+      this.ids = ids;
+      this.issued = issued;
+      this.discarded = discarded;
+      this.pairs =
+          discarded == null
+              ? joiner
+              : new Joiner(String.format("%016x", ids.instanceId()), 0, discarded::add);
+      this.itl =
+          discarded != null
+              ? discarded::addItl
+              : gap -> {
+                synchronized (statsLock) {
+                  cumulative.addItl(gap);
+                  window.get().addItl(gap);
+                }
+              };
     }
-    send(intended, step);
-    return true;
+
+    boolean counted() {
+      return discarded == null;
+    }
+
+    /** Builds the next request; it counts as issued once {@link #issue} is called. */
+    Prepared build() {
+      long k = issued.get() + 1;
+      long n = counted() ? k : -(o.warmup() + k);
+      return new Prepared(n, workload.request(n), ids.traceId(k), ids.traceparent(k));
+    }
+
+    void issue() {
+      issued.incrementAndGet();
+    }
+
+    void done(ClientResult r) {
+      if (counted()) {
+        completed.incrementAndGet();
+        notable(r);
+      }
+      if (feed != null && counted()) {
+        pairs.client(r);
+      } else {
+        pairs.alone(r);
+      }
+    }
   }
 
-  private Future<ClientResult> send(long intended, int step) {
+  private void start(Series series, Prepared p, long intended, int step, Runnable then) {
     inFlight.incrementAndGet();
-    long n = seq.incrementAndGet();
-    RequestSpec spec = workload.request(n);
-    return runner
-        .run(n, spec, ids.traceId(n), ids.traceparent(n), step, intended)
-        .onComplete(
-            ar -> {
-              inFlight.decrementAndGet();
-              completed.incrementAndGet();
-              if (ar.succeeded()) {
-                ClientResult r = ar.result();
-                notable(r);
-                if (feed != null) {
-                  joiner.client(r);
-                } else {
-                  joiner.alone(r);
-                }
-              }
-            });
+    runner.run(
+        p.seq(),
+        p.spec(),
+        p.traceId(),
+        p.traceparent(),
+        step,
+        intended,
+        series.itl,
+        r -> {
+          inFlight.decrementAndGet();
+          series.done(r);
+          if (then != null) {
+            then.run();
+          }
+        });
   }
 
   /** Failed requests, and very slow ones, are printed with their trace id; nothing else is. */
@@ -391,16 +510,18 @@ public final class LoadRun {
       double p99;
       synchronized (statsLock) {
         // Reading the p99 walks the histogram: once per request it was a third of the event
-        // loop at 3,000 req/s (JFR, bench/run). Refresh it when the count grew by 1 % or 100 ms
-        // passed; below 100 requests that is still every request.
+        // loop at 3,000 req/s (JFR, bench/run); at every 1 % of growth (every request from the
+        // 100th to the 200th, ~460 walks by the 10,000th) it still took most of the loop in the
+        // first second of a run at 5,000 req/s, the walk not yet compiled. Refresh it every
+        // 100 ms, and try every 100 successes until there is one.
         okSeen++;
         long now = System.nanoTime();
-        if (okSeen - slowP99AtCount >= Math.max(1, slowP99AtCount / 100)
-            || now - slowP99AtNanos >= SLOW_P99_REFRESH_NANOS) {
-          slowP99AtCount = okSeen;
+        if (Double.isNaN(slowP99)
+            ? okSeen % 100 == 0
+            : now - slowP99AtNanos >= SLOW_P99_REFRESH_NANOS) {
           slowP99AtNanos = now;
           slowP99 =
-              cumulative.summary("client_total").count() >= 100
+              cumulative.count("client_total") >= 100
                   ? cumulative.quantileMs("client_total", 0.99)
                   : Double.NaN;
         }
@@ -429,18 +550,33 @@ public final class LoadRun {
     }
   }
 
+  private void printLiveSafely() {
+    try {
+      printLive();
+    } catch (RuntimeException e) {
+      // A failed table must not stop the next ones (a scheduled task that throws is cancelled).
+      synchronized (out) {
+        out.println("phasemeter load: live table failed: " + e);
+        out.flush();
+      }
+    }
+  }
+
+  /**
+   * One live table, on the reporter's own thread. Only swapping the window and copying the run's
+   * figures hold the lock that every finished request takes; the quantiles, the budgets and the
+   * formatting happen outside it. Printed under that lock on a timer of the event loops, the table
+   * once held the loop that reads the responses for 50 ms (bench at 2,000 req/s: 300 requests late
+   * at every table).
+   */
   private void printLive() {
     PhaseStats w;
-    List<BudgetResult> breaches;
+    PhaseStats all;
     synchronized (statsLock) {
       w = window.getAndSet(new PhaseStats());
-      breaches =
-          budgets.judgeLatency(o.model(), cumulative).stream()
-              .filter(BudgetResult::breached)
-              .toList();
+      all = cumulative.copy();
     }
     long nowNanos = System.nanoTime();
-    double elapsed = (nowNanos - runStart) / 1e9;
     long done = completed.get();
     double windowSeconds = Math.max(1e-3, (nowNanos - lastPrintNanos) / 1e9);
     double achieved = (done - lastPrintCompleted) / windowSeconds;
@@ -448,6 +584,21 @@ public final class LoadRun {
     lastPrintCompleted = done;
     long suppressed = notableSuppressed.getAndSet(0);
     notable.set(0);
+    synchronized (out) {
+      printTable(out, (nowNanos - runStart) / 1e9, achieved, suppressed, w, all);
+    }
+  }
+
+  private void printTable(
+      PrintWriter to,
+      double elapsed,
+      double achieved,
+      long suppressed,
+      PhaseStats w,
+      PhaseStats all) {
+    List<BudgetResult> breaches =
+        budgets.judgeLatency(o.model(), all).stream().filter(BudgetResult::breached).toList();
+    double coverage = all.joinCoverage();
     String header =
         String.format(
             Locale.ROOT,
@@ -459,13 +610,22 @@ public final class LoadRun {
             completed.get(),
             inFlight.get(),
             droppedTotal.get(),
-            feed == null ? "-" : String.format(Locale.ROOT, "%.1f%%", 100 * coverage()),
+            feed == null
+                ? "-"
+                : String.format(
+                    Locale.ROOT, "%.1f%%", 100 * (Double.isNaN(coverage) ? 1.0 : coverage)),
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
-    synchronized (out) {
-      synchronized (statsLock) {
-        LiveTable.print(out, header, w, cumulative, breaches, this::culprit);
-      }
-    }
+    LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all));
+  }
+
+  /**
+   * Prints a table of the warm-up's figures to nowhere, half-way through the warm-up at load: the
+   * first real table then runs compiled code. Its first run, class loading and all, coincided with
+   * 400 ms of late requests in one bench run at 2,000 req/s.
+   */
+  private void rehearseLiveTable(PhaseStats warmUp) {
+    PhaseStats all = warmUp.copy();
+    printTable(new PrintWriter(java.io.Writer.nullWriter()), 0, 0, 1, all, all);
   }
 
   private double coverage() {
@@ -508,6 +668,8 @@ public final class LoadRun {
     conditions.put("max_in_flight", o.maxInFlight());
     conditions.put("streaming", o.stream());
     conditions.put("seed", o.seed());
+    conditions.put("warmup_requests", o.warmup());
+    conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());
     conditions.put("trace_id_prefix", prefix);
@@ -649,14 +811,18 @@ public final class LoadRun {
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */
   private String culprit(BudgetResult b) {
+    synchronized (statsLock) {
+      return culprit(b, cumulative);
+    }
+  }
+
+  private String culprit(BudgetResult b, PhaseStats stats) {
     double q =
         budgets.forModel(o.model()).stream()
             .filter(x -> x.name().equals(b.name()))
             .mapToDouble(ClientBudgets.Budget::quantile)
             .findFirst()
             .orElse(0.95);
-    synchronized (statsLock) {
-      return ClientBudgets.culprit(b.phase(), q, cumulative);
-    }
+    return ClientBudgets.culprit(b.phase(), q, stats);
   }
 }

@@ -347,6 +347,51 @@ class LoadRunTest {
   }
 
   @Test
+  void aWarmUpAtLoadRunsBeforeTheClockAndCountsNothing() throws Exception {
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + sim.port(),
+            "--model",
+            "sim-llama",
+            "--rate",
+            "40",
+            "--arrival",
+            "constant",
+            "--duration",
+            "1s",
+            "--warmup-duration",
+            "1s",
+            "--stream",
+            "--input-tokens",
+            "4",
+            "--output-tokens",
+            "3",
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    // Rising to 40 req/s over 1 s: 20 requests.
+    assertThat(out.toString())
+        .contains("warm-up at load for 1.0 s (rising to 40.00 req/s): 20 requests sent, 0 dropped");
+    JsonNode s = summary();
+    assertThat(s.path("requests").path("sent").asLong()).isEqualTo(40);
+    assertThat(s.path("requests").path("ok").asLong()).isEqualTo(40);
+    // Three tokens, two gaps each: only the measured requests' gaps, none of the warm-up's.
+    assertThat(s.path("phases").path("itl").path("count").asLong()).isEqualTo(80);
+    java.util.List<String> rows = Files.readAllLines(dir.resolve("pairs.csv"));
+    assertThat(rows).hasSize(41);
+    String prefix = s.path("conditions").path("trace_id_prefix").asText();
+    assertThat(rows.subList(1, rows.size()))
+        .allSatisfy(
+            r -> {
+              String[] f = r.split(",");
+              assertThat(Long.parseLong(f[0])).isBetween(1L, 40L);
+              assertThat(f[1]).startsWith(prefix);
+            });
+  }
+
+  @Test
   void badUsageExits2WithOneLine() {
     assertThat(
             run(

@@ -274,6 +274,7 @@ public final class CampaignRunner {
         o.joinGrace(),
         false,
         0,
+        Duration.ZERO,
         false);
   }
 

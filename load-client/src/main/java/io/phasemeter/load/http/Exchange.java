@@ -4,7 +4,7 @@ import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.ErrorClass;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.AsyncResult;
-import io.vertx.core.Promise;
+import io.vertx.core.Handler;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
@@ -18,12 +18,13 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeoutException;
+import java.util.function.LongConsumer;
 
 /**
  * One request in flight. Every method runs on the runner's context, so the state needs no locks;
  * {@link #done} makes the first ending win (a timeout and a late response, say).
  */
-final class Exchange {
+final class Exchange implements ConnectionPool.Waiter {
   private static final int MAX_SSE_LINE_BYTES = 16 * 1024 * 1024;
   private static final int MAX_BODY_BYTES = 64 * 1024 * 1024;
 
@@ -34,11 +35,16 @@ final class Exchange {
   private final String traceparent;
   private final int step;
   private final long intended;
-  private final Promise<ClientResult> promise;
+  private final LongConsumer itl;
+  private final Handler<ClientResult> onResult;
 
   private boolean done;
   private long timerId = -1;
+  private RequestOptions options;
+  private ConnectionPool.Conn conn;
   private HttpClientRequest request;
+  private HttpClientResponse response;
+  private boolean responseEnded;
   private long actual;
   private long transportSetup = -1;
   private long ttfb = -1;
@@ -69,7 +75,8 @@ final class Exchange {
       String traceparent,
       int step,
       long intended,
-      Promise<ClientResult> promise) {
+      LongConsumer itl,
+      Handler<ClientResult> onResult) {
     this.runner = runner;
     this.seq = seq;
     this.spec = spec;
@@ -77,18 +84,18 @@ final class Exchange {
     this.traceparent = traceparent;
     this.step = step;
     this.intended = intended;
-    this.promise = promise;
+    this.itl = itl;
+    this.onResult = onResult;
   }
 
   void start() {
-    RequestOptions options =
+    options =
         new RequestOptions()
             .setMethod(HttpMethod.POST)
             .setHost(runner.host)
             .setPort(runner.port)
             .setSsl(runner.ssl)
             .setURI(runner.uri(spec.path()))
-            .setConnectTimeout(runner.timeoutMs)
             .putHeader("content-type", "application/json")
             .putHeader("accept", spec.stream() ? "text/event-stream" : "application/json");
     if (traceparent != null) {
@@ -99,18 +106,36 @@ final class Exchange {
     }
     actual = System.nanoTime();
     timerId = runner.vertx.setTimer(runner.timeoutMs, id -> onTimeout());
-    runner.client.request(options).onComplete(this::onRequest);
+    runner.pool.acquire(this);
+  }
+
+  @Override
+  public void onConnection(ConnectionPool.Conn c) {
+    if (done) {
+      runner.pool.releaseUnused(c);
+      return;
+    }
+    conn = c;
+    c.http.request(options).onComplete(this::onRequest);
+  }
+
+  @Override
+  public void onConnectFailure(Throwable cause) {
+    finish(isTimeout(cause) ? ErrorClass.TIMEOUT : ErrorClass.CONNECT, null);
+  }
+
+  @Override
+  public boolean gone() {
+    return done;
   }
 
   private void onRequest(AsyncResult<HttpClientRequest> ar) {
     if (done) {
-      if (ar.succeeded()) {
-        ar.result().reset();
-      }
       return;
     }
     if (ar.failed()) {
-      finish(isTimeout(ar.cause()) ? ErrorClass.TIMEOUT : ErrorClass.CONNECT, null);
+      // The connection closed between being taken and carrying the request.
+      finish(isTimeout(ar.cause()) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
       return;
     }
     transportSetup = System.nanoTime() - actual;
@@ -127,7 +152,7 @@ final class Exchange {
       return;
     }
     ttfb = System.nanoTime() - intended;
-    HttpClientResponse response = ar.result();
+    response = ar.result();
     status = response.statusCode();
     List<String> timing = response.headers().getAll("server-timing");
     serverTiming = timing.isEmpty() ? null : String.join(", ", timing);
@@ -206,6 +231,7 @@ final class Exchange {
       return;
     }
     lastByte = System.nanoTime();
+    responseEnded = true;
     if (status >= 500) {
       finish(ErrorClass.HTTP_5XX, null);
     } else if (status >= 400) {
@@ -283,6 +309,12 @@ final class Exchange {
       runner.vertx.cancelTimer(timerId);
       timerId = -1;
     }
+    if (conn != null) {
+      // Back to the pool after a complete response; closed after anything else.
+      runner.pool.release(conn, responseEnded ? response : null);
+      conn = null;
+    }
+    options = null;
     long tpot = -1;
     long itlCount = 0;
     if (sse && contentEvents > 0) {
@@ -294,11 +326,11 @@ final class Exchange {
     if (error == ErrorClass.NONE) {
       itlCount = Math.max(0, contentEvents - 1);
       for (int i = 0; i < itlCount; i++) {
-        runner.itlSink.accept(gaps[i]);
+        itl.accept(gaps[i]);
       }
     }
     gaps = null;
-    promise.complete(
+    onResult.handle(
         new ClientResult(
             seq,
             traceId,

@@ -4,11 +4,12 @@ import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
+import io.vertx.core.Handler;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
-import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientAgent;
 import io.vertx.core.http.HttpClientOptions;
-import io.vertx.core.http.PoolOptions;
+import io.vertx.core.http.HttpConnectOptions;
 import java.net.URI;
 import java.time.Duration;
 import java.util.Locale;
@@ -54,7 +55,8 @@ import java.util.function.LongConsumer;
 public final class RequestRunner {
   final Vertx vertx;
   final Context context;
-  final HttpClient client;
+  final HttpClientAgent client;
+  final ConnectionPool pool;
   final String host;
   final int port;
   final boolean ssl;
@@ -106,8 +108,17 @@ public final class RequestRunner {
             .setSsl(ssl)
             .setConnectTimeout((int) Math.min(Integer.MAX_VALUE, timeoutMs))
             .setDecompressionSupported(false);
-    this.client =
-        vertx.createHttpClient(options, new PoolOptions().setHttp1MaxSize(maxConnections));
+    this.client = vertx.createHttpClient(options);
+    this.pool =
+        new ConnectionPool(
+            client,
+            new HttpConnectOptions()
+                .setHost(host)
+                .setPort(port)
+                .setSsl(ssl)
+                .setConnectTimeout(timeoutMs),
+            maxConnections,
+            options.getKeepAliveTimeout());
   }
 
   /**
@@ -128,12 +139,34 @@ public final class RequestRunner {
       String traceparent,
       int step,
       long intendedNanos) {
-    Objects.requireNonNull(spec, "spec");
     Promise<ClientResult> promise = Promise.promise();
-    Exchange exchange =
-        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, promise);
-    context.runOnContext(v -> exchange.start());
+    run(seq, spec, traceId, traceparent, step, intendedNanos, itlSink, promise::complete);
     return promise.future();
+  }
+
+  /**
+   * Like {@link #run(long, RequestSpec, String, String, int, long)}, handing the result to {@code
+   * done} on this runner's context. A handler added to the returned future instead runs on the
+   * thread that adds it when the request has already finished, which for a fast server is often the
+   * thread that scheduled it.
+   *
+   * @param itl receives this request's inter-token gaps (the warm-up's go elsewhere than the run's)
+   */
+  public void run(
+      long seq,
+      RequestSpec spec,
+      String traceId,
+      String traceparent,
+      int step,
+      long intendedNanos,
+      LongConsumer itl,
+      Handler<ClientResult> done) {
+    Objects.requireNonNull(spec, "spec");
+    Objects.requireNonNull(itl, "itl");
+    Objects.requireNonNull(done, "done");
+    Exchange exchange =
+        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, itl, done);
+    context.runOnContext(v -> exchange.start());
   }
 
   /** Closes the connections; requests still running end as {@code RESET}. */

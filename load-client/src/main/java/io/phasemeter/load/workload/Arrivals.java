@@ -57,6 +57,34 @@ public final class Arrivals {
     return new Arrivals("gamma", rate, () -> GammaSampler.sample(rng, burstiness) * scale);
   }
 
+  /**
+   * Evenly spaced arrivals whose rate rises linearly from 0 to {@code ratePerSec} over {@code
+   * seconds}, and stays there: arrival {@code k} is due at {@code sqrt(2 × seconds × k /
+   * ratePerSec)}. The warm-up at load uses it so that the JIT compiles while the load is still
+   * light, instead of a client that is not yet compiled falling behind the full rate at once.
+   */
+  public static Arrivals ramp(double ratePerSec, double seconds) {
+    requireRate(ratePerSec);
+    if (!(seconds > 0) || !Double.isFinite(seconds)) {
+      throw new IllegalArgumentException("ramp duration must be positive, got " + seconds);
+    }
+    double c = 2 * seconds / ratePerSec;
+    double flat = 1.0 / ratePerSec;
+    long[] k = {0};
+    return new Arrivals(
+        "ramp",
+        ratePerSec,
+        () -> {
+          double at = Math.sqrt(c * k[0]);
+          if (at >= seconds) {
+            // The ramp's slope at its end is exactly the full rate's gap: no jump.
+            return flat;
+          }
+          k[0]++;
+          return Math.sqrt(c * k[0]) - at;
+        });
+  }
+
   /** The next gap in nanoseconds (never negative). */
   public long nextGapNanos() {
     elapsedNanos += gapSeconds.getAsDouble() * 1e9;

@@ -15,6 +15,8 @@ import java.security.SecureRandom;
  * <p>Immutable and thread-safe.
  */
 public final class TraceIds {
+  private static final char[] HEX = "0123456789abcdef".toCharArray();
+
   private final long instanceId;
 
   private TraceIds(long instanceId) {
@@ -50,22 +52,45 @@ public final class TraceIds {
 
   /** The 32-hex trace id of request {@code seq}. */
   public String traceId(long seq) {
-    return hex16(instanceId) + hex16(Workload.mix64(seq));
+    char[] c = new char[32];
+    hex16(instanceId, c, 0);
+    hex16(Workload.mix64(seq), c, 16);
+    return new String(c);
   }
 
   /** The 16-hex span id of request {@code seq}'s client span: non-zero. */
   public String spanId(long seq) {
-    long span = Workload.mix64(instanceId ^ Workload.mix64(~seq));
-    return hex16(span == 0 ? 1 : span);
+    char[] c = new char[16];
+    hex16(span(seq), c, 0);
+    return new String(c);
   }
 
   /** {@code 00-<trace id>-<span id>-01}: version 0, sampled. */
   public String traceparent(long seq) {
-    return "00-" + traceId(seq) + "-" + spanId(seq) + "-01";
+    char[] c = new char[55];
+    c[0] = '0';
+    c[1] = '0';
+    c[2] = '-';
+    hex16(instanceId, c, 3);
+    hex16(Workload.mix64(seq), c, 19);
+    c[35] = '-';
+    hex16(span(seq), c, 36);
+    c[52] = '-';
+    c[53] = '0';
+    c[54] = '1';
+    return new String(c);
   }
 
-  private static String hex16(long v) {
-    String s = Long.toHexString(v);
-    return "0".repeat(16 - s.length()) + s;
+  private long span(long seq) {
+    long span = Workload.mix64(instanceId ^ Workload.mix64(~seq));
+    return span == 0 ? 1 : span;
+  }
+
+  /** {@code v} as 16 lowercase hex digits at {@code c[at]}: one per request, so no formatter. */
+  private static void hex16(long v, char[] c, int at) {
+    for (int i = 15; i >= 0; i--) {
+      c[at + i] = HEX[(int) (v & 0xf)];
+      v >>>= 4;
+    }
   }
 }

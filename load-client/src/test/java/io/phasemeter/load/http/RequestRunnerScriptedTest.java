@@ -223,6 +223,81 @@ class RequestRunnerScriptedTest {
     assertThat(seen.get().connection()).isSameAs(first);
   }
 
+  @Test
+  void aResponseSayingConnectionCloseIsNotReused() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .putHeader("connection", "close")
+                .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+    assertThat(run(spec(10, 4, false)).ok()).isTrue();
+    var first = seen.get().connection();
+    assertThat(run(spec(10, 4, false)).ok()).isTrue();
+    assertThat(seen.get().connection()).isNotSameAs(first);
+  }
+
+  @Test
+  void aServerKeepAliveTimeoutIsHonoured() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .putHeader("keep-alive", "timeout=0")
+                .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+    assertThat(run(spec(10, 4, false)).ok()).isTrue();
+    var first = seen.get().connection();
+    assertThat(run(spec(10, 4, false)).ok()).isTrue();
+    assertThat(seen.get().connection()).isNotSameAs(first);
+  }
+
+  @Test
+  void anIdleConnectionTheServerClosedIsReplaced() throws Exception {
+    script =
+        req ->
+            req.response()
+                .putHeader("content-type", "application/json")
+                .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+    assertThat(run(spec(10, 4, false)).ok()).isTrue();
+    var first = seen.get().connection();
+    await(first.close());
+    // The client learns of the close from the socket; a request taken before that would fail.
+    Thread.sleep(200);
+    ClientResult again = run(spec(10, 4, false));
+    assertThat(again.ok()).isTrue();
+    assertThat(seen.get().connection()).isNotSameAs(first);
+  }
+
+  @Test
+  void aTimedOutRequestsConnectionIsClosedAndTheNextOneGetsAFreshConnection() throws Exception {
+    RequestRunner quick =
+        new RequestRunner(
+            vertx,
+            URI.create("http://127.0.0.1:" + backend.actualPort()),
+            1,
+            Duration.ofMillis(300),
+            itl::add);
+    try {
+      script = req -> {}; // never answers
+      ClientResult stalled =
+          await(quick.run(1, spec(10, 4, false), TRACE, null, 0, System.nanoTime()));
+      assertThat(stalled.error()).isEqualTo(ErrorClass.TIMEOUT);
+      var first = seen.get().connection();
+      script =
+          req ->
+              req.response()
+                  .putHeader("content-type", "application/json")
+                  .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
+      // One connection at most: the stalled one must have been given up for this to go through.
+      ClientResult next =
+          await(quick.run(2, spec(10, 4, false), TRACE, null, 0, System.nanoTime()));
+      assertThat(next.ok()).isTrue();
+      assertThat(seen.get().connection()).isNotSameAs(first);
+    } finally {
+      await(quick.close());
+    }
+  }
+
   private void writeSlowly(HttpServerResponse res, String text, int at) {
     if (at == text.length()) {
       res.end();

@@ -28,6 +28,33 @@ class ArrivalsTest {
   }
 
   @Test
+  void aRampRisesLinearlyToTheRateAndStaysThere() {
+    // 1,000/s reached after 2 s: 1,000 arrivals in the ramp (half the full rate's), then 1 ms gaps.
+    Arrivals a = Arrivals.ramp(1000, 2);
+    long at = 0;
+    int inRamp = 0;
+    long lastGap = 0;
+    while (at < 2_000_000_000L) {
+      lastGap = a.nextGapNanos();
+      at += lastGap;
+      inRamp++;
+    }
+    assertThat(inRamp).isBetween(999, 1001);
+    assertThat(lastGap).isCloseTo(1_000_000L, within(2_000L));
+    // N(t) = rate × t² / (2 × ramp): 62.5 arrivals by 0.5 s.
+    Arrivals b = Arrivals.ramp(1000, 2);
+    long t = 0;
+    int early = 0;
+    while ((t += b.nextGapNanos()) < 500_000_000L) {
+      early++;
+    }
+    assertThat(early).isBetween(61, 63);
+    for (int i = 0; i < 100; i++) {
+      assertThat(a.nextGapNanos()).isBetween(999_999L, 1_000_001L);
+    }
+  }
+
+  @Test
   void poissonMeanGapIsOneOverRate() {
     double[] stats = stats(Arrivals.poisson(50, 7));
     assertThat(stats[0]).isCloseTo(1e9 / 50, within(0.03 * 1e9 / 50));

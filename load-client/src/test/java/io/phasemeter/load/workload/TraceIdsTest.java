@@ -54,6 +54,23 @@ class TraceIdsTest {
   }
 
   @Test
+  void digitsAreTheZeroPaddedLowercaseHexOfBothHalves() {
+    java.util.SplittableRandom rng = new java.util.SplittableRandom(3);
+    for (int i = 0; i < 10_000; i++) {
+      long instance = i == 0 ? -1 : i == 1 ? 1 : rng.nextLong();
+      long seq = i < 3 ? i : rng.nextLong();
+      TraceIds ids = TraceIds.of(instance == 0 ? 1 : instance);
+      String id = ids.traceId(seq);
+      assertThat(id).isEqualTo(hex(ids.instanceId()) + hex(Workload.mix64(seq)));
+      assertThat(ids.traceparent(seq)).isEqualTo("00-" + id + "-" + ids.spanId(seq) + "-01");
+    }
+  }
+
+  private static String hex(long v) {
+    return String.format("%016x", v);
+  }
+
+  @Test
   void instanceZeroIsRefused() {
     assertThatThrownBy(() -> TraceIds.of(0)).isInstanceOf(IllegalArgumentException.class);
   }
