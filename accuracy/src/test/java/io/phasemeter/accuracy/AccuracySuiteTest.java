@@ -616,8 +616,8 @@ class AccuracySuiteTest {
     md.append(
         """
         - **network_envelope = client_total − server_root ≈ 2d + base.** The client reuses a \
-        kept-alive connection (warm-up requests open it), so no connect happens inside a judged \
-        request. The request crosses the relay once (d) before the proxy parses its headers (root \
+        kept-alive connection after its first request; that request opens it, and the relay \
+        delays bytes, not the TCP handshake, so the connect costs loopback time only. The request crosses the relay once (d) before the proxy parses its headers (root \
         start), and the response's last byte crosses it once (d) after the proxy's `end()` (root \
         end): one round trip, 2d. A streamed response does not cost more round trips: its chunks \
         are pipelined behind each other in the same direction, each held d. *base* is the envelope \
