@@ -19,10 +19,13 @@ import java.time.Duration;
  * newest records, so this is a ring in arrival order with an index.
  */
 public final class RecordStore implements RequestObserver {
-  private final String[] ids;
   private final RequestRecord[] records;
   private final long[] written;
-  private final java.util.HashMap<String, Integer> index;
+  // Trace id -> ring slot, open addressing with linear probing over the records' own ids: an
+  // entry is a slot + 1 (0 = free), so indexing a record allocates nothing that the collector
+  // must later copy (a HashMap<String, Integer> kept four objects per record).
+  private final int[] index;
+  private final int mask;
   private final long ttlNanos;
   private int next;
   private final RecordFeed<RequestRecord> feed;
@@ -49,10 +52,10 @@ public final class RecordStore implements RequestObserver {
       ExportPolicy policy,
       EngineSpans engine) {
     this.engine = engine;
-    this.ids = new String[maxRecords];
     this.records = new RequestRecord[maxRecords];
     this.written = new long[maxRecords];
-    this.index = new java.util.HashMap<>(Math.min(maxRecords, 1 << 16) * 2);
+    this.index = new int[Integer.highestOneBit(Math.max(2, maxRecords) * 2 - 1) << 1];
+    this.mask = index.length - 1;
     this.ttlNanos = ttl.toNanos();
     this.feed = feed;
     this.policy = policy;
@@ -91,25 +94,65 @@ public final class RecordStore implements RequestObserver {
   }
 
   private void publish(RequestRecord record) {
-    put(record.traceId(), record, System.nanoTime());
+    put(record, System.nanoTime());
     feed.publish(record);
   }
 
-  synchronized void put(String traceId, RequestRecord record, long now) {
-    String evicted = ids[next];
-    if (evicted != null) {
-      index.remove(evicted, next);
+  synchronized void put(RequestRecord record, long now) {
+    if (records[next] != null) {
+      unindex(next);
     }
-    Integer previous = index.put(traceId, next);
-    if (previous != null) {
+    int previous = find(record.traceHi(), record.traceLo());
+    if (previous >= 0) {
       // A client reused a trace id: the newest request owns it.
-      ids[previous] = null;
+      unindex(previous);
       records[previous] = null;
     }
-    ids[next] = traceId;
     records[next] = record;
     written[next] = now;
-    next = (next + 1) % ids.length;
+    int i = bucket(record.traceHi(), record.traceLo());
+    while (index[i] != 0) {
+      i = (i + 1) & mask;
+    }
+    index[i] = next + 1;
+    next = (next + 1) % records.length;
+  }
+
+  private int bucket(long hi, long lo) {
+    long h = (hi ^ lo) * 0x9E3779B97F4A7C15L;
+    return (int) (h >>> 32) & mask;
+  }
+
+  /** The ring slot holding trace id (hi, lo), or -1. */
+  private int find(long hi, long lo) {
+    for (int i = bucket(hi, lo); index[i] != 0; i = (i + 1) & mask) {
+      RequestRecord r = records[index[i] - 1];
+      if (r.traceHi() == hi && r.traceLo() == lo) {
+        return index[i] - 1;
+      }
+    }
+    return -1;
+  }
+
+  /** Removes ring slot {@code slot}'s entry, shifting back the entries probed past it. */
+  private void unindex(int slot) {
+    RequestRecord r = records[slot];
+    int i = bucket(r.traceHi(), r.traceLo());
+    while (index[i] != slot + 1) {
+      i = (i + 1) & mask;
+    }
+    int gap = i;
+    for (int j = (gap + 1) & mask; index[j] != 0; j = (j + 1) & mask) {
+      RequestRecord moved = records[index[j] - 1];
+      int home = bucket(moved.traceHi(), moved.traceLo());
+      // Move the entry into the gap unless its home lies cyclically in (gap, j].
+      boolean stays = gap <= j ? gap < home && home <= j : gap < home || home <= j;
+      if (!stays) {
+        index[gap] = index[j];
+        gap = j;
+      }
+    }
+    index[gap] = 0;
   }
 
   /**
@@ -122,8 +165,19 @@ public final class RecordStore implements RequestObserver {
 
   /** The record of {@code traceId}, or null when unknown, overwritten or older than the TTL. */
   public synchronized RequestRecord record(String traceId) {
-    Integer slot = index.get(traceId);
-    if (slot == null || System.nanoTime() - written[slot] > ttlNanos) {
+    if (traceId == null || traceId.length() != 32) {
+      return null;
+    }
+    int slot;
+    try {
+      slot =
+          find(
+              Long.parseUnsignedLong(traceId, 0, 16, 16),
+              Long.parseUnsignedLong(traceId, 16, 32, 16));
+    } catch (NumberFormatException e) {
+      return null;
+    }
+    if (slot < 0 || System.nanoTime() - written[slot] > ttlNanos) {
       return null;
     }
     return records[slot];
@@ -139,8 +193,8 @@ public final class RecordStore implements RequestObserver {
   public synchronized long size() {
     long now = System.nanoTime();
     long n = 0;
-    for (int i = 0; i < ids.length; i++) {
-      if (ids[i] != null && now - written[i] <= ttlNanos) {
+    for (int i = 0; i < records.length; i++) {
+      if (records[i] != null && now - written[i] <= ttlNanos) {
         n++;
       }
     }

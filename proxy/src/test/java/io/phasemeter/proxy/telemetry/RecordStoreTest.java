@@ -43,7 +43,7 @@ class RecordStoreTest {
             RecordFeed.ofRecords(16, () -> {}),
             new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
     for (int i = 0; i < 5000; i++) {
-      store.put(traceId(i), record(traceId(i), i), System.nanoTime());
+      store.put(record(traceId(i), i), System.nanoTime());
     }
     assertThat(store.size()).isEqualTo(1000);
     for (int i = 0; i < 4000; i++) {
@@ -64,9 +64,9 @@ class RecordStoreTest {
             new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
     String old = traceId(1);
     String reused = traceId(2);
-    store.put(old, record(old, 1), System.nanoTime() - Duration.ofSeconds(1).toNanos());
-    store.put(reused, record(reused, 1), System.nanoTime());
-    store.put(reused, record(reused, 2), System.nanoTime());
+    store.put(record(old, 1), System.nanoTime() - Duration.ofSeconds(1).toNanos());
+    store.put(record(reused, 1), System.nanoTime());
+    store.put(record(reused, 2), System.nanoTime());
     assertThat(store.get(old)).isNull();
     assertThat(outputTokens(store.get(reused))).isEqualTo(2);
   }
@@ -89,5 +89,49 @@ class RecordStoreTest {
     assertThat(json.getDouble("unattributed_ms")).isEqualTo(0.0);
     assertThat(json.getBoolean("sampled")).isFalse();
     assertThat(json.containsKey("engine_status")).isFalse();
+  }
+
+  @Test
+  void theIndexAgreesWithAPlainModelThroughEvictionsAndReusedIds() {
+    int size = 64;
+    RecordStore store =
+        new RecordStore(
+            size,
+            Duration.ofMinutes(10),
+            RecordFeed.ofRecords(16, () -> {}),
+            new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
+    // The model: which trace id each ring place holds, and what the newest put of an id carried.
+    String[] ring = new String[size];
+    java.util.Map<String, Long> newest = new java.util.HashMap<>();
+    java.util.Random random = new java.util.Random(42);
+    int next = 0;
+    for (int n = 0; n < 5_000; n++) {
+      // Ids that collide in the table's buckets too: few distinct values, many reuses.
+      String id = String.format("%016x%016x", random.nextInt(8), random.nextInt(40));
+      for (int k = 0; k < size; k++) {
+        if (id.equals(ring[k])) {
+          ring[k] = null;
+        }
+      }
+      ring[next] = id;
+      next = (next + 1) % size;
+      newest.put(id, (long) n);
+      store.put(record(id, n), System.nanoTime());
+
+      if (n % 97 == 0 || n > 4_900) {
+        java.util.Set<String> held = new java.util.HashSet<>(java.util.Arrays.asList(ring));
+        for (String known : newest.keySet()) {
+          String json = store.get(known);
+          if (held.contains(known)) {
+            assertThat(json).as(known + " after " + n).isNotNull();
+            assertThat(outputTokens(json)).isEqualTo(newest.get(known));
+          } else {
+            assertThat(json).as(known + " after " + n).isNull();
+          }
+        }
+      }
+    }
+    assertThat(store.get("not a trace id")).isNull();
+    assertThat(store.get("zz" + "0".repeat(30))).isNull();
   }
 }
