@@ -24,10 +24,13 @@ import java.util.concurrent.atomic.LongAdder;
  * request is pushed out by the bound, its children are evicted and counted.
  *
  * <p>Per request this costs one small map entry: children wait in a concurrent map keyed by (trace
- * id, root span id), and a ring of the same size remembers the order in which requests started
- * waiting, so the bound evicts the oldest without a cache's bookkeeping (a Caffeine cache here cost
- * more per request than the rest of the span work; docs/performance.md). With nothing to export to
- * ({@code delegate} null) children are not held at all; only the share is counted.
+ * id, root span id), and a ring of the bound's size remembers the order in which requests started
+ * waiting (a request leaves it when its root ends), so that over the bound the oldest waiting
+ * request is evicted without a cache's bookkeeping (a Caffeine cache here cost more per request
+ * than the rest of the span work; docs/performance.md). Under the bound nothing is evicted, however
+ * long a request runs; a request whose root never ends goes after {@link #MAX_AGE} of silence. With
+ * nothing to export to ({@code delegate} null) children are not held at all; only the share is
+ * counted.
  */
 public final class ExportDecisionSpanProcessor implements SpanProcessor {
   private static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
@@ -48,9 +51,15 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
 
   /** The finished children of one root, in the order they ended. */
   private static final class Pending {
-    final long since = System.nanoTime();
+    final RootKey key;
     final List<ReadableSpan> children = new ArrayList<>(8);
+    volatile long lastAdded = System.nanoTime();
+    volatile int slot = -1;
     boolean done;
+
+    Pending(RootKey key) {
+      this.key = key;
+    }
   }
 
   /**
@@ -99,6 +108,9 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
             ? null
             : pending.remove(
                 new RootKey(span.getSpanContext().getTraceId(), span.getSpanContext().getSpanId()));
+    if (children != null) {
+      leaveRing(children);
+    }
     roots.increment();
     if (keep(span)) {
       exportedRoots.increment();
@@ -125,16 +137,17 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
   private void hold(RootKey root, ReadableSpan child) {
     Pending p = pending.get(root);
     if (p == null) {
-      Pending fresh = new Pending();
+      Pending fresh = new Pending(root);
       p = pending.putIfAbsent(root, fresh);
       if (p == null) {
         p = fresh;
-        evictOldestFor(root);
+        enterRing(fresh);
       }
     }
     synchronized (p) {
       if (!p.done) {
         p.children.add(child);
+        p.lastAdded = System.nanoTime();
         return;
       }
     }
@@ -142,22 +155,40 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     evictedSpans.incrementAndGet();
   }
 
-  /** Puts {@code root} in the ring; the request whose place it takes is evicted if still held. */
-  private void evictOldestFor(RootKey root) {
-    RootKey oldest;
+  /**
+   * Puts a newly waiting request in the ring. The request whose place it takes, if it still waits
+   * (its root has not ended), is the oldest the ring knows: it is evicted when the map is over the
+   * bound, and otherwise only loses its place (the age sweep still covers it).
+   */
+  private void enterRing(Pending p) {
+    RootKey occupant;
     synchronized (order) {
-      oldest = order[next];
-      order[next] = root;
+      occupant = order[next];
+      order[next] = p.key;
+      p.slot = next;
       next = (next + 1) % order.length;
     }
-    if (oldest != null) {
-      evict(oldest);
+    if (occupant != null && pending.size() > order.length) {
+      evict(occupant);
+    }
+  }
+
+  /** A request whose root ended gives its ring place back, so the ring holds only waiters. */
+  private void leaveRing(Pending p) {
+    int slot = p.slot;
+    if (slot >= 0) {
+      synchronized (order) {
+        if (order[slot] == p.key) {
+          order[slot] = null;
+        }
+      }
     }
   }
 
   private void evict(RootKey key) {
     Pending gone = pending.remove(key);
     if (gone != null) {
+      leaveRing(gone);
       synchronized (gone) {
         gone.done = true;
         evictedSpans.addAndGet(gone.children.size());
@@ -165,7 +196,10 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     }
   }
 
-  /** Drops requests whose root never ended within {@link #MAX_AGE}; at most once per minute. */
+  /**
+   * Drops requests that got no child for {@link #MAX_AGE} and whose root never ended; at most once
+   * per minute.
+   */
   private void sweepIfDue() {
     long now = System.nanoTime();
     if (now - nextSweep < 0) {
@@ -174,7 +208,7 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     nextSweep = now + Duration.ofMinutes(1).toNanos();
     long oldest = now - MAX_AGE.toNanos();
     for (Map.Entry<RootKey, Pending> e : pending.entrySet()) {
-      if (e.getValue().since - oldest < 0) {
+      if (e.getValue().lastAdded - oldest < 0) {
         evict(e.getKey());
       }
     }

@@ -26,6 +26,9 @@ public final class RecordStore implements RequestObserver {
   // must later copy (a HashMap<String, Integer> kept four objects per record).
   private final int[] index;
   private final int mask;
+  // Clients choose trace ids (traceparent): the bucket mixes both halves with a per-process seed,
+  // so ids chosen to collide cannot pile up in one probe run.
+  private final long seed = java.util.concurrent.ThreadLocalRandom.current().nextLong();
   private final long ttlNanos;
   private int next;
   private final RecordFeed<RequestRecord> feed;
@@ -119,8 +122,14 @@ public final class RecordStore implements RequestObserver {
   }
 
   private int bucket(long hi, long lo) {
-    long h = (hi ^ lo) * 0x9E3779B97F4A7C15L;
-    return (int) (h >>> 32) & mask;
+    return (int) mix(mix(hi ^ seed) + lo) & mask;
+  }
+
+  /** MurmurHash3's 64-bit finalizer: every input bit affects every output bit. */
+  private static long mix(long k) {
+    k = (k ^ (k >>> 33)) * 0xff51afd7ed558ccdL;
+    k = (k ^ (k >>> 33)) * 0xc4ceb9fe1a85ec53L;
+    return k ^ (k >>> 33);
   }
 
   /** The ring slot holding trace id (hi, lo), or -1. */

@@ -137,7 +137,9 @@ public final class RollingQuantiles {
    * One series: the recorder takes values; {@code open} accumulates the current slice (a query
    * drains the recorder into it, so fresh values show at once); {@code ring} holds closed slices.
    * The recorder is not packed: a packed histogram's increment is several times dearer, and only
-   * the recorder's two histograms are on the hot path.
+   * the recorder is on the hot path. Its price is memory: ~80 KB per series once it has seen values
+   * up to a minute (two concurrent histograms of two count arrays each), so ~1.4 MB per (model,
+   * pool) for its ~17 series; the series bound caps the total.
    */
   public static final class Series {
     final Recorder recorder = new Recorder(DIGITS);

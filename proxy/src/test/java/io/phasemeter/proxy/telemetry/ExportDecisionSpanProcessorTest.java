@@ -364,4 +364,39 @@ class ExportDecisionSpanProcessorTest {
     assertThat(decisions.pendingRoots()).isEqualTo(2);
     assertWholeRequestExported(newest);
   }
+
+  @Test
+  void aLongRequestUnderTheBoundKeepsItsEarlyChildrenHoweverManyRequestsPassIt() {
+    build(1.0, true, 3);
+
+    Span root =
+        tracer
+            .spanBuilder("POST /v1/chat/completions")
+            .setSpanKind(SpanKind.SERVER)
+            .setStartTimestamp(T0, TimeUnit.NANOSECONDS)
+            .startSpan();
+    Context inRoot = Context.root().with(root);
+    tracer
+        .spanBuilder("inference.acquire_slot")
+        .setParent(inRoot)
+        .setStartTimestamp(T0 + 1_000, TimeUnit.NANOSECONDS)
+        .startSpan()
+        .end(T0 + 2_000, TimeUnit.NANOSECONDS);
+    // Ten times the bound's worth of requests start waiting and finish while it generates.
+    for (int i = 0; i < 30; i++) {
+      request().run();
+    }
+    tracer
+        .spanBuilder("inference.generate")
+        .setParent(inRoot)
+        .setStartTimestamp(T0 + 2_000, TimeUnit.NANOSECONDS)
+        .startSpan()
+        .end(T0 + 3_000, TimeUnit.NANOSECONDS);
+    root.setAttribute("llm.outcome", "success");
+    root.end(T0 + FAST.toNanos(), TimeUnit.NANOSECONDS);
+
+    assertThat(decisions.evictedSpans()).isZero();
+    assertWholeRequestExported(root.getSpanContext());
+    assertThat(decisions.pendingRoots()).isZero();
+  }
 }
