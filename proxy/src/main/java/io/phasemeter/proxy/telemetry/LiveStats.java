@@ -6,8 +6,6 @@ import io.phasemeter.proxy.pipeline.Outcome;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
@@ -44,7 +42,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
   private static final int DECODE = FAILED + 9;
 
   private final RollingQuantiles quantiles;
-  private final Map<String, Map<String, Series>> series = new ConcurrentHashMap<>();
+  private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
 
   public LiveStats(RollingQuantiles quantiles) {
     this.quantiles = quantiles;
@@ -56,7 +54,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
 
   @Override
   public void onFinished(RequestContext ctx) {
-    Series s = series(ctx.modelLabel(), ctx.poolName());
+    Series s = byModelPool.get(ctx.modelLabel(), ctx.poolName());
     if (ctx.outcome() != Outcome.SUCCESS) {
       // Counted for the error rate; failures never enter the latency quantiles.
       s.record(FAILED, ctx.rootNanos());
@@ -78,7 +76,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
     if (timings == null) {
       return;
     }
-    Series s = series(request.model(), request.pool());
+    Series s = byModelPool.get(request.model(), request.pool());
     s.record(ENGINE_QUEUE, timings.queueNanos());
     s.record(PREFILL, timings.prefillNanos());
     s.record(DECODE, timings.decodeNanos());
@@ -86,17 +84,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
 
   @Override
   public void onInterTokenGap(RequestContext ctx, long gapNanos) {
-    series(ctx.modelLabel(), ctx.poolName()).record(ITL, gapNanos);
-  }
-
-  private Series series(String model, String pool) {
-    String p = pool == null ? ProxyMetrics.NO_POOL : pool;
-    Map<String, Series> byPool = series.get(model);
-    if (byPool == null) {
-      byPool = series.computeIfAbsent(model, m -> new ConcurrentHashMap<>());
-    }
-    Series s = byPool.get(p);
-    return s != null ? s : byPool.computeIfAbsent(p, x -> new Series(model, x));
+    byModelPool.get(ctx.modelLabel(), ctx.poolName()).record(ITL, gapNanos);
   }
 
   /**

@@ -28,7 +28,6 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.DoubleSupplier;
@@ -52,7 +51,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   private static final ApiRoute[] ROUTES = ApiRoute.values();
   private static final Outcome[] OUTCOMES = Outcome.values();
 
-  private final Map<String, Map<String, Series>> series = new ConcurrentHashMap<>();
+  private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
   private final Counter droppedRecords;
   private final java.util.concurrent.atomic.AtomicReference<java.util.function.LongSupplier>
       spanDrops = new java.util.concurrent.atomic.AtomicReference<>(() -> 0L);
@@ -255,7 +254,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     if (timings == null) {
       return;
     }
-    Series series = series(request.model(), request.pool());
+    Series series = byModelPool.get(request.model(), request.pool());
     OtelExemplarContext.recordingFor(request.generation());
     try {
       series.record(Series.ENGINE_QUEUE, timings.queueNanos());
@@ -301,7 +300,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   @Override
   public void onFinished(RequestContext ctx) {
-    Series series = series(ctx.modelLabel(), ctx.poolName());
+    Series series = byModelPool.get(ctx.modelLabel(), ctx.poolName());
     OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
     try {
       series
@@ -335,7 +334,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   @Override
   public void onInterTokenGap(RequestContext ctx, long gapNanos) {
-    Timer itl = series(ctx.modelLabel(), ctx.poolName()).timer(Series.ITL);
+    Timer itl = byModelPool.get(ctx.modelLabel(), ctx.poolName()).timer(Series.ITL);
     OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
     try {
       itl.record(gapNanos, TimeUnit.NANOSECONDS);
@@ -350,17 +349,6 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     long prepare = ctx.phaseNanos(Phase.PREPARE);
     long route = ctx.phaseNanos(Phase.ROUTE);
     return auth < 0 || prepare < 0 || route < 0 ? -1 : auth + prepare + route;
-  }
-
-  /** The meters of one (model, pool); both come from configuration, so they are bounded. */
-  private Series series(String model, String pool) {
-    String p = pool == null ? NO_POOL : pool;
-    Map<String, Series> byPool = series.get(model);
-    if (byPool == null) {
-      byPool = series.computeIfAbsent(model, m -> new ConcurrentHashMap<>());
-    }
-    Series s = byPool.get(p);
-    return s != null ? s : byPool.computeIfAbsent(p, x -> new Series(model, x));
   }
 
   /**
