@@ -225,25 +225,22 @@ class RequestRunnerScriptedTest {
 
   @Test
   void aResponseSayingConnectionCloseIsNotReused() throws Exception {
-    script =
-        req ->
-            req.response()
-                .putHeader("content-type", "application/json")
-                .putHeader("connection", "close")
-                .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
-    assertThat(run(spec(10, 4, false)).ok()).isTrue();
-    var first = seen.get().connection();
-    assertThat(run(spec(10, 4, false)).ok()).isTrue();
-    assertThat(seen.get().connection()).isNotSameAs(first);
+    assertNextRequestOnANewConnectionAfter("connection", "close");
   }
 
   @Test
   void aServerKeepAliveTimeoutIsHonoured() throws Exception {
+    assertNextRequestOnANewConnectionAfter("keep-alive", "timeout=0");
+  }
+
+  /** Two requests whose responses carry {@code header: value} go out on two connections. */
+  private void assertNextRequestOnANewConnectionAfter(String header, String value)
+      throws Exception {
     script =
         req ->
             req.response()
                 .putHeader("content-type", "application/json")
-                .putHeader("keep-alive", "timeout=0")
+                .putHeader(header, value)
                 .end("{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}");
     assertThat(run(spec(10, 4, false)).ok()).isTrue();
     var first = seen.get().connection();

@@ -15,6 +15,18 @@ import io.phasemeter.proxy.telemetry.NanoClock;
 public final class FinishedRequests {
   private FinishedRequests() {}
 
+  /** A context whose span is a sampled remote parent in trace {@code traceId}, as traceparent. */
+  public static Context remoteParent(String traceId) {
+    return Context.root()
+        .with(
+            Span.wrap(
+                SpanContext.createFromRemoteParent(
+                    traceId,
+                    "00f067aa0ba902b7",
+                    TraceFlags.getSampled(),
+                    TraceState.getDefault())));
+  }
+
   /**
    * A successful streamed chat request under {@code traceId} (32 hex digits) whose phases took
    * {@code phaseMillis} each, in pipeline order, one after another; {@code outputTokens} tokens.
@@ -26,15 +38,7 @@ public final class FinishedRequests {
       throw new IllegalArgumentException("one duration per phase: " + phases.length);
     }
     NanoClock clock = NanoClock.system();
-    Context parent =
-        Context.root()
-            .with(
-                Span.wrap(
-                    SpanContext.createFromRemoteParent(
-                        traceId,
-                        "00f067aa0ba902b7",
-                        TraceFlags.getSampled(),
-                        TraceState.getDefault())));
+    Context parent = remoteParent(traceId);
     long t = 1_000_000_000L;
     RequestContext ctx =
         new RequestContext(clock, tracer, new RequestObserver[0], null, ApiRoute.CHAT, parent, t);

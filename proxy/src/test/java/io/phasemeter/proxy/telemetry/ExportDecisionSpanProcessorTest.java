@@ -8,8 +8,6 @@ import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
-import io.opentelemetry.api.trace.TraceFlags;
-import io.opentelemetry.api.trace.TraceState;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
@@ -18,6 +16,7 @@ import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
 import io.opentelemetry.sdk.trace.samplers.Sampler;
 import io.opentelemetry.sdk.trace.samplers.SamplingDecision;
+import io.phasemeter.proxy.pipeline.FinishedRequests;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -72,15 +71,7 @@ class ExportDecisionSpanProcessorTest {
     boolean endRoot = true;
 
     Request parent(String traceId) {
-      parent =
-          Context.root()
-              .with(
-                  Span.wrap(
-                      SpanContext.createFromRemoteParent(
-                          traceId,
-                          "00f067aa0ba902b7",
-                          TraceFlags.getSampled(),
-                          TraceState.getDefault())));
+      parent = FinishedRequests.remoteParent(traceId);
       return this;
     }
 

@@ -160,15 +160,20 @@ class StreamChunkDifferentialTest {
         fields.set(k, fields.get(j));
         fields.set(j, t);
       }
+      members(fields);
+      ws();
+      out.append('}');
+      ws();
+    }
+
+    /** Writes {@code fields} separated by commas (the braces are the caller's). */
+    void members(List<Runnable> fields) {
       for (int k = 0; k < fields.size(); k++) {
         if (k > 0) {
           out.append(',');
         }
         fields.get(k).run();
       }
-      ws();
-      out.append('}');
-      ws();
     }
 
     void field(String name, Runnable value) {
@@ -217,12 +222,7 @@ class StreamChunkDifferentialTest {
       if (chance(10)) {
         fields.add(() -> field(pick(NAMES), this::anyValue));
       }
-      for (int k = 0; k < fields.size(); k++) {
-        if (k > 0) {
-          out.append(',');
-        }
-        fields.get(k).run();
-      }
+      members(fields);
       out.append('}');
     }
 
@@ -249,12 +249,7 @@ class StreamChunkDifferentialTest {
       if (chance(10)) {
         fields.add(() -> field(pick(NAMES), this::anyValue));
       }
-      for (int k = 0; k < fields.size(); k++) {
-        if (k > 0) {
-          out.append(',');
-        }
-        fields.get(k).run();
-      }
+      members(fields);
       out.append('}');
     }
 
@@ -294,12 +289,7 @@ class StreamChunkDifferentialTest {
       if (chance(15)) {
         fields.add(() -> field(pick(NAMES), this::anyValue));
       }
-      for (int k = 0; k < fields.size(); k++) {
-        if (k > 0) {
-          out.append(',');
-        }
-        fields.get(k).run();
-      }
+      members(fields);
       out.append('}');
     }
 
