@@ -300,7 +300,7 @@ final class GeneratePhase {
         ctx.passthroughContentType = resp.getHeader("content-type");
         ctx.responseBody = body;
         ctx.outcome = Outcome.CLIENT_ERROR;
-        ctx.errorType = "upstream_" + status;
+        ctx.errorType = upstreamErrorType(status);
         complete(ctx.now());
         return;
       }
@@ -553,5 +553,23 @@ final class GeneratePhase {
     return ProxyFailure.of(
         ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
         "The upstream closed the connection before answering.");
+  }
+
+  // "upstream_4xx" for each status a pass-through can have, built once: the record store keeps
+  // error types by reference, and a string per request would outlive young collections there.
+  private static final String[] UPSTREAM_ERROR_TYPES = new String[100];
+
+  static {
+    for (int i = 0; i < UPSTREAM_ERROR_TYPES.length; i++) {
+      UPSTREAM_ERROR_TYPES[i] = "upstream_" + (400 + i);
+    }
+  }
+
+  /** {@code upstream_<status>} for a status the upstream judged the request by. */
+  static String upstreamErrorType(int status) {
+    int i = status - 400;
+    return i >= 0 && i < UPSTREAM_ERROR_TYPES.length
+        ? UPSTREAM_ERROR_TYPES[i]
+        : "upstream_" + status;
   }
 }

@@ -17,9 +17,10 @@ import java.io.UncheckedIOException;
  * was exported ({@code sampled}) and, on failure, the {@code error_type}.
  *
  * <p>Taken as numbers when the request ends and rendered as JSON only when someone reads it ({@code
- * GET /admin/records/{traceId}}, a feed subscriber): most records are never read, and 100,000 kept
- * records cost ~20 MB as numbers against ~100 MB as JSON strings (docs/performance.md). The strings
- * it holds are the request's own (trace and span ids) or come from configuration and enums.
+ * GET /admin/records/{traceId}}, a feed subscriber): most records are never read. A short-lived
+ * value: {@link RecordStore} keeps its fields in columns, not the object (docs/performance.md). The
+ * strings it holds come from configuration, enums and the upstream's finish reason, which {@code
+ * StreamChunk} maps to constants when it is one of OpenAI's.
  */
 public final class RequestRecord {
   /** The record schema version. */
@@ -28,36 +29,36 @@ public final class RequestRecord {
   private static final JsonFactory JSON = new JsonFactory();
   private static final Phase[] PHASES = Phase.all();
 
-  // Ids as numbers: a kept record is two objects (itself and its phases), nothing for the
-  // collector to copy beyond that (docs/performance.md, closed-loop p99).
-  private final long traceHi;
-  private final long traceLo;
-  private final long spanId;
-  private final String model;
-  private final String pool;
-  private final String route;
-  private final boolean stream;
-  private final int status;
-  private final String outcome;
-  private final String errorType;
-  private final long rootNanos;
-  private final long ttftNanos;
-  private final long[] phaseNanos;
-  private final long gatewayNanos;
-  private final long unattributedNanos;
-  private final long tpotNanos;
-  private final long inputTokens;
-  private final long outputTokens;
-  private final String finishReason;
-  private final String priority;
-  private final int upstreamAttempts;
-  private final boolean external;
-  private final String keyName;
-  private final boolean sampled;
+  // Ids as numbers. Package-private: the record store copies these into its columns and builds a
+  // record back from them when one is read.
+  final long traceHi;
+  final long traceLo;
+  final long spanId;
+  final String model;
+  final String pool;
+  final String route;
+  final boolean stream;
+  final int status;
+  final String outcome;
+  final String errorType;
+  final long rootNanos;
+  final long ttftNanos;
+  final long[] phaseNanos;
+  final long gatewayNanos;
+  final long unattributedNanos;
+  final long tpotNanos;
+  final long inputTokens;
+  final long outputTokens;
+  final String finishReason;
+  final String priority;
+  final int upstreamAttempts;
+  final boolean external;
+  final String keyName;
+  final boolean sampled;
   // The engine's split (issue 11): engineStatus null = not asked; "matched" with timings;
   // "missing".
-  private final String engineStatus;
-  private final EngineTimings engine;
+  final String engineStatus;
+  final EngineTimings engine;
 
   private RequestRecord(RequestContext ctx, boolean sampled) {
     String trace = ctx.traceId();
@@ -92,31 +93,59 @@ public final class RequestRecord {
     this.engine = null;
   }
 
-  private RequestRecord(RequestRecord r, String engineStatus, EngineTimings engine) {
-    this.traceHi = r.traceHi;
-    this.traceLo = r.traceLo;
-    this.spanId = r.spanId;
-    this.model = r.model;
-    this.pool = r.pool;
-    this.route = r.route;
-    this.stream = r.stream;
-    this.status = r.status;
-    this.outcome = r.outcome;
-    this.errorType = r.errorType;
-    this.rootNanos = r.rootNanos;
-    this.ttftNanos = r.ttftNanos;
-    this.phaseNanos = r.phaseNanos;
-    this.gatewayNanos = r.gatewayNanos;
-    this.unattributedNanos = r.unattributedNanos;
-    this.tpotNanos = r.tpotNanos;
-    this.inputTokens = r.inputTokens;
-    this.outputTokens = r.outputTokens;
-    this.finishReason = r.finishReason;
-    this.priority = r.priority;
-    this.upstreamAttempts = r.upstreamAttempts;
-    this.external = r.external;
-    this.keyName = r.keyName;
-    this.sampled = r.sampled;
+  // Every field, in declaration order: withEngine, and the record store rebuilding a record from
+  // its columns.
+  RequestRecord(
+      long traceHi,
+      long traceLo,
+      long spanId,
+      String model,
+      String pool,
+      String route,
+      boolean stream,
+      int status,
+      String outcome,
+      String errorType,
+      long rootNanos,
+      long ttftNanos,
+      long[] phaseNanos,
+      long gatewayNanos,
+      long unattributedNanos,
+      long tpotNanos,
+      long inputTokens,
+      long outputTokens,
+      String finishReason,
+      String priority,
+      int upstreamAttempts,
+      boolean external,
+      String keyName,
+      boolean sampled,
+      String engineStatus,
+      EngineTimings engine) {
+    this.traceHi = traceHi;
+    this.traceLo = traceLo;
+    this.spanId = spanId;
+    this.model = model;
+    this.pool = pool;
+    this.route = route;
+    this.stream = stream;
+    this.status = status;
+    this.outcome = outcome;
+    this.errorType = errorType;
+    this.rootNanos = rootNanos;
+    this.ttftNanos = ttftNanos;
+    this.phaseNanos = phaseNanos;
+    this.gatewayNanos = gatewayNanos;
+    this.unattributedNanos = unattributedNanos;
+    this.tpotNanos = tpotNanos;
+    this.inputTokens = inputTokens;
+    this.outputTokens = outputTokens;
+    this.finishReason = finishReason;
+    this.priority = priority;
+    this.upstreamAttempts = upstreamAttempts;
+    this.external = external;
+    this.keyName = keyName;
+    this.sampled = sampled;
     this.engineStatus = engineStatus;
     this.engine = engine;
   }
@@ -134,22 +163,38 @@ public final class RequestRecord {
    * other field stays as it was.
    */
   public RequestRecord withEngine(EngineTimings timings) {
-    return new RequestRecord(this, timings == null ? "missing" : "matched", timings);
+    return new RequestRecord(
+        traceHi,
+        traceLo,
+        spanId,
+        model,
+        pool,
+        route,
+        stream,
+        status,
+        outcome,
+        errorType,
+        rootNanos,
+        ttftNanos,
+        phaseNanos,
+        gatewayNanos,
+        unattributedNanos,
+        tpotNanos,
+        inputTokens,
+        outputTokens,
+        finishReason,
+        priority,
+        upstreamAttempts,
+        external,
+        keyName,
+        sampled,
+        timings == null ? "missing" : "matched",
+        timings);
   }
 
   /** The request's W3C trace id. */
   public String traceId() {
     return TraceId.fromLongs(traceHi, traceLo);
-  }
-
-  /** The trace id's first 16 hex digits, as a number. */
-  long traceHi() {
-    return traceHi;
-  }
-
-  /** The trace id's last 16 hex digits, as a number. */
-  long traceLo() {
-    return traceLo;
   }
 
   /** Renders the record as one line of JSON. */

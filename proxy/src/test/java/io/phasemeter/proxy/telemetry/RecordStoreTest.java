@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.engine.EngineSpans;
+import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.FinishedRequests;
 import io.vertx.core.json.JsonObject;
 import java.time.Duration;
@@ -36,20 +39,23 @@ class RecordStoreTest {
 
   @Test
   void keepsExactlyTheNewestAtTheBound() {
+    // 10,000 places span three column chunks (4,096, 4,096 and a short last one of 1,808).
+    int size = 10_000;
     RecordStore store =
         new RecordStore(
-            1000,
+            size,
             Duration.ofMinutes(10),
             RecordFeed.ofRecords(16, () -> {}),
             new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
-    for (int i = 0; i < 5000; i++) {
+    int puts = 25_000;
+    for (int i = 0; i < puts; i++) {
       store.put(record(traceId(i), i), System.nanoTime());
     }
-    assertThat(store.size()).isEqualTo(1000);
-    for (int i = 0; i < 4000; i++) {
+    assertThat(store.size()).isEqualTo(size);
+    for (int i = 0; i < puts - size; i++) {
       assertThat(store.get(traceId(i))).as(traceId(i)).isNull();
     }
-    for (int i = 4000; i < 5000; i++) {
+    for (int i = puts - size; i < puts; i++) {
       assertThat(outputTokens(store.get(traceId(i)))).isEqualTo(i);
     }
   }
@@ -133,5 +139,88 @@ class RecordStoreTest {
     }
     assertThat(store.get("not a trace id")).isNull();
     assertThat(store.get("zz" + "0".repeat(30))).isNull();
+  }
+
+  @Test
+  void aRecordReadBackFromTheColumnsIsTheRecordThatWasPut() {
+    int size = 50;
+    EngineSpans engine =
+        new EngineSpans(
+            new ProxyConfig.EngineSpans(true, Duration.ofSeconds(1), 16),
+            System::nanoTime,
+            java.util.List.of());
+    RecordStore store =
+        new RecordStore(
+            size,
+            Duration.ofMinutes(10),
+            RecordFeed.ofRecords(16, () -> {}),
+            new ExportPolicy(1.0, true, Duration.ofSeconds(1)),
+            engine);
+    java.util.Random random = new java.util.Random(7);
+    java.util.List<RequestRecord> kept = new java.util.ArrayList<>();
+    for (int n = 0; n < 3 * size; n++) {
+      RequestRecord r = randomRecord(random, n);
+      store.put(r, System.nanoTime());
+      kept.add(r);
+    }
+    // The ring has wrapped twice: the newest `size` are held, each exactly as it was put.
+    for (RequestRecord r : kept.subList(2 * size, 3 * size)) {
+      assertThat(store.get(r.traceId())).isEqualTo(r.json());
+    }
+    assertThat(store.get(kept.get(0).traceId())).isNull();
+  }
+
+  /** A record with every field drawn at random, absent values (-1, null) included. */
+  private static RequestRecord randomRecord(java.util.Random random, int n) {
+    long[] phases = new long[io.phasemeter.proxy.pipeline.Phase.all().length];
+    for (int i = 0; i < phases.length; i++) {
+      phases[i] = maybeAbsent(random);
+    }
+    String engineStatus = pick(random, null, "matched", "missing");
+    EngineTimings timings =
+        "matched".equals(engineStatus)
+            ? new EngineTimings(
+                maybeAbsent(random),
+                maybeAbsent(random),
+                maybeAbsent(random),
+                maybeAbsent(random),
+                maybeAbsent(random))
+            : null;
+    return new RequestRecord(
+        random.nextLong(),
+        n,
+        random.nextLong(),
+        pick(random, "sim-llama", "other"),
+        pick(random, "default", "none"),
+        pick(random, "/v1/chat/completions", "/v1/completions"),
+        random.nextBoolean(),
+        pick(random, 200, 400, 429, 503),
+        pick(random, "success", "client_error", "upstream_error", "cancelled"),
+        pick(random, null, "invalid_request_error", "upstream_404"),
+        maybeAbsent(random),
+        maybeAbsent(random),
+        phases,
+        maybeAbsent(random),
+        random.nextLong() % 1_000_000_000L,
+        maybeAbsent(random),
+        maybeAbsent(random),
+        maybeAbsent(random),
+        pick(random, null, "stop", "length", "an engine's own reason"),
+        pick(random, "high", "normal", "low"),
+        random.nextInt(4),
+        random.nextBoolean(),
+        pick(random, null, "team-a"),
+        random.nextBoolean(),
+        engineStatus,
+        timings);
+  }
+
+  private static long maybeAbsent(java.util.Random random) {
+    return random.nextInt(4) == 0 ? -1 : (long) random.nextInt(Integer.MAX_VALUE) * 1_000L;
+  }
+
+  @SafeVarargs
+  private static <T> T pick(java.util.Random random, T... values) {
+    return values[random.nextInt(values.length)];
   }
 }
