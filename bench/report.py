@@ -121,29 +121,38 @@ for f in sorted(glob.glob(os.path.join(OUT, "saturation", "*.txt"))):
     m = re.search(r"Requests/sec:\s+([\d.]+)", text)
     n = re.search(r"(\d+) requests in ([\d.]+)(m?s)", text)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    e = sat.setdefault(name, {"rps": [], "cpu_us_per_req": [], "non2xx": 0})
+    e = sat.setdefault(name, {"rps": [], "cpu_us_per_req": [], "cpu_nojit_us_per_req": [],
+                              "non2xx": 0})
     if m:
         e["rps"].append(float(m.group(1)))
     if errors:
         e["non2xx"] += int(errors.group(1))
     cpu = f[:-4] + ".cpu"
     if os.path.exists(cpu) and n:
-        ticks, tck = open(cpu).read().split()
-        e["cpu_us_per_req"].append(int(ticks) / int(tck) * 1e6 / int(n.group(1)))
+        fields = open(cpu).read().split()
+        ticks, tck = int(fields[0]), int(fields[1])
+        jit = int(fields[2]) if len(fields) > 2 else 0
+        e["cpu_us_per_req"].append(ticks / tck * 1e6 / int(n.group(1)))
+        e["cpu_nojit_us_per_req"].append((ticks - jit) / tck * 1e6 / int(n.group(1)))
 if sat:
     for e in sat.values():
         e["median_rps"] = statistics.median(e["rps"]) if e["rps"] else None
         e["cpu_us"] = statistics.median(e["cpu_us_per_req"]) if e["cpu_us_per_req"] else None
+        e["cpu_nojit_us"] = (statistics.median(e["cpu_nojit_us_per_req"])
+                             if e["cpu_nojit_us_per_req"] else None)
     R["saturation"] = sat
     print("## Saturation (wrk -t1 -c16, median of interleaved rounds)\n")
-    print("| target | req/s (median) | rounds | proxy CPU µs/request | non-2xx |")
-    print("|---|---|---|---|---|")
+    print("Proxy CPU is the whole process (/proc/<pid>/stat); \"without JIT\" leaves out the C1/C2")
+    print("compiler threads, which on this box still compile 10-22 µs a request after minutes of")
+    print("load in every JVM: the JVM warming, not a request's cost.\n")
+    print("| target | req/s (median) | rounds | proxy CPU µs/request | without JIT µs/request | non-2xx |")
+    print("|---|---|---|---|---|---|")
     for t in ["stub", "nginx", "bare", "pm_on", "pm_off"]:
         if t in sat:
             e = sat[t]
             print(
                 f"| {t} | {fmt(e['median_rps'], 0)} | {', '.join(f'{x:.0f}' for x in e['rps'])} "
-                f"| {fmt(e['cpu_us'], 1)} | {e['non2xx']} |"
+                f"| {fmt(e['cpu_us'], 1)} | {fmt(e['cpu_nojit_us'], 1)} | {e['non2xx']} |"
             )
     print()
 
@@ -161,7 +170,11 @@ if sat:
            None if r3 is None else r3 >= 0.90)
     if sat.get("pm_on", {}).get("cpu_us") and sat.get("pm_off", {}).get("cpu_us"):
         c = sat["pm_on"]["cpu_us"] / sat["pm_off"]["cpu_us"]
-        target("telemetry cost: CPU per request on / off", c, "<= 1.10", c <= 1.10)
+        target("telemetry cost: CPU per request on / off (whole process)", c, "<= 1.10", c <= 1.10)
+    if sat.get("pm_on", {}).get("cpu_nojit_us") and sat.get("pm_off", {}).get("cpu_nojit_us"):
+        c = sat["pm_on"]["cpu_nojit_us"] / sat["pm_off"]["cpu_nojit_us"]
+        target("telemetry cost: CPU per request on / off (without JIT compiler threads)", c,
+               "<= 1.10", c <= 1.10)
 
 # ---- closed loop ------------------------------------------------------------------------------
 def wrk_ms(text, label):
