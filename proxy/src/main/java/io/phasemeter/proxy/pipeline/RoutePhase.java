@@ -12,12 +12,17 @@ import java.util.Map;
  */
 final class RoutePhase {
   private final Map<String, UpstreamPool> byModel = new HashMap<>();
+  // The configured name of each model: the label a request carries into metrics and its record is
+  // this string, not the one parsed from its body, so a record kept for minutes holds nothing of
+  // the request's own (the record store keeps labels by reference).
+  private final Map<String, String> labels = new HashMap<>();
   private final Map<String, SlotPool> slotsByPool;
 
   RoutePhase(List<UpstreamPool> pools, Map<String, SlotPool> slotsByPool) {
     for (UpstreamPool p : pools) {
       for (String m : p.config().models()) {
         byModel.put(m, p);
+        labels.put(m, m);
       }
     }
     this.slotsByPool = slotsByPool;
@@ -32,7 +37,7 @@ final class RoutePhase {
           "The model `" + truncate(ctx.model) + "` does not exist or you do not have access to it.",
           "model");
     }
-    ctx.modelLabel = ctx.model;
+    ctx.modelLabel = labels.get(ctx.model);
     ctx.pool = pool.config();
     if (pool.availableCount() == 0) {
       // Queueing for a pool with no live upstream would only turn a fast 503 into a slow one.
