@@ -16,6 +16,7 @@ OUT gets one latency in milliseconds per line; a summary goes to standard output
 collector is off while measuring, so that the client's pauses are not charged to the target.
 """
 import gc
+import math
 import socket
 import sys
 import time
@@ -29,7 +30,7 @@ def main():
     req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\n"
            b"Content-Type: application/json\r\nContent-Length: " + str(len(BODY)).encode()
            + b"\r\n\r\n" + BODY)
-    s = socket.create_connection((host, port))
+    s = socket.create_connection((host, port), timeout=10)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     lat = []
     buf = b""
@@ -45,7 +46,11 @@ def main():
             if i >= 0:
                 head = buf[:i]
                 j = head.lower().find(b"content-length:")
-                n = int(head[j + 15:].split(b"\r\n")[0]) if j >= 0 else 0
+                if j < 0:
+                    # Chunked or close-delimited: this client would misread every later response.
+                    raise SystemExit("rawloop: a response without Content-Length: "
+                                     + head.split(b"\r\n")[0].decode("latin-1"))
+                n = int(head[j + 15:].split(b"\r\n")[0])
                 if len(buf) >= i + 4 + n:
                     if not head.startswith(b"HTTP/1.1 200"):
                         bad += 1
@@ -65,9 +70,11 @@ def main():
         f.write("\n")
     srt = sorted(lat)
     n = len(srt)
-    print(f"requests={n} non_200={bad} rate={n / elapsed:.0f}/s p50={srt[n // 2] / 1e6:.3f}ms "
-          f"p99={srt[int(n * 0.99)] / 1e6:.3f}ms p99.9={srt[int(n * 0.999)] / 1e6:.3f}ms "
-          f"max={srt[-1] / 1e6:.3f}ms")
+    def q(p):  # nearest rank, as bench/report.py
+        return srt[max(0, math.ceil(p * n) - 1)] / 1e6
+
+    print(f"requests={n} non_200={bad} rate={n / elapsed:.0f}/s p50={q(0.5):.3f}ms "
+          f"p99={q(0.99):.3f}ms p99.9={q(0.999):.3f}ms max={srt[-1] / 1e6:.3f}ms")
 
 
 if __name__ == "__main__":
