@@ -60,41 +60,8 @@ public final class RequestRecord {
   final String engineStatus;
   final EngineTimings engine;
 
-  private RequestRecord(RequestContext ctx, boolean sampled) {
-    String trace = ctx.traceId();
-    this.traceHi = Long.parseUnsignedLong(trace, 0, 16, 16);
-    this.traceLo = Long.parseUnsignedLong(trace, 16, 32, 16);
-    this.spanId = Long.parseUnsignedLong(ctx.spanId(), 0, 16, 16);
-    this.model = ctx.modelLabel();
-    this.pool = ctx.poolName() == null ? ProxyMetrics.NO_POOL : ctx.poolName();
-    this.route = ctx.route().path();
-    this.stream = ctx.streaming();
-    this.status = ctx.status();
-    this.outcome = ctx.outcome().label();
-    this.errorType = ctx.errorType();
-    this.rootNanos = ctx.rootNanos();
-    this.ttftNanos = ctx.serverTtftNanos();
-    this.phaseNanos = new long[PHASES.length];
-    for (int i = 0; i < PHASES.length; i++) {
-      phaseNanos[i] = ctx.phaseNanos(PHASES[i]);
-    }
-    this.gatewayNanos = ProxyMetrics.gatewayNanos(ctx);
-    this.unattributedNanos = ctx.unattributedNanos();
-    this.tpotNanos = ctx.tpotNanos();
-    this.inputTokens = ctx.inputTokens();
-    this.outputTokens = ctx.outputTokens();
-    this.finishReason = ctx.finishReason();
-    this.priority = ctx.priority().label();
-    this.upstreamAttempts = ctx.upstreamAttempts();
-    this.external = ctx.external();
-    this.keyName = ctx.keyName();
-    this.sampled = sampled;
-    this.engineStatus = null;
-    this.engine = null;
-  }
-
-  // Every field, in declaration order: withEngine, and the record store rebuilding a record from
-  // its columns.
+  // Every field, in declaration order: of, withEngine, and the record store rebuilding a record
+  // from its columns.
   RequestRecord(
       long traceHi,
       long traceLo,
@@ -152,7 +119,38 @@ public final class RequestRecord {
 
   /** The record of a finished request; {@code sampled} says whether its trace was exported. */
   public static RequestRecord of(RequestContext ctx, boolean sampled) {
-    return new RequestRecord(ctx, sampled);
+    String trace = ctx.traceId();
+    long[] phases = new long[PHASES.length];
+    for (int i = 0; i < PHASES.length; i++) {
+      phases[i] = ctx.phaseNanos(PHASES[i]);
+    }
+    return new RequestRecord(
+        Long.parseUnsignedLong(trace, 0, 16, 16),
+        Long.parseUnsignedLong(trace, 16, 32, 16),
+        Long.parseUnsignedLong(ctx.spanId(), 0, 16, 16),
+        ctx.modelLabel(),
+        ctx.poolName() == null ? ProxyMetrics.NO_POOL : ctx.poolName(),
+        ctx.route().path(),
+        ctx.streaming(),
+        ctx.status(),
+        ctx.outcome().label(),
+        ctx.errorType(),
+        ctx.rootNanos(),
+        ctx.serverTtftNanos(),
+        phases,
+        ProxyMetrics.gatewayNanos(ctx),
+        ctx.unattributedNanos(),
+        ctx.tpotNanos(),
+        ctx.inputTokens(),
+        ctx.outputTokens(),
+        ctx.finishReason(),
+        ctx.priority().label(),
+        ctx.upstreamAttempts(),
+        ctx.external(),
+        ctx.keyName(),
+        sampled,
+        null,
+        null);
   }
 
   /**

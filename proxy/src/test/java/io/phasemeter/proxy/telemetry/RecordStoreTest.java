@@ -29,6 +29,16 @@ class RecordStoreTest {
         FinishedRequests.streamed(TRACER, traceId, n, 1, 1, 1, 1, 1, 1, 1), true);
   }
 
+  /** A store of {@code size} records kept for {@code ttl}, exporting every trace. */
+  private static RecordStore store(int size, Duration ttl, EngineSpans engine) {
+    return new RecordStore(
+        size,
+        ttl,
+        RecordFeed.ofRecords(16, () -> {}),
+        new ExportPolicy(1.0, true, Duration.ofSeconds(1)),
+        engine);
+  }
+
   private static String traceId(int i) {
     return String.format("%032x", i + 1);
   }
@@ -41,12 +51,7 @@ class RecordStoreTest {
   void keepsExactlyTheNewestAtTheBound() {
     // 10,000 places span three column chunks (4,096, 4,096 and a short last one of 1,808).
     int size = 10_000;
-    RecordStore store =
-        new RecordStore(
-            size,
-            Duration.ofMinutes(10),
-            RecordFeed.ofRecords(16, () -> {}),
-            new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
+    RecordStore store = store(size, Duration.ofMinutes(10), null);
     int puts = 25_000;
     for (int i = 0; i < puts; i++) {
       store.put(record(traceId(i), i), System.nanoTime());
@@ -62,12 +67,7 @@ class RecordStoreTest {
 
   @Test
   void recordsOlderThanTheTtlAreGone() {
-    RecordStore store =
-        new RecordStore(
-            10,
-            Duration.ofMillis(1),
-            RecordFeed.ofRecords(16, () -> {}),
-            new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
+    RecordStore store = store(10, Duration.ofMillis(1), null);
     String old = traceId(1);
     String reused = traceId(2);
     store.put(record(old, 1), System.nanoTime() - Duration.ofSeconds(1).toNanos());
@@ -100,12 +100,7 @@ class RecordStoreTest {
   @Test
   void theIndexAgreesWithAPlainModelThroughEvictionsAndReusedIds() {
     int size = 64;
-    RecordStore store =
-        new RecordStore(
-            size,
-            Duration.ofMinutes(10),
-            RecordFeed.ofRecords(16, () -> {}),
-            new ExportPolicy(1.0, true, Duration.ofSeconds(1)));
+    RecordStore store = store(size, Duration.ofMinutes(10), null);
     // The model: which trace id each ring place holds, and what the newest put of an id carried.
     String[] ring = new String[size];
     java.util.Map<String, Long> newest = new java.util.HashMap<>();
@@ -149,13 +144,7 @@ class RecordStoreTest {
             new ProxyConfig.EngineSpans(true, Duration.ofSeconds(1), 16),
             System::nanoTime,
             java.util.List.of());
-    RecordStore store =
-        new RecordStore(
-            size,
-            Duration.ofMinutes(10),
-            RecordFeed.ofRecords(16, () -> {}),
-            new ExportPolicy(1.0, true, Duration.ofSeconds(1)),
-            engine);
+    RecordStore store = store(size, Duration.ofMinutes(10), engine);
     java.util.Random random = new java.util.Random(7);
     java.util.List<RequestRecord> kept = new java.util.ArrayList<>();
     for (int n = 0; n < 3 * size; n++) {
