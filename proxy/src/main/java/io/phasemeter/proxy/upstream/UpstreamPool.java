@@ -159,6 +159,12 @@ public final class UpstreamPool {
 
   /**
    * Opens a POST to {@code path} on {@code host} (connecting if needed) and counts it in flight.
+   *
+   * <p>{@code timeouts.connect} bounds the TCP connect only (the client's option: Netty fails it
+   * with a {@code ConnectTimeoutException}, which counts towards ejection). The wait for a pooled
+   * connection has no bound of its own: a request's {@code first_token} timer covers it. Vert.x's
+   * per-request connect timeout would also time that wait, and a proxy whose event loop is starved
+   * of CPU then reported an upstream that answers as failing, and ejected it.
    */
   public Future<HttpClientRequest> open(UpstreamHost host, String path) {
     ProxyConfig.Upstream upstream = host.address();
@@ -168,8 +174,7 @@ public final class UpstreamPool {
             .setHost(upstream.host())
             .setPort(upstream.port())
             .setSsl(upstream.tls())
-            .setURI(upstream.basePath() + path)
-            .setConnectTimeout(config.timeouts().connect().toMillis());
+            .setURI(upstream.basePath() + path);
     host.started();
     return client.request(options);
   }

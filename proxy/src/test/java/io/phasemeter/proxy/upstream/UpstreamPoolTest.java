@@ -1,0 +1,135 @@
+package io.phasemeter.proxy.upstream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.netty.channel.ConnectTimeoutException;
+import io.phasemeter.proxy.config.ConfigLoader;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.telemetry.NanoClock;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClientRequest;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerRequest;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What {@code timeouts.connect} bounds: the TCP connect to the upstream, whose failure counts
+ * towards ejection, and not the wait for a pooled connection, which is the proxy's own and must not
+ * eject an upstream that answers. (Under a CPU-starved event loop, 1,000 streams on two cores, a 2
+ * s bound on that wait timed out hundreds of requests, ejected the only upstream and turned the
+ * overload into 503s for everyone.)
+ */
+class UpstreamPoolTest {
+  private static final long CONNECT_MS = 200;
+
+  private final Vertx vertx = Vertx.vertx();
+  private final List<AutoCloseable> closers = new ArrayList<>();
+
+  @AfterEach
+  void tearDown() throws Exception {
+    for (AutoCloseable c : closers) {
+      c.close();
+    }
+    vertx.close().await(10, TimeUnit.SECONDS);
+  }
+
+  private UpstreamPool pool(int port) {
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                timeouts: {connect: %dms, first_token: 30s, idle: 30s}
+                health: {path: null}
+                ejection: {after: 1, backoff: 30s, max_backoff: 30s}
+            """
+                .formatted(port, CONNECT_MS),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    return pool;
+  }
+
+  @Test
+  void waitingForAPooledConnectionIsNotBoundedByTheConnectTimeout() throws Exception {
+    Queue<HttpServerRequest> held = new ConcurrentLinkedQueue<>();
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(held::add) // Never answers: each request keeps its connection.
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    UpstreamPool pool = pool(server.actualPort());
+    UpstreamHost host = pool.hosts().get(0);
+    int max = pool.config().slots() + 8; // The HTTP client's pool size.
+
+    List<HttpClientRequest> holding = new ArrayList<>();
+    for (int i = 0; i < max; i++) {
+      HttpClientRequest r = pool.open(host, "/v1/chat/completions").await(10, TimeUnit.SECONDS);
+      r.setChunked(true).write("{");
+      holding.add(r);
+    }
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> held.size() == max);
+
+    Future<HttpClientRequest> waiting = pool.open(host, "/v1/chat/completions");
+    // Five connect timeouts: with the wait bounded by timeouts.connect it would have failed.
+    Thread.sleep(5 * CONNECT_MS);
+    assertThat(waiting.isComplete()).as("still waiting for a pooled connection").isFalse();
+
+    holding.get(0).reset(); // Frees one connection of the pool (HTTP/1.1: closes it).
+    HttpClientRequest granted = waiting.await(10, TimeUnit.SECONDS);
+    assertThat(granted).isNotNull();
+    assertThat(pool.isAvailable(host)).isTrue();
+    assertThat(pool.ejections()).isZero();
+    granted.reset();
+    holding.forEach(HttpClientRequest::reset);
+  }
+
+  @Test
+  void aTcpConnectThatTimesOutStillFailsWithinTheConnectTimeout() throws Exception {
+    // A listener whose accept queue is full drops further SYNs: those connects hang.
+    ServerSocket listener = new ServerSocket(0, 1, InetAddress.getLoopbackAddress());
+    closers.add(listener);
+    List<Socket> filling = new ArrayList<>();
+    boolean hangs = false;
+    for (int i = 0; i < 8 && !hangs; i++) {
+      Socket s = new Socket();
+      closers.add(s);
+      try {
+        s.connect(new InetSocketAddress(listener.getInetAddress(), listener.getLocalPort()), 300);
+        filling.add(s);
+      } catch (SocketTimeoutException e) {
+        hangs = true;
+      }
+    }
+    assertThat(hangs).as("the kernel dropped the SYN of a full accept queue").isTrue();
+    UpstreamPool pool = pool(listener.getLocalPort());
+    UpstreamHost host = pool.hosts().get(0);
+
+    Throwable failure =
+        pool.open(host, "/v1/chat/completions")
+            .map(r -> (Throwable) null)
+            .otherwise(t -> t)
+            .await(30, TimeUnit.SECONDS);
+
+    assertThat(failure).isInstanceOf(ConnectTimeoutException.class);
+    assertThat(filling).isNotEmpty();
+  }
+}
