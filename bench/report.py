@@ -417,38 +417,76 @@ if os.path.isdir(td):
           "(includes loopback HTTP and the stub's timer; a negative value would be a clock error)\n")
 
 # ---- streaming -------------------------------------------------------------------------------
-sd = os.path.join(OUT, "streaming")
-if os.path.isdir(os.path.join(sd, "proxy")):
-    streams = int(open(os.path.join(sd, "streams")).read())
-    direct, proxy = run_stats(os.path.join(sd, "direct")), run_stats(os.path.join(sd, "proxy"))
-    cores = heap = None
-    cf = os.path.join(sd, "proxy.cpu")
-    if os.path.exists(cf):
-        ticks, tck, secs = open(cf).read().split()
-        cores = int(ticks) / int(tck) / float(secs)
-    hf = os.path.join(sd, "heap.txt")
-    if os.path.exists(hf):
-        hs = [float(x) for x in open(hf).read().split() if x.strip()]
-        heap = max(hs) / 2**20 if hs else None
-    add_tpot99 = None if proxy["tpot_p99"] is None or direct["tpot_p99"] is None else proxy["tpot_p99"] - direct["tpot_p99"]
-    add_tpot50 = None if proxy["tpot_p50"] is None or direct["tpot_p50"] is None else proxy["tpot_p50"] - direct["tpot_p50"]
-    R["streaming"] = {"streams": streams, "direct": direct, "proxy": proxy, "proxy_cores": cores,
-                      "heap_max_mb": heap, "added_tpot_p50": add_tpot50, "added_tpot_p99": add_tpot99}
-    print(f"## Streaming relay: {streams} concurrent streams at 50 tokens/s (simulator, 100 tokens each)\n")
-    print("| path | ok/sent | TPOT p50 ms | TPOT p99 ms | TTFT p99 ms | client lag p99 ms |")
-    print("|---|---|---|---|---|---|")
-    for n, s in [("direct", direct), ("through Phasemeter", proxy)]:
-        print(f"| {n} | {s['ok']}/{s['n']} | {fmt(s['tpot_p50'])} | {fmt(s['tpot_p99'])} | {fmt(s['ttft_p99'])} | {fmt(s['lag_p99'])} |")
-    print(f"\nProxy CPU {fmt(cores, 2)} cores; heap used max {fmt(heap, 0)} MB (-Xmx256m).\n")
-    bad = proxy["errors"] > 0.01 * max(1, proxy["n"]) or direct["errors"] > 0.01 * max(1, direct["n"])
-    why = f"errors: direct {direct['errors']}/{direct['n']}, proxy {proxy['errors']}/{proxy['n']}" if bad else ""
-    target(f"streaming ({streams} streams): per-token added latency p99 (TPOT p99 proxy - direct, ms)",
-           add_tpot99, "<= 1.0", None if add_tpot99 is None else add_tpot99 <= 1.0,
-           f"TPOT p50 added {fmt(add_tpot50)} ms; client lag p99 direct {fmt(direct['lag_p99'])}, proxy {fmt(proxy['lag_p99'])} ms; {why}", bad)
-    target(f"streaming ({streams} streams): proxy CPU (cores)", cores, "<= 1.0",
-           None if cores is None else cores <= 1.0, why, bad)
-    target(f"streaming ({streams} streams): heap used max (MB)", heap, "<= 256",
-           None if heap is None else heap <= 256, why, bad)
+sroot = os.path.join(OUT, "streaming")
+confs = sorted(os.listdir(sroot), key=lambda c: -int(c.split("x")[0])) if os.path.isdir(sroot) else []
+R["streaming"] = []
+for conf in confs:
+    sd = os.path.join(sroot, conf)
+    if not os.path.exists(os.path.join(sd, "config")):
+        continue
+    streams, tps, warm, secs = open(os.path.join(sd, "config")).read().split()
+    streams, tps = int(streams), int(tps)
+    st, cpu = {}, {}
+    for path in ("direct", "bare", "proxy"):
+        if os.path.isdir(os.path.join(sd, path)):
+            st[path] = run_stats(os.path.join(sd, path))
+            st[path]["itl_p99"] = None
+            sj = os.path.join(sd, path, "summary.json")
+            if os.path.exists(sj):
+                ph = json.load(open(sj)).get("phases", {}).get("itl", {})
+                st[path]["itl_p99"] = ph.get("p99_ms")
+        cf = os.path.join(sd, path + ".cpu")
+        if os.path.exists(cf):
+            f = open(cf).read().split()
+            ticks, jit, sim, idle, tck, el = int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4]), float(f[5])
+            cpu[path] = {"cores": ticks / tck / el, "cores_no_jit": (ticks - jit) / tck / el,
+                         "sim_cores": sim / tck / el, "idle": idle / tck / el / int(cond.get("cores") or 2),
+                         "heap_live_mb": float(f[6]) / 2**20 if len(f) > 6 else None}
+    if "proxy" not in st or "direct" not in st:
+        continue
+    d, p_ = st["direct"], st["proxy"]
+    add99 = None if p_["tpot_p99"] is None or d["tpot_p99"] is None else p_["tpot_p99"] - d["tpot_p99"]
+    add50 = None if p_["tpot_p50"] is None or d["tpot_p50"] is None else p_["tpot_p50"] - d["tpot_p50"]
+    pc, bc = cpu.get("proxy", {}), cpu.get("bare", {})
+    R["streaming"].append({"streams": streams, "tokens_per_s": tps, "stats": st, "cpu": cpu,
+                           "added_tpot_p50": add50, "added_tpot_p99": add99})
+    print(f"## Streaming relay: {streams} streams at {tps} tokens/s ({streams * tps:,} chunks/s; "
+          f"100 tokens each; {warm} warm-up not counted, then {secs} s)\n")
+    print("| path | ok/sent | TPOT p50 ms | TPOT p99 ms | ITL p99 ms | TTFT p99 ms | client lag p99 ms "
+          "| proxy CPU cores (without JIT) | simulator CPU cores | machine idle |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path, name in (("direct", "direct to the simulator"), ("bare", "bare vertx-http-proxy"),
+                       ("proxy", "Phasemeter")):
+        if path not in st:
+            continue
+        s_, c_ = st[path], cpu.get(path, {})
+        pcpu = "n/a" if path == "direct" or not c_ else f"{c_['cores']:.2f} ({c_['cores_no_jit']:.2f})"
+        print(f"| {name} | {s_['ok']}/{s_['n']} | {fmt(s_['tpot_p50'])} | {fmt(s_['tpot_p99'])} "
+              f"| {fmt(s_['itl_p99'])} | {fmt(s_['ttft_p99'])} | {fmt(s_['lag_p99'])} | {pcpu} "
+              f"| {fmt(c_.get('sim_cores'), 2)} | {fmt(None if not c_ else 100 * c_['idle'], 0)} % |")
+    print(f"\nPhasemeter's live heap with the streams open (after a full collection): "
+          f"{fmt(pc.get('heap_live_mb'), 0)} MB (-Xmx256m).\n")
+    errs = {k: v["errors"] for k, v in st.items()}
+    saturated = [k for k, c_ in cpu.items() if c_["idle"] < 0.05]
+    bad = any(v > 0.01 * max(1, st[k]["n"]) for k, v in errs.items()) or bool(saturated)
+    why = []
+    if any(errs.values()):
+        why.append("errors: " + ", ".join(f"{k} {v}/{st[k]['n']}" for k, v in errs.items()))
+    if saturated:
+        why.append("no idle CPU left during: " + ", ".join(saturated)
+                   + " (load client, simulator and proxy share the cores)")
+    why = "; ".join(why)
+    label = f"streaming ({streams} streams x {tps} tokens/s)"
+    target(f"{label}: per-token added latency p99 (TPOT p99 Phasemeter - direct, ms)", add99, "<= 1.0",
+           None if add99 is None else add99 <= 1.0,
+           f"TPOT p50 added {fmt(add50)} ms; bare proxy TPOT p99 {fmt(st.get('bare', {}).get('tpot_p99'))} ms; {why}",
+           bad)
+    target(f"{label}: Phasemeter CPU (cores)", pc.get("cores"), "<= 1.0",
+           None if not pc else pc["cores"] <= 1.0,
+           f"without JIT {fmt(pc.get('cores_no_jit'), 2)}; bare vertx-http-proxy {fmt(bc.get('cores'), 2)} "
+           f"(without JIT {fmt(bc.get('cores_no_jit'), 2)}); {why}", bad)
+    target(f"{label}: Phasemeter live heap (MB)", pc.get("heap_live_mb"), "<= 256",
+           None if pc.get("heap_live_mb") is None else pc["heap_live_mb"] <= 256, why, bad)
 
 # ---- JMH ---------------------------------------------------------------------------------------
 jf = os.path.join(OUT, "jmh.json")

@@ -13,8 +13,9 @@ import io.vertx.httpproxy.HttpProxy;
 /**
  * The platform's ceiling for bench/run: a reverse proxy built from {@code
  * io.vertx:vertx-http-proxy} on the same Vert.x version as Phasemeter, measuring nothing. Usage:
- * {@code BareProxy LISTEN_PORT UPSTREAM_PORT [INSTANCES]}; each instance is a verticle with its own
- * server (sharing the port) and its own upstream client, so it runs on its own event loop.
+ * {@code BareProxy LISTEN_PORT UPSTREAM_PORT [INSTANCES [POOL_SIZE]]}; each instance is a verticle
+ * with its own server (sharing the port) and its own upstream client, so it runs on its own event
+ * loop.
  */
 public final class BareProxy {
   private BareProxy() {}
@@ -23,10 +24,12 @@ public final class BareProxy {
     int listen = Integer.parseInt(args[0]);
     int upstream = Integer.parseInt(args[1]);
     int instances = args.length > 2 ? Integer.parseInt(args[2]) : 1;
+    // Upstream connections per instance: 72 covers wrk -c16; streams need one each.
+    int poolSize = args.length > 3 ? Integer.parseInt(args[3]) : 72;
     Vertx vertx = Vertx.vertx();
     vertx
         .deployVerticle(
-            () -> new ProxyVerticle(listen, upstream),
+            () -> new ProxyVerticle(listen, upstream, poolSize),
             new DeploymentOptions().setInstances(instances))
         .onSuccess(
             id ->
@@ -48,10 +51,12 @@ public final class BareProxy {
   private static final class ProxyVerticle extends VerticleBase {
     private final int listen;
     private final int upstream;
+    private final int poolSize;
 
-    ProxyVerticle(int listen, int upstream) {
+    ProxyVerticle(int listen, int upstream, int poolSize) {
       this.listen = listen;
       this.upstream = upstream;
+      this.poolSize = poolSize;
     }
 
     @Override
@@ -59,7 +64,7 @@ public final class BareProxy {
       HttpClient client =
           vertx.createHttpClient(
               new HttpClientOptions().setKeepAlive(true).setTcpNoDelay(true),
-              new PoolOptions().setHttp1MaxSize(72));
+              new PoolOptions().setHttp1MaxSize(poolSize));
       HttpProxy proxy = HttpProxy.reverseProxy(client).origin(upstream, "127.0.0.1");
       return vertx
           .createHttpServer(
