@@ -59,15 +59,12 @@ public class MeasuringBenchmark {
     telemetry = ProxyTelemetry.create(t, Map.of(), "bench", NanoClock.system());
     metrics = ProxyMetrics.create();
     telemetry.bindTo(metrics);
-    ExportPolicy policy =
-        new ExportPolicy(
-            t.sampling().ratio(), t.sampling().keepErrors(), t.sampling().keepSlowerThan());
     RecordStore records =
         new RecordStore(
             t.records().max(),
             t.records().ttl(),
             RecordFeed.ofRecords(4096, metrics::recordDropped),
-            policy);
+            ExportPolicy.of(t.sampling()));
     LiveStats stats = new LiveStats(new RollingQuantiles(Duration.ofSeconds(10), 6, 4096));
     Tracer tracer = telemetry.openTelemetry().getTracer("phasemeter");
     measured = new RequestCycle(tracer, metrics, records, stats);

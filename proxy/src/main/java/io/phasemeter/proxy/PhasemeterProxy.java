@@ -337,9 +337,7 @@ public final class PhasemeterProxy {
       }
       ProxyTelemetry ownedTelemetry = owned;
       ProxyConfig.Telemetry t = config.telemetry();
-      ExportPolicy policy =
-          new ExportPolicy(
-              t.sampling().ratio(), t.sampling().keepErrors(), t.sampling().keepSlowerThan());
+      ExportPolicy policy = ExportPolicy.of(t.sampling());
       RecordFeed<RequestRecord> feed = RecordFeed.ofRecords(FEED_BUFFER, m::recordDropped);
       Duration longestWindow = BudgetTracker.longestWindow(budgets);
       int slices =

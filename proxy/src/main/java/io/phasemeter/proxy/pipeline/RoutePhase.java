@@ -11,18 +11,13 @@ import java.util.Map;
  * GeneratePhase}), so least-in-flight sees the load at the moment the request leaves.
  */
 final class RoutePhase {
-  private final Map<String, UpstreamPool> byModel = new HashMap<>();
-  // The configured name of each model: the label a request carries into metrics and its record is
-  // this string, not the one parsed from its body, so a record kept for minutes holds nothing of
-  // the request's own (the record store keeps labels by reference).
-  private final Map<String, String> labels = new HashMap<>();
+  private final Map<String, Target> byModel = new HashMap<>();
   private final Map<String, SlotPool> slotsByPool;
 
   RoutePhase(List<UpstreamPool> pools, Map<String, SlotPool> slotsByPool) {
     for (UpstreamPool p : pools) {
       for (String m : p.config().models()) {
-        byModel.put(m, p);
-        labels.put(m, m);
+        byModel.put(m, new Target(m, p));
       }
     }
     this.slotsByPool = slotsByPool;
@@ -30,14 +25,15 @@ final class RoutePhase {
 
   UpstreamPool select(RequestContext ctx) {
     ctx.begin(Phase.ROUTE);
-    UpstreamPool pool = byModel.get(ctx.model);
-    if (pool == null) {
+    Target target = byModel.get(ctx.model);
+    if (target == null) {
       throw ProxyFailure.ofParam(
           ProxyFailure.Kind.MODEL_NOT_FOUND,
           "The model `" + truncate(ctx.model) + "` does not exist or you do not have access to it.",
           "model");
     }
-    ctx.modelLabel = labels.get(ctx.model);
+    UpstreamPool pool = target.pool();
+    ctx.modelLabel = target.label();
     ctx.pool = pool.config();
     if (pool.availableCount() == 0) {
       // Queueing for a pool with no live upstream would only turn a fast 503 into a slow one.
@@ -53,6 +49,13 @@ final class RoutePhase {
   SlotPool slots(RequestContext ctx) {
     return slotsByPool.get(ctx.pool.name());
   }
+
+  /**
+   * A configured model and its pool. The label a request carries into metrics and its record is the
+   * configured string, not the one parsed from its body, so a record kept for minutes holds nothing
+   * of the request's own (the record store keeps labels by reference).
+   */
+  private record Target(String label, UpstreamPool pool) {}
 
   private static String truncate(String s) {
     return s.length() > 128 ? s.substring(0, 128) + "…" : s;

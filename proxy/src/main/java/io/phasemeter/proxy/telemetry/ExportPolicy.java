@@ -5,6 +5,7 @@ import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.sdk.trace.samplers.Sampler;
 import io.opentelemetry.sdk.trace.samplers.SamplingDecision;
+import io.phasemeter.proxy.config.ProxyConfig;
 import java.time.Duration;
 import java.util.Collections;
 
@@ -25,6 +26,11 @@ public final class ExportPolicy {
     this.ratioSampler = Sampler.traceIdRatioBased(ratio);
     this.keepErrors = keepErrors;
     this.keepSlowerThanNanos = keepSlowerThan.toNanos();
+  }
+
+  /** The policy {@code telemetry.sampling} configures. */
+  public static ExportPolicy of(ProxyConfig.Sampling sampling) {
+    return new ExportPolicy(sampling.ratio(), sampling.keepErrors(), sampling.keepSlowerThan());
   }
 
   /** Whether a request with these facts is exported. */

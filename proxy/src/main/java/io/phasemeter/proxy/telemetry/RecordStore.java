@@ -131,8 +131,7 @@ public final class RecordStore implements RequestObserver {
    * never reach the engine's tracing.
    */
   private boolean waitsForEngine(RequestContext ctx) {
-    return engine != null
-        && engine.enabled()
+    return withEngine
         && ctx.outcome() == Outcome.SUCCESS
         && !ctx.external()
         && ctx.phaseNanos(Phase.GENERATION) >= 0;
