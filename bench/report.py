@@ -96,6 +96,8 @@ def run_stats(d):
         "tpot_p50": q(col(rows, "tpot_ms"), 0.50),
         "tpot_p99": q(col(rows, "tpot_ms"), 0.99),
         "ttft_p99": q(col(rows, "client_ttft_ms"), 0.99),
+        # One inter-token gap, from the client's own histogram (pairs.csv has a row per request).
+        "itl_p99": summary.get("phases", {}).get("itl", {}).get("p99_ms"),
     }
 
 
@@ -430,11 +432,6 @@ for conf in confs:
     for path in ("direct", "bare", "proxy"):
         if os.path.isdir(os.path.join(sd, path)):
             st[path] = run_stats(os.path.join(sd, path))
-            st[path]["itl_p99"] = None
-            sj = os.path.join(sd, path, "summary.json")
-            if os.path.exists(sj):
-                ph = json.load(open(sj)).get("phases", {}).get("itl", {})
-                st[path]["itl_p99"] = ph.get("p99_ms")
         cf = os.path.join(sd, path + ".cpu")
         if os.path.exists(cf):
             f = open(cf).read().split()
