@@ -21,6 +21,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -56,11 +57,6 @@ public final class LoadRun {
   private final Joiner joiner;
   private final Series measured;
   private final Object statsLock = new Object();
-  private static final long SLOW_P99_REFRESH_NANOS = 100_000_000L;
-  // The p99 that makes a request SLOW, refreshed every 100 ms (guarded by statsLock).
-  private long okSeen;
-  private long slowP99AtNanos;
-  private double slowP99 = Double.NaN;
   private final PhaseStats cumulative = new PhaseStats();
   private final AtomicReference<PhaseStats> window = new AtomicReference<>(new PhaseStats());
   private final AtomicInteger inFlight = new AtomicInteger();
@@ -77,6 +73,18 @@ public final class LoadRun {
   private volatile String currentStepText = "";
   private RecordFeedClient feed;
   private long runStart;
+
+  /**
+   * The live table's thread, which also prints the SLOW and FAIL lines: the event loop that reads
+   * the responses never writes to the terminal.
+   */
+  private final ScheduledExecutorService reporter =
+      Executors.newSingleThreadScheduledExecutor(
+          r -> {
+            Thread t = new Thread(r, "phasemeter-live-table");
+            t.setDaemon(true);
+            return t;
+          });
 
   LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets) {
     this.vertx = vertx;
@@ -136,6 +144,7 @@ public final class LoadRun {
         feed.start(joiner::record).await(10, TimeUnit.SECONDS);
       } catch (Exception e) {
         err.println("phasemeter load: " + e.getMessage());
+        reporter.shutdownNow();
         return USAGE;
       }
       conditions.putAll(proxyConditions());
@@ -155,24 +164,17 @@ public final class LoadRun {
                 : "; joining with " + o.admin())
             + ")");
     out.flush();
-    ScheduledExecutorService live =
-        Executors.newSingleThreadScheduledExecutor(
-            r -> {
-              Thread t = new Thread(r, "phasemeter-live-table");
-              t.setDaemon(true);
-              return t;
-            });
     try {
       warmUp();
-      warmUpAtLoad(live);
+      warmUpAtLoad(reporter);
     } catch (Exception e) {
-      live.shutdownNow();
+      reporter.shutdownNow();
       throw e;
     }
     runStart = System.nanoTime();
     lastPrintNanos = runStart;
     long period = Math.max(1000, o.reportInterval().toMillis());
-    live.scheduleAtFixedRate(this::printLiveSafely, period, period, TimeUnit.MILLISECONDS);
+    reporter.scheduleAtFixedRate(this::printLiveSafely, period, period, TimeUnit.MILLISECONDS);
     try {
       if (o.concurrency() > 0) {
         steps.add(closedStep(measured, 0, o.concurrency(), o.duration()).await());
@@ -198,8 +200,9 @@ public final class LoadRun {
       }
       joiner.flush();
     } finally {
-      live.shutdownNow();
-      live.awaitTermination(10, TimeUnit.SECONDS);
+      // Lines already handed to the reporter are printed; the periodic table stops.
+      reporter.shutdown();
+      reporter.awaitTermination(10, TimeUnit.SECONDS);
       runner.close();
       if (feed != null) {
         feed.close();
@@ -411,6 +414,45 @@ public final class LoadRun {
   private record Prepared(long seq, RequestSpec spec, String traceId, String traceparent) {}
 
   /**
+   * The {@code client_total} p99 above twice which a successful request is SLOW, read from a run's
+   * statistics. Reading a p99 walks the histogram: once per request it was a third of the event
+   * loop at 3,000 req/s (JFR, bench/run); at every 1 % of growth (every request from the 100th to
+   * the 200th, ~460 walks by the 10,000th) it still took most of the loop in the first second of a
+   * run at 5,000 req/s, the walk not yet compiled. So it is refreshed every 100 ms, and tried every
+   * 100 successes until there is one. Thread-safe.
+   */
+  static final class SlowThreshold {
+    static final long REFRESH_NANOS = 100_000_000L;
+    private final PhaseStats stats;
+    private long okSeen;
+    private long atNanos;
+    private double p99 = Double.NaN;
+
+    SlowThreshold(PhaseStats stats) {
+      this.stats = stats;
+    }
+
+    /** The current p99 in ms, counting one more success; NaN until 100 successes are in. */
+    synchronized double p99Ms() {
+      okSeen++;
+      long now = System.nanoTime();
+      if (Double.isNaN(p99) ? okSeen % 100 == 0 : now - atNanos >= REFRESH_NANOS) {
+        atNanos = now;
+        p99 =
+            stats.count("client_total") >= 100
+                ? stats.quantileMs("client_total", 0.99)
+                : Double.NaN;
+      }
+      return p99;
+    }
+
+    /** Whether {@code r} took more than twice {@code p99Ms}; never before there is a p99. */
+    static boolean slow(ClientResult r, double p99Ms) {
+      return !Double.isNaN(p99Ms) && r.totalNanos() / 1e6 > 2 * p99Ms;
+    }
+  }
+
+  /**
    * The requests of the measured run, or of the warm-up at load: where their numbers and trace ids
    * come from, and where their results go. Warm-up requests are numbered below zero (beneath the
    * one-by-one warm-up's), and their results and inter-token gaps go through a joiner of their own
@@ -423,6 +465,7 @@ public final class LoadRun {
     private final PhaseStats discarded;
     private final Joiner pairs;
     private final LongConsumer itl;
+    private final SlowThreshold slow;
 
     /**
      * @param issued the run's {@code seq} (numbers 1, 2, …), or a counter of its own
@@ -432,6 +475,7 @@ public final class LoadRun {
       this.ids = ids;
       this.issued = issued;
       this.discarded = discarded;
+      this.slow = new SlowThreshold(discarded == null ? cumulative : discarded);
       this.pairs =
           discarded == null
               ? joiner
@@ -465,7 +509,10 @@ public final class LoadRun {
     void done(ClientResult r) {
       if (counted()) {
         completed.incrementAndGet();
-        notable(r);
+        notable(r, slow);
+      } else if (r.ok()) {
+        // The same threshold work as a measured request, so that the run starts compiled.
+        SlowThreshold.slow(r, slow.p99Ms());
       }
       if (feed != null && counted()) {
         pairs.client(r);
@@ -494,59 +541,56 @@ public final class LoadRun {
         });
   }
 
-  /** Failed requests, and very slow ones, are printed with their trace id; nothing else is. */
-  private void notable(ClientResult r) {
-    String line = null;
-    if (!r.ok()) {
-      line =
-          "  FAIL trace="
-              + r.traceId()
-              + " class="
-              + r.error()
-              + " status="
-              + r.status()
-              + (r.invalidReason() == null ? "" : " reason=" + r.invalidReason());
-    } else {
-      double p99;
-      synchronized (statsLock) {
-        // Reading the p99 walks the histogram: once per request it was a third of the event
-        // loop at 3,000 req/s (JFR, bench/run); at every 1 % of growth (every request from the
-        // 100th to the 200th, ~460 walks by the 10,000th) it still took most of the loop in the
-        // first second of a run at 5,000 req/s, the walk not yet compiled. Refresh it every
-        // 100 ms, and try every 100 successes until there is one.
-        okSeen++;
-        long now = System.nanoTime();
-        if (Double.isNaN(slowP99)
-            ? okSeen % 100 == 0
-            : now - slowP99AtNanos >= SLOW_P99_REFRESH_NANOS) {
-          slowP99AtNanos = now;
-          slowP99 =
-              cumulative.count("client_total") >= 100
-                  ? cumulative.quantileMs("client_total", 0.99)
-                  : Double.NaN;
-        }
-        p99 = slowP99;
-      }
-      if (!Double.isNaN(p99) && r.totalNanos() / 1e6 > 2 * p99) {
-        line =
-            String.format(
-                Locale.ROOT,
-                "  SLOW trace=%s client_total=%.1f ms (> 2 × p99 %.1f ms)",
-                r.traceId(),
-                r.totalNanos() / 1e6,
-                p99);
+  /**
+   * Failed requests, and very slow ones, are printed with their trace id; nothing else is. At most
+   * {@link #NOTABLE_LINES} per report interval are formatted and printed, by the reporter's thread;
+   * the rest are only counted. A GC pause or a stall makes hundreds of requests SLOW at once:
+   * formatting and printing each on the event loop (as this once did) made the stall longer.
+   */
+  private void notable(ClientResult r, SlowThreshold threshold) {
+    double p99 = Double.NaN;
+    if (r.ok()) {
+      p99 = threshold.p99Ms();
+      if (!SlowThreshold.slow(r, p99)) {
+        return;
       }
     }
-    if (line == null) {
+    if (notable.incrementAndGet() > NOTABLE_LINES) {
+      notableSuppressed.incrementAndGet();
       return;
     }
-    if (notable.incrementAndGet() <= NOTABLE_LINES) {
-      synchronized (out) {
-        out.println(line);
-        out.flush();
-      }
-    } else {
+    double slowP99Ms = p99;
+    try {
+      reporter.execute(() -> printLine(notableLine(r, slowP99Ms)));
+    } catch (RejectedExecutionException e) {
+      // The run has ended (a response after the in-flight deadline): counted, not printed.
       notableSuppressed.incrementAndGet();
+    }
+  }
+
+  /** The SLOW or FAIL line of a notable request. */
+  static String notableLine(ClientResult r, double p99Ms) {
+    if (!r.ok()) {
+      return "  FAIL trace="
+          + r.traceId()
+          + " class="
+          + r.error()
+          + " status="
+          + r.status()
+          + (r.invalidReason() == null ? "" : " reason=" + r.invalidReason());
+    }
+    return String.format(
+        Locale.ROOT,
+        "  SLOW trace=%s client_total=%.1f ms (> 2 × p99 %.1f ms)",
+        r.traceId(),
+        r.totalNanos() / 1e6,
+        p99Ms);
+  }
+
+  private void printLine(String line) {
+    synchronized (out) {
+      out.println(line);
+      out.flush();
     }
   }
 

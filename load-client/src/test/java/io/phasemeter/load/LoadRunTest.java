@@ -299,6 +299,43 @@ class LoadRunTest {
   }
 
   @Test
+  void failedRequestsArePrintedAtMostTenPerIntervalAndTheRestCounted() throws Exception {
+    startProxy(8);
+    // An unknown model: the proxy answers every request 404, 100 failures in 2 s.
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--model",
+            "no-such-model",
+            "--rate",
+            "50",
+            "--arrival",
+            "constant",
+            "--duration",
+            "2s",
+            "--report-interval",
+            "1s",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "4",
+            "--out",
+            dir.toString());
+    String printed = out.toString();
+    long failLines = printed.lines().filter(l -> l.startsWith("  FAIL trace=")).count();
+    long tables = printed.lines().filter(l -> l.startsWith("[")).count();
+    // No budgets file, so no error-rate gate: the run itself is judged valid.
+    assertThat(code).as(printed + "\n" + err).isEqualTo(0);
+    assertThat(summary().path("requests").path("errors").asLong()).isEqualTo(100);
+    assertThat(failLines).as(printed).isBetween(10L, 10 * (tables + 1));
+    assertThat(printed)
+        .contains("class=HTTP_4XX status=404")
+        .containsPattern("\\((\\d+) more slow/failed not printed\\)");
+  }
+
+  @Test
   void aBudgetBreachedOnOnePhaseExits3AndNamesThatPhaseOnly() throws Exception {
     startProxy(1);
     Path budgets = dir.resolve("budgets.yaml");
