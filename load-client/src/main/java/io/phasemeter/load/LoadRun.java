@@ -171,6 +171,7 @@ public final class LoadRun {
       reporter.shutdownNow();
       throw e;
     }
+    collectBeforeTheClock();
     runStart = System.nanoTime();
     lastPrintNanos = runStart;
     long period = Math.max(1000, o.reportInterval().toMillis());
@@ -319,6 +320,39 @@ public final class LoadRun {
             s.sent(),
             s.dropped()));
     out.flush();
+  }
+
+  /**
+   * Collects the client's young generation once, between the warm-up and the clock, so that the run
+   * starts with an empty eden: the warm-up leaves it part full, and a young pause in the first
+   * seconds of the run (10-30 ms at 5,000 req/s) makes every request due during it leave late. Only
+   * where {@code System.gc()} starts a concurrent cycle ({@code -XX:+ExplicitGCInvokesConcurrent},
+   * in config/load-client.jvm): a young pause then, and marking alongside. A full collection there
+   * instead once left the first 0.6 s of a run at 5,000 req/s up to 68 ms late, so without the flag
+   * nothing is collected. Warm-up requests still in flight wait for it; none is counted. How long
+   * it took goes into the report's conditions.
+   */
+  private void collectBeforeTheClock() {
+    if (!explicitGcIsConcurrent()) {
+      conditions.put("client_gc_before_clock_ms", null);
+      return;
+    }
+    long t0 = System.nanoTime();
+    System.gc();
+    conditions.put("client_gc_before_clock_ms", Math.round((System.nanoTime() - t0) / 1e4) / 100.0);
+  }
+
+  private static boolean explicitGcIsConcurrent() {
+    try {
+      return Boolean.parseBoolean(
+          java.lang.management.ManagementFactory.getPlatformMXBean(
+                  com.sun.management.HotSpotDiagnosticMXBean.class)
+              .getVMOption("ExplicitGCInvokesConcurrent")
+              .getValue());
+    } catch (RuntimeException e) {
+      // Not HotSpot, or no such option: leave the collector alone.
+      return false;
+    }
   }
 
   private Arrivals arrivals(double rate, int step) {
