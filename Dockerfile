@@ -32,6 +32,9 @@ RUN groupadd --system --gid 10001 phasemeter \
  && useradd --system --uid 10001 --gid phasemeter --no-create-home --shell /usr/sbin/nologin phasemeter
 WORKDIR /app
 COPY --from=build /src/proxy/target/phasemeter-proxy.jar /src/load-client/target/phasemeter-load.jar /app/
+# The load client's JVM options: docker run --entrypoint java IMAGE @/app/load-client.jvm -jar
+# /app/phasemeter-load.jar run ... (its GC pauses otherwise land inside the measured seconds).
+COPY config/load-client.jvm /app/
 # The shipped defaults; mount your own directory over /config (proxy.yaml, budgets.yaml).
 COPY config/proxy.yaml config/budgets.yaml /config/
 VOLUME ["/config"]
