@@ -33,7 +33,8 @@ RUN groupadd --system --gid 10001 phasemeter \
 WORKDIR /app
 COPY --from=build /src/proxy/target/phasemeter-proxy.jar /src/load-client/target/phasemeter-load.jar /app/
 # The load client's JVM options: docker run --entrypoint java IMAGE @/app/load-client.jvm -jar
-# /app/phasemeter-load.jar run ... (its GC pauses otherwise land inside the measured seconds).
+# /app/phasemeter-load.jar run ... (its GC pauses otherwise land inside the measured seconds). It
+# pre-touches a 1 GB heap at start-up: give that container 1.5 GB or more.
 COPY config/load-client.jvm /app/
 # The shipped defaults; mount your own directory over /config (proxy.yaml, budgets.yaml).
 COPY config/proxy.yaml config/budgets.yaml /config/

@@ -346,7 +346,7 @@ if lat:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for rate in sorted(lat):
         base = lat[rate].get("stub")
-        for t in ["stub", "nginx", "pm_on", "pm_off"]:
+        for t in ["stub", "nginx", "bare", "pm_on", "pm_off"]:
             s = lat[rate].get(t)
             if not s:
                 continue
@@ -421,17 +421,24 @@ if os.path.isdir(td):
     # trace id: what is left is the client's own timing error, loopback HTTP included.
     hp = os.path.join(OUT, "timing", "holds.csv")
     if os.path.isfile(hp):
-        holds = {}
+        holds, dropped = {}, 0
         with open(hp) as f:
             for line in f:
+                if line.startswith("# dropped "):
+                    dropped = int(line.split()[2])
+                    continue
                 parts = line.strip().split(",")
-                if len(parts) == 2 and parts[0] != "trace_id" and not line.startswith("#"):
+                if len(parts) == 2 and parts[0] != "trace_id":
                     holds[parts[0]] = float(parts[1])
-        held = [holds[r["trace_id"]] for r in rows
-                if r.get("trace_id") in holds and r.get("class") == "NONE" and r.get("client_total_ms")]
-        herr = [float(r["client_total_ms"]) - holds[r["trace_id"]] for r in rows
-                if r.get("trace_id") in holds and r.get("class") == "NONE" and r.get("client_total_ms")]
-        R["timing"].update({"joined": len(herr), "hold_p50": q(held, 0.5), "hold_p99": q(held, 0.99),
+        # The same requests as col(): successful, status 200, with a client_total.
+        ok = [r for r in rows if r.get("trace_id") in holds and r["class"] == "NONE"
+              and r["status"] == "200" and r.get("client_total_ms")]
+        held = [holds[r["trace_id"]] for r in ok]
+        herr = [float(r["client_total_ms"]) - holds[r["trace_id"]] for r in ok]
+        if dropped:
+            print(f"(the stub kept no hold for {dropped} requests: its table was full)\n")
+        R["timing"].update({"joined": len(herr), "holds_dropped": dropped,
+                            "hold_p50": q(held, 0.5), "hold_p99": q(held, 0.99),
                             "true_err_p50": q(herr, 0.5), "true_err_p99": q(herr, 0.99),
                             "true_err_min": min(herr) if herr else None})
         print(f"The stub's measured hold: p50 {fmt(q(held, 0.5))} ms, p99 {fmt(q(held, 0.99))} ms. "

@@ -27,7 +27,9 @@ public final class DelayStub {
                   + "\"total_tokens\":24,\"completion_tokens\":8}}")
               .getBytes(StandardCharsets.UTF_8));
 
-  // Written and read on the server's one event loop only.
+  // Written and read on one event loop only: a single server instance, listening from a
+  // non-Vert.x thread, puts every connection on its one context, and setTimer from a handler fires
+  // there too; /holds is served there as well. Several instances would break this.
   private final String[] traceIds = new String[MAX_HOLDS];
   private final long[] holds = new long[MAX_HOLDS];
   private int kept;
