@@ -342,8 +342,11 @@ if lat:
     print("proxy's). Added = quantile through the proxy minus the same quantile direct to the stub,")
     print("same run. Rows whose client lag p99 exceeds 1 ms ran with a lagging client: their")
     print("arrivals were burstier than asked.\n")
-    print("| rate | target | ok/sent | p50 ms | p99 ms | p99.9 ms | added p50 | added p99 | added p99.9 | client lag p99 ms | exit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("Proxy CPU per request over the counted seconds (less one at each end), at the asked rate:")
+    print("at a fixed rate on and off serve the same requests, so their ratio is what measuring costs")
+    print("without a saturated run's feedback (a slower proxy also spends more per request on syscalls).\n")
+    print("| rate | target | ok/sent | p50 ms | p99 ms | p99.9 ms | added p50 | added p99 | added p99.9 | client lag p99 ms | proxy CPU µs/request (without JIT) | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for rate in sorted(lat):
         base = lat[rate].get("stub")
         for t in ["stub", "nginx", "bare", "pm_on", "pm_off"]:
@@ -355,12 +358,31 @@ if lat:
                 a, b = s["svc_" + k], base["svc_" + k] if base else None
                 add[k] = None if a is None or b is None else a - b
             s["added"] = add
+            cpu = os.path.join(OUT, "latency", f"{t}-{rate}.cpu")
+            s["cpu_us"] = s["cpu_nojit_us"] = None
+            if os.path.exists(cpu):
+                ticks, jit, tck, secs, asked = open(cpu).read().split()
+                n = float(asked) * float(secs)
+                if n > 0:
+                    s["cpu_us"] = int(ticks) / int(tck) / n * 1e6
+                    s["cpu_nojit_us"] = (int(ticks) - int(jit)) / int(tck) / n * 1e6
+            cpu_text = "—" if s["cpu_us"] is None else f"{s['cpu_us']:.1f} ({s['cpu_nojit_us']:.1f})"
             print(
                 f"| {rate} | {t} | {s['ok']}/{s['n']} | {fmt(s['svc_p50'])} | {fmt(s['svc_p99'])} | "
                 f"{fmt(s['svc_p999'])} | {fmt(add['p50'])} | {fmt(add['p99'])} | {fmt(add['p999'])} | "
-                f"{fmt(s['lag_p99'])} | {s['rc']} |"
+                f"{fmt(s['lag_p99'])} | {cpu_text} | {s['rc']} |"
             )
     print()
+    for rate in sorted(lat):
+        on, off = lat[rate].get("pm_on"), lat[rate].get("pm_off")
+        if on and off and on.get("cpu_us") and off.get("cpu_us"):
+            r_all, r_nojit = on["cpu_us"] / off["cpu_us"], on["cpu_nojit_us"] / off["cpu_nojit_us"]
+            target(f"telemetry cost: CPU per request on / off at a fixed {rate} req/s (whole process)",
+                   r_all, "<= 1.10", r_all <= 1.10,
+                   f"{on['cpu_us']:.1f} / {off['cpu_us']:.1f} µs")
+            target(f"telemetry cost: CPU per request on / off at a fixed {rate} req/s (without JIT)",
+                   r_nojit, "<= 1.10", r_nojit <= 1.10,
+                   f"{on['cpu_nojit_us']:.1f} / {off['cpu_nojit_us']:.1f} µs")
     at = lat.get(2000, {})
     pm, ng = at.get("pm_on"), at.get("nginx")
     if pm and pm.get("added"):
