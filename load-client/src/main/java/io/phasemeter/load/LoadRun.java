@@ -853,6 +853,13 @@ public final class LoadRun {
     List<String> reasons = new ArrayList<>();
     if (sent == 0) {
       reasons.add("no request was sent");
+    } else if (ok == 0) {
+      // Without a budgets file there is no error-rate gate, but a run without one success has
+      // no latency to report: a wrong --model or --url must not exit 0.
+      reasons.add(
+          "no request succeeded ("
+              + errors
+              + " errors; the FAIL lines above say why): there is no latency to report");
     }
     if (dropped > 0) {
       reasons.add(

@@ -326,8 +326,9 @@ class LoadRunTest {
     String printed = out.toString();
     long failLines = printed.lines().filter(l -> l.startsWith("  FAIL trace=")).count();
     long tables = printed.lines().filter(l -> l.startsWith("[")).count();
-    // No budgets file, so no error-rate gate: the run itself is judged valid.
-    assertThat(code).as(printed + "\n" + err).isEqualTo(0);
+    // No budgets file, so no error-rate gate; but with no success at all the run is invalid.
+    assertThat(code).as(printed + "\n" + err).isEqualTo(4);
+    assertThat(printed).contains("INVALID RUN").contains("no request succeeded (100 errors");
     assertThat(summary().path("requests").path("errors").asLong()).isEqualTo(100);
     assertThat(failLines).as(printed).isBetween(10L, 10 * (tables + 1));
     assertThat(printed)
