@@ -34,7 +34,7 @@ WORKDIR /app
 COPY --from=build /src/proxy/target/phasemeter-proxy.jar /src/load-client/target/phasemeter-load.jar /app/
 # The load client's JVM options: docker run --entrypoint java IMAGE @/app/load-client.jvm -jar
 # /app/phasemeter-load.jar run ... (its GC pauses otherwise land inside the measured seconds). It
-# pre-touches a 1 GB heap at start-up: give that container 1.5 GB or more.
+# pre-touches 1 GB of heap at start-up and may grow to 4 GB in long runs: size the container so.
 COPY config/load-client.jvm /app/
 # The shipped defaults; mount your own directory over /config (proxy.yaml, budgets.yaml).
 COPY config/proxy.yaml config/budgets.yaml /config/

@@ -31,7 +31,8 @@ class LoadClientJvmOptionsTest {
     assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
     assertThat(p.exitValue()).as(flags).isZero();
     assertThat(flags)
-        .containsPattern("MaxHeapSize\\s+= 1073741824 ")
+        .containsPattern("MaxHeapSize\\s+= 4294967296 ")
+        .containsPattern("InitialHeapSize\\s+= 1073741824 ")
         .containsPattern("NewSize\\s+= 805306368 ")
         .containsPattern("ExplicitGCInvokesConcurrent\\s+= true ")
         .containsPattern("AlwaysPreTouch\\s+= true ")
