@@ -17,7 +17,7 @@ public final class Joiner {
   private final Consumer<Pair> onPair;
   private final Map<String, ClientResult> waitingClients = new HashMap<>();
   private final Map<String, ServerRecord> waitingRecords = new HashMap<>();
-  private final List<Pair> pairs = new ArrayList<>();
+  private final PairColumns pairs = new PairColumns();
   private long foreign;
   private long overflow;
   private long unsampled;
@@ -43,7 +43,7 @@ public final class Joiner {
         return;
       }
       p = new Pair(r, s);
-      pairs.add(p);
+      pairs.add(r, s);
     }
     onPair.accept(p);
   }
@@ -52,7 +52,7 @@ public final class Joiner {
   public void alone(ClientResult r) {
     Pair p = new Pair(r, null);
     synchronized (this) {
-      pairs.add(p);
+      pairs.add(r, null);
     }
     onPair.accept(p);
   }
@@ -79,7 +79,7 @@ public final class Joiner {
         return;
       }
       p = new Pair(c, s);
-      pairs.add(p);
+      pairs.add(c, s);
     }
     onPair.accept(p);
   }
@@ -94,9 +94,8 @@ public final class Joiner {
     List<Pair> alone = new ArrayList<>();
     synchronized (this) {
       for (ClientResult c : waitingClients.values()) {
-        Pair p = new Pair(c, null);
-        pairs.add(p);
-        alone.add(p);
+        pairs.add(c, null);
+        alone.add(new Pair(c, null));
       }
       waitingClients.clear();
       waitingRecords.clear();
@@ -104,9 +103,12 @@ public final class Joiner {
     alone.forEach(onPair);
   }
 
-  /** Every pair so far, in the order they formed. */
+  /**
+   * Every pair so far, in the order they formed, rebuilt from columns (see {@link PairColumns}):
+   * call it once, for the report.
+   */
   public synchronized List<Pair> pairs() {
-    return List.copyOf(pairs);
+    return List.copyOf(pairs.pairs());
   }
 
   /**

@@ -1,0 +1,192 @@
+package io.phasemeter.load;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Every pair of a run, kept until the report, as columns of numbers rather than objects.
+ *
+ * <p>Why: a run keeps every result for {@code pairs.csv} and the report, and a young collection
+ * copies each one it finds still alive. Kept as objects (a {@code Pair}, a {@link ClientResult} and
+ * its trace-id string: four objects, ~240 B a request) the results of the last 17 s at 5,000 req/s
+ * made each young pause of the load client 52–62 ms on a 2-core VM, and every request due during a
+ * pause left late. Here a client result is one row across primitive arrays allocated {@link #CHUNK}
+ * rows at a time: keeping it allocates nothing, and a collection copies a few large arrays instead
+ * of hundreds of thousands of small objects. A trace id of 32 hex digits is kept as two longs;
+ * strings that come from the workload (the bucket) are kept by reference; strings made per request
+ * (an invalid reason, a {@code Server-Timing} header, a trace id of another shape) and the proxy's
+ * records stay objects, in columns that stay empty when there are none.
+ *
+ * <p>Rows are rebuilt into {@link Pair}s only when {@link #pairs()} is called (once, for the
+ * report). Not thread-safe: the {@link Joiner} guards it.
+ */
+final class PairColumns {
+  /** Rows per chunk: ~1.3 MB of arrays, allocated when the previous chunk is full. */
+  static final int CHUNK = 8192;
+
+  private static final ErrorClass[] ERRORS = ErrorClass.values();
+
+  private final List<Chunk> chunks = new ArrayList<>();
+  private int size;
+
+  /** One chunk of rows. */
+  private static final class Chunk {
+    final long[] seq = new long[CHUNK];
+    final long[] traceHi = new long[CHUNK];
+    final long[] traceLo = new long[CHUNK];
+    final long[] intended = new long[CHUNK];
+    final long[] actual = new long[CHUNK];
+    final long[] transportSetup = new long[CHUNK];
+    final long[] ttfb = new long[CHUNK];
+    final long[] ttft = new long[CHUNK];
+    final long[] total = new long[CHUNK];
+    final long[] tpot = new long[CHUNK];
+    final long[] itlCount = new long[CHUNK];
+    final long[] usagePrompt = new long[CHUNK];
+    final long[] usageCompletion = new long[CHUNK];
+    final int[] step = new int[CHUNK];
+    final int[] status = new int[CHUNK];
+    final int[] promptTokens = new int[CHUNK];
+    final int[] maxTokens = new int[CHUNK];
+    final byte[] error = new byte[CHUNK];
+    final String[] bucket = new String[CHUNK];
+    // Per-request objects, allocated only when a chunk has any.
+    String[] traceIdText;
+    String[] invalidReason;
+    String[] serverTiming;
+    ServerRecord[] server;
+  }
+
+  /** Keeps one pair: a client result, and the proxy's record or null. */
+  void add(ClientResult c, ServerRecord s) {
+    int row = size % CHUNK;
+    if (row == 0) {
+      chunks.add(new Chunk());
+    }
+    Chunk k = chunks.get(chunks.size() - 1);
+    k.seq[row] = c.seq();
+    String id = c.traceId();
+    if (isHex32(id)) {
+      k.traceHi[row] = hex16(id, 0);
+      k.traceLo[row] = hex16(id, 16);
+    } else {
+      if (k.traceIdText == null) {
+        k.traceIdText = new String[CHUNK];
+      }
+      k.traceIdText[row] = id;
+    }
+    k.intended[row] = c.intendedNanos();
+    k.actual[row] = c.actualNanos();
+    k.transportSetup[row] = c.transportSetupNanos();
+    k.ttfb[row] = c.ttfbNanos();
+    k.ttft[row] = c.ttftNanos();
+    k.total[row] = c.totalNanos();
+    k.tpot[row] = c.tpotNanos();
+    k.itlCount[row] = c.itlCount();
+    k.usagePrompt[row] = c.usagePromptTokens();
+    k.usageCompletion[row] = c.usageCompletionTokens();
+    k.step[row] = c.step();
+    k.status[row] = c.status();
+    k.promptTokens[row] = c.promptTokens();
+    k.maxTokens[row] = c.maxTokens();
+    k.error[row] = (byte) c.error().ordinal();
+    k.bucket[row] = c.bucket();
+    if (c.invalidReason() != null) {
+      if (k.invalidReason == null) {
+        k.invalidReason = new String[CHUNK];
+      }
+      k.invalidReason[row] = c.invalidReason();
+    }
+    if (c.serverTiming() != null) {
+      if (k.serverTiming == null) {
+        k.serverTiming = new String[CHUNK];
+      }
+      k.serverTiming[row] = c.serverTiming();
+    }
+    if (s != null) {
+      if (k.server == null) {
+        k.server = new ServerRecord[CHUNK];
+      }
+      k.server[row] = s;
+    }
+    size++;
+  }
+
+  /** Pairs kept so far. */
+  int size() {
+    return size;
+  }
+
+  /** Every pair, in the order kept, rebuilt as objects. */
+  List<Pair> pairs() {
+    List<Pair> out = new ArrayList<>(size);
+    for (int i = 0; i < size; i++) {
+      Chunk k = chunks.get(i / CHUNK);
+      int row = i % CHUNK;
+      String traceId =
+          k.traceIdText != null && k.traceIdText[row] != null
+              ? k.traceIdText[row]
+              : hex32(k.traceHi[row], k.traceLo[row]);
+      ClientResult c =
+          new ClientResult(
+              k.seq[row],
+              traceId,
+              k.bucket[row],
+              k.step[row],
+              k.intended[row],
+              k.actual[row],
+              k.transportSetup[row],
+              k.ttfb[row],
+              k.ttft[row],
+              k.total[row],
+              k.tpot[row],
+              k.itlCount[row],
+              k.status[row],
+              ERRORS[k.error[row]],
+              k.invalidReason == null ? null : k.invalidReason[row],
+              k.promptTokens[row],
+              k.maxTokens[row],
+              k.usagePrompt[row],
+              k.usageCompletion[row],
+              k.serverTiming == null ? null : k.serverTiming[row]);
+      out.add(new Pair(c, k.server == null ? null : k.server[row]));
+    }
+    return out;
+  }
+
+  /** Whether {@code s} is exactly 32 lowercase hex digits (what {@link #hex32} gives back). */
+  static boolean isHex32(String s) {
+    if (s == null || s.length() != 32) {
+      return false;
+    }
+    for (int i = 0; i < 32; i++) {
+      char ch = s.charAt(i);
+      if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static long hex16(String s, int at) {
+    long v = 0;
+    for (int i = at; i < at + 16; i++) {
+      char ch = s.charAt(i);
+      v = (v << 4) | (ch <= '9' ? ch - '0' : ch - 'a' + 10);
+    }
+    return v;
+  }
+
+  private static final char[] HEX = "0123456789abcdef".toCharArray();
+
+  static String hex32(long hi, long lo) {
+    char[] c = new char[32];
+    for (int i = 15; i >= 0; i--) {
+      c[i] = HEX[(int) (hi & 0xf)];
+      hi >>>= 4;
+      c[16 + i] = HEX[(int) (lo & 0xf)];
+      lo >>>= 4;
+    }
+    return new String(c);
+  }
+}
