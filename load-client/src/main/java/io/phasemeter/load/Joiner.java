@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -108,7 +109,7 @@ public final class Joiner {
    * call it once, for the report.
    */
   public synchronized List<Pair> pairs() {
-    return List.copyOf(pairs.pairs());
+    return Collections.unmodifiableList(pairs.pairs());
   }
 
   /**

@@ -593,20 +593,16 @@ public final class LoadRun {
    * formatting and printing each on the event loop (as this once did) made the stall longer.
    */
   private void notable(ClientResult r, SlowThreshold threshold) {
-    double p99 = Double.NaN;
-    if (r.ok()) {
-      p99 = threshold.p99Ms();
-      if (!SlowThreshold.slow(r, p99)) {
-        return;
-      }
+    double p99 = r.ok() ? threshold.p99Ms() : Double.NaN;
+    if (r.ok() && !SlowThreshold.slow(r, p99)) {
+      return;
     }
     if (notable.incrementAndGet() > NOTABLE_LINES) {
       notableSuppressed.incrementAndGet();
       return;
     }
-    double slowP99Ms = p99;
     try {
-      reporter.execute(() -> printLine(notableLine(r, slowP99Ms)));
+      reporter.execute(() -> printLine(notableLine(r, p99)));
     } catch (RejectedExecutionException e) {
       // The run has ended (a response after the in-flight deadline): counted, not printed.
       notableSuppressed.incrementAndGet();

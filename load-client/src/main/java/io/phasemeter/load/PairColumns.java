@@ -1,5 +1,6 @@
 package io.phasemeter.load;
 
+import io.phasemeter.load.workload.TraceIds;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -126,7 +127,7 @@ final class PairColumns {
       String traceId =
           k.traceIdText != null && k.traceIdText[row] != null
               ? k.traceIdText[row]
-              : hex32(k.traceHi[row], k.traceLo[row]);
+              : TraceIds.traceId(k.traceHi[row], k.traceLo[row]);
       ClientResult c =
           new ClientResult(
               k.seq[row],
@@ -154,7 +155,10 @@ final class PairColumns {
     return out;
   }
 
-  /** Whether {@code s} is exactly 32 lowercase hex digits (what {@link #hex32} gives back). */
+  /**
+   * Whether {@code s} is exactly 32 lowercase hex digits (what {@link TraceIds#traceId(long, long)}
+   * gives back).
+   */
   static boolean isHex32(String s) {
     if (s == null || s.length() != 32) {
       return false;
@@ -175,18 +179,5 @@ final class PairColumns {
       v = (v << 4) | (ch <= '9' ? ch - '0' : ch - 'a' + 10);
     }
     return v;
-  }
-
-  private static final char[] HEX = "0123456789abcdef".toCharArray();
-
-  static String hex32(long hi, long lo) {
-    char[] c = new char[32];
-    for (int i = 15; i >= 0; i--) {
-      c[i] = HEX[(int) (hi & 0xf)];
-      hi >>>= 4;
-      c[16 + i] = HEX[(int) (lo & 0xf)];
-      lo >>>= 4;
-    }
-    return new String(c);
   }
 }

@@ -2,6 +2,7 @@ package io.phasemeter.load;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.load.workload.TraceIds;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -42,7 +43,7 @@ class PairColumnsTest {
       String traceId =
           seq % 1000 == 0
               ? "not-a-hex-trace-id-" + seq
-              : PairColumns.hex32(0x0123456789abcdefL ^ seq, -seq);
+              : TraceIds.traceId(0x0123456789abcdefL ^ seq, -seq);
       ClientResult c =
           result(
               seq,
@@ -63,6 +64,6 @@ class PairColumnsTest {
     assertThat(PairColumns.isHex32("0123456789ABCDEF0123456789abcdef")).isFalse();
     assertThat(PairColumns.isHex32("0123456789abcdef0123456789abcde")).isFalse();
     assertThat(PairColumns.isHex32(null)).isFalse();
-    assertThat(PairColumns.hex32(-1L, 0L)).isEqualTo("ffffffffffffffff0000000000000000");
+    assertThat(TraceIds.traceId(-1L, 0L)).isEqualTo("ffffffffffffffff0000000000000000");
   }
 }

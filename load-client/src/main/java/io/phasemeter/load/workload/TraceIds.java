@@ -52,9 +52,14 @@ public final class TraceIds {
 
   /** The 32-hex trace id of request {@code seq}. */
   public String traceId(long seq) {
+    return traceId(instanceId, Workload.mix64(seq));
+  }
+
+  /** A 32-hex trace id from its high and low halves, as {@link #traceId(long)} writes them. */
+  public static String traceId(long high, long low) {
     char[] c = new char[32];
-    hex16(instanceId, c, 0);
-    hex16(Workload.mix64(seq), c, 16);
+    hex16(high, c, 0);
+    hex16(low, c, 16);
     return new String(c);
   }
 
