@@ -11,6 +11,7 @@ import io.phasemeter.proxy.gateway.RateLimiter;
 import io.phasemeter.proxy.pipeline.Pipeline;
 import io.phasemeter.proxy.pipeline.RequestObserver;
 import io.phasemeter.proxy.pipeline.SlotPool;
+import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.NanoClock;
@@ -227,6 +228,7 @@ public final class PhasemeterProxy {
     private final Vertx vertx;
     private final ProxyConfig config;
     private OpenTelemetry openTelemetry;
+    private SpanDeferral spanDeferral;
     private NanoClock clock = NanoClock.system();
     private ProxyMetrics metrics;
     private Budgets budgets = new Budgets(List.of());
@@ -245,6 +247,29 @@ public final class PhasemeterProxy {
      */
     public Builder openTelemetry(OpenTelemetry openTelemetry) {
       this.openTelemetry = Objects.requireNonNull(openTelemetry);
+      this.spanDeferral = null;
+      return this;
+    }
+
+    /**
+     * Keeps phase spans deferred until the root ends, built as SDK spans of the instance given with
+     * {@link #openTelemetry} only when {@code deferral} says the request is exported (that SDK must
+     * let {@link SpanDeferral#start} choose span ids). Set after {@link #openTelemetry}.
+     */
+    public Builder spanDeferral(SpanDeferral deferral) {
+      this.spanDeferral = Objects.requireNonNull(deferral);
+      return this;
+    }
+
+    /**
+     * The proxy's own telemetry, built by the caller (who closes it): its SDK, with phase spans
+     * deferred until the root ends and built as SDK spans only for exported requests, as when the
+     * proxy builds it itself. An OpenTelemetry instance given with {@link #openTelemetry} gets
+     * every phase span as an SDK span from the start instead.
+     */
+    public Builder telemetry(ProxyTelemetry telemetry) {
+      this.openTelemetry = telemetry.openTelemetry();
+      this.spanDeferral = telemetry.spanDeferral();
       return this;
     }
 
@@ -384,7 +409,18 @@ public final class PhasemeterProxy {
       }
       RateLimiter limiter = new RateLimiter(clock);
       Pipeline pipeline =
-          new Pipeline(vertx, config, otel, clock, all, providerKeys, keyStore, limiter);
+          new Pipeline(
+              vertx,
+              config,
+              otel,
+              clock,
+              all,
+              providerKeys,
+              keyStore,
+              limiter,
+              !measuring
+                  ? null
+                  : ownedTelemetry == null ? spanDeferral : ownedTelemetry.spanDeferral());
       long reloadTimer =
           keyStore == null
               ? -1

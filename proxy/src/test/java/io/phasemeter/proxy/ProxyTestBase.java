@@ -89,6 +89,24 @@ public abstract class ProxyTestBase {
     }
   }
 
+  /**
+   * Phase spans deferred until the root ends, as the proxy keeps them with its own SDK, and every
+   * request exported: each span test sees the spans the proxy exports.
+   */
+  protected static final io.phasemeter.proxy.pipeline.SpanDeferral EXPORT_EVERY_REQUEST =
+      new io.phasemeter.proxy.pipeline.SpanDeferral() {
+        @Override
+        public boolean exports(boolean failed, long rootNanos, String traceId) {
+          return true;
+        }
+
+        @Override
+        public io.opentelemetry.api.trace.Span start(
+            io.opentelemetry.api.trace.SpanBuilder builder, String spanId) {
+          return io.phasemeter.proxy.telemetry.PresetIdGenerator.startWithId(builder, spanId);
+        }
+      };
+
   @BeforeEach
   void setUpBase() {
     vertx = Vertx.vertx();
@@ -97,6 +115,7 @@ public abstract class ProxyTestBase {
         OpenTelemetrySdk.builder()
             .setTracerProvider(
                 SdkTracerProvider.builder()
+                    .setIdGenerator(new io.phasemeter.proxy.telemetry.PresetIdGenerator())
                     .addSpanProcessor(openSpanTracker())
                     .addSpanProcessor(SimpleSpanProcessor.create(spans))
                     .build())
@@ -260,6 +279,7 @@ public abstract class ProxyTestBase {
     proxy =
         PhasemeterProxy.builder(vertx, config)
             .openTelemetry(otel)
+            .spanDeferral(EXPORT_EVERY_REQUEST)
             .observer(ctx -> finished.add(snapshot(ctx)))
             .start()
             .await(10, TimeUnit.SECONDS);

@@ -9,6 +9,7 @@ import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.vertx.core.http.HttpServer;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -29,8 +30,24 @@ class SpanExportTest extends ProxyTestBase {
     return m.find() ? Double.parseDouble(m.group(1)) : Double.NaN;
   }
 
+  /** The traceparent of every request the upstream got. */
+  private final List<String> upstreamTraceparents =
+      new java.util.concurrent.CopyOnWriteArrayList<>();
+
+  /** Every span the receiver got, decoded. */
+  private final List<io.opentelemetry.proto.trace.v1.Span> received =
+      new java.util.concurrent.CopyOnWriteArrayList<>();
+
   private ProxyTelemetry startWithReceiver(
       int receiverStatus, AtomicInteger posts, AtomicLong bytes) throws Exception {
+    return startWithReceiver(receiverStatus, posts, bytes, null);
+  }
+
+  /**
+   * {@code ratio} null: the default sampling (everything exported); else that ratio, errors kept.
+   */
+  private ProxyTelemetry startWithReceiver(
+      int receiverStatus, AtomicInteger posts, AtomicLong bytes, Double ratio) throws Exception {
     HttpServer receiver =
         vertx
             .createHttpServer()
@@ -42,6 +59,7 @@ class SpanExportTest extends ProxyTestBase {
                               if (req.path().equals("/v1/traces")) {
                                 posts.incrementAndGet();
                                 bytes.addAndGet(b.length());
+                                received.addAll(spansIn(b.getBytes()));
                               }
                               req.response()
                                   .setStatusCode(receiverStatus)
@@ -52,14 +70,30 @@ class SpanExportTest extends ProxyTestBase {
             .await(5, TimeUnit.SECONDS);
     int backend =
         startBackend(
-            req ->
-                req.body()
-                    .onSuccess(
-                        b ->
-                            req.response()
-                                .putHeader("content-type", "application/json")
-                                .end(VllmScript.COMPLETION)));
+            req -> {
+              String traceparent = req.getHeader("traceparent");
+              if (traceparent != null) {
+                upstreamTraceparents.add(traceparent);
+              }
+              req.body()
+                  .onSuccess(
+                      b ->
+                          req.response()
+                              .putHeader("content-type", "application/json")
+                              .end(VllmScript.COMPLETION));
+            });
     ProxyConfig cfg = config(backend, 4, null);
+    if (ratio != null) {
+      cfg =
+          ConfigLoader.parse(
+              "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
+                  + "pools:\n  - name: default\n    models: [sim-llama]\n    upstreams: [http://127.0.0.1:"
+                  + backend
+                  + "]\ntelemetry:\n  sampling: {ratio: "
+                  + ratio
+                  + ", keep_errors: true, keep_slower_than: 60s}\n",
+              "sampling.yaml");
+    }
     ProxyTelemetry telemetry =
         ProxyTelemetry.create(
             cfg.telemetry(),
@@ -70,7 +104,7 @@ class SpanExportTest extends ProxyTestBase {
     telemetry.bindTo(metrics);
     proxy =
         PhasemeterProxy.builder(vertx, cfg)
-            .openTelemetry(telemetry.openTelemetry())
+            .telemetry(telemetry)
             .metrics(metrics)
             .start()
             .await(10, TimeUnit.SECONDS);
@@ -156,6 +190,132 @@ class SpanExportTest extends ProxyTestBase {
             .filter(r -> r.contains("\"sampled\":true"))
             .count();
     assertThat(sampled).isEqualTo(1);
+  }
+
+  private static List<io.opentelemetry.proto.trace.v1.Span> spansIn(byte[] body) {
+    try {
+      List<io.opentelemetry.proto.trace.v1.Span> out = new java.util.ArrayList<>();
+      for (var rs :
+          io.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest.parseFrom(body)
+              .getResourceSpansList()) {
+        for (var ss : rs.getScopeSpansList()) {
+          out.addAll(ss.getSpansList());
+        }
+      }
+      return out;
+    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static String hex(com.google.protobuf.ByteString id) {
+    return java.util.HexFormat.of().formatHex(id.toByteArray());
+  }
+
+  /** The received spans by trace id: each trace's root and the root's children. */
+  private Map<String, List<io.opentelemetry.proto.trace.v1.Span>> byTrace() {
+    return received.stream()
+        .collect(java.util.stream.Collectors.groupingBy(s -> hex(s.getTraceId())));
+  }
+
+  /** Every exported trace is whole: one server root and each of its phases as a child of it. */
+  private static void assertWhole(List<io.opentelemetry.proto.trace.v1.Span> trace, int phases) {
+    List<io.opentelemetry.proto.trace.v1.Span> roots =
+        trace.stream()
+            .filter(
+                s -> s.getKind() == io.opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER)
+            .toList();
+    assertThat(roots).hasSize(1);
+    String rootId = hex(roots.get(0).getSpanId());
+    assertThat(trace).hasSize(phases + 1);
+    assertThat(trace.stream().filter(s -> s != roots.get(0)).map(s -> hex(s.getParentSpanId())))
+        .containsOnly(rootId);
+    for (io.opentelemetry.proto.trace.v1.Span s : trace) {
+      assertThat(s.getEndTimeUnixNano()).isGreaterThanOrEqualTo(s.getStartTimeUnixNano());
+      assertThat(s.getStartTimeUnixNano())
+          .isGreaterThanOrEqualTo(roots.get(0).getStartTimeUnixNano());
+      assertThat(s.getEndTimeUnixNano()).isLessThanOrEqualTo(roots.get(0).getEndTimeUnixNano());
+    }
+  }
+
+  @Test
+  void deferredPhaseSpansAreExportedWholeWithTheIdsExemplarsAndTheUpstreamSaw() throws Exception {
+    AtomicInteger posts = new AtomicInteger();
+    List<String> upstreamParents = upstreamTraceparents;
+    ProxyTelemetry telemetry = startWithReceiver(200, posts, new AtomicLong());
+    try {
+      for (int i = 0; i < 10; i++) {
+        assertThat(call("/v1/chat/completions", chat("x", false)).status()).isEqualTo(200);
+      }
+      Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> received.size() == 80);
+      Map<String, List<io.opentelemetry.proto.trace.v1.Span>> traces = byTrace();
+      assertThat(traces).hasSize(10);
+      traces.values().forEach(t -> assertWhole(t, 7));
+      java.util.Set<String> spanIds =
+          received.stream()
+              .map(s -> hex(s.getSpanId()))
+              .collect(java.util.stream.Collectors.toSet());
+      // The upstream's traceparent named the generation span that was later exported.
+      assertThat(upstreamParents).hasSize(10);
+      for (String tp : upstreamParents) {
+        String parentId = tp.split("-")[2];
+        assertThat(
+                received.stream()
+                    .filter(s -> hex(s.getSpanId()).equals(parentId))
+                    .map(io.opentelemetry.proto.trace.v1.Span::getName))
+            .containsExactly("inference.generate");
+      }
+      // Phase exemplars name exported spans.
+      String om = admin("/metrics", "accept", "application/openmetrics-text; version=1.0.0").text();
+      Matcher m =
+          Pattern.compile(
+                  "(?m)^llm_phase_duration_seconds_bucket\\{[^}]*\\} \\S+ # \\{span_id=\"([0-9a-f]{16})\"")
+              .matcher(om);
+      int exemplars = 0;
+      while (m.find()) {
+        assertThat(spanIds).contains(m.group(1));
+        exemplars++;
+      }
+      assertThat(exemplars).as("phase exemplars in\n" + om).isPositive();
+    } finally {
+      telemetry.close();
+    }
+  }
+
+  @Test
+  void onlyExportedRequestsAreBuiltAsSdkSpansAndTheyAreWhole() throws Exception {
+    // ratio 0, errors kept: the three successes export nothing, the failure all of its spans.
+    AtomicInteger posts = new AtomicInteger();
+    ProxyTelemetry telemetry = startWithReceiver(200, posts, new AtomicLong(), 0.0);
+    try {
+      for (int i = 0; i < 3; i++) {
+        assertThat(call("/v1/chat/completions", chat("x", false)).status()).isEqualTo(200);
+      }
+      assertThat(call("/v1/chat/completions", "{\"model\":\"nope\",\"messages\":[1]}").status())
+          .isEqualTo(404);
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(15))
+          .until(() -> metric(admin("/metrics").text(), "llm_traces_exported_ratio") == 0.25);
+      Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> !received.isEmpty());
+      telemetry.decisions().forceFlush().join(5, TimeUnit.SECONDS);
+      Map<String, List<io.opentelemetry.proto.trace.v1.Span>> traces = byTrace();
+      assertThat(traces).hasSize(1);
+      List<io.opentelemetry.proto.trace.v1.Span> failed = traces.values().iterator().next();
+      // The unknown model is found by route: the phases before it and the error's write ran.
+      assertThat(failed.stream().map(io.opentelemetry.proto.trace.v1.Span::getName))
+          .containsExactlyInAnyOrder(
+              "POST /v1/chat/completions",
+              "auth.check",
+              "request.receive",
+              "request.prepare",
+              "route.select",
+              "response.write");
+      assertWhole(failed, 5);
+      assertThat(telemetry.health().exportedSpans()).isEqualTo(6);
+      assertThat(telemetry.decisions().evictedSpans()).isZero();
+    } finally {
+      telemetry.close();
+    }
   }
 
   private String admin0(String path) {

@@ -61,6 +61,7 @@ public final class Pipeline {
 
   private final NanoClock clock;
   private final Tracer tracer;
+  private final SpanDeferral deferral;
   private final TextMapPropagator propagator;
   private final RequestObserver[] observers;
   private final AuthPhase auth;
@@ -83,7 +84,9 @@ public final class Pipeline {
   /**
    * Builds the pipeline; {@code providerKeys} holds, by pool name, the credential of pools whose
    * upstream needs one (read from the pool's {@code api_key_env} by the caller); {@code keys} is
-   * null when auth is off.
+   * null when auth is off; {@code deferral} is null when phase spans are SDK spans from the start
+   * (an OpenTelemetry instance given by the embedder), else it keeps them deferred until the root
+   * ends.
    */
   public Pipeline(
       Vertx vertx,
@@ -93,7 +96,9 @@ public final class Pipeline {
       List<RequestObserver> observers,
       Map<String, String> providerKeys,
       KeyStore keys,
-      RateLimiter limiter) {
+      RateLimiter limiter,
+      SpanDeferral deferral) {
+    this.deferral = deferral;
     this.auth = new AuthPhase(keys, limiter);
     this.prepare = new PreparePhase(auth);
     this.clock = clock;
@@ -152,7 +157,8 @@ public final class Pipeline {
     }
     req.pause();
     Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
-    RequestContext ctx = new RequestContext(clock, tracer, observers, req, api, parent, start);
+    RequestContext ctx =
+        new RequestContext(clock, tracer, observers, req, api, parent, start, deferral);
     inFlight.incrementAndGet();
     unrouted.incrementAndGet();
     live.add(ctx);

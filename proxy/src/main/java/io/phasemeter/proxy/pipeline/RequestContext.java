@@ -64,6 +64,8 @@ public final class RequestContext {
   private final long[] phaseStart = new long[PHASES.length];
   private final long[] phaseEnd = new long[PHASES.length];
   private final Span[] phaseSpans = new Span[PHASES.length];
+  // Non-null when phase spans are kept as DeferredSpans until the root ends.
+  private final SpanDeferral deferral;
 
   // What the request asked for.
   Buffer body;
@@ -113,6 +115,22 @@ public final class RequestContext {
       ApiRoute route,
       Context parent,
       long rootStart) {
+    this(clock, tracer, observers, request, route, parent, rootStart, null);
+  }
+
+  /**
+   * @param deferral when non-null, phase spans are {@link DeferredSpan}s until the root ends and
+   *     become SDK spans only if the request is exported; null: SDK spans from the start
+   */
+  RequestContext(
+      NanoClock clock,
+      Tracer tracer,
+      RequestObserver[] observers,
+      HttpServerRequest request,
+      ApiRoute route,
+      Context parent,
+      long rootStart,
+      SpanDeferral deferral) {
     this.clock = clock;
     this.tracer = tracer;
     this.observers = observers;
@@ -131,6 +149,8 @@ public final class RequestContext {
             .setAttribute(OPERATION, route.operation())
             .startSpan();
     this.rootContext = parent.with(rootSpan);
+    // A root that records nothing (telemetry off) keeps the no-op spans: nothing to defer.
+    this.deferral = deferral != null && rootSpan.isRecording() ? deferral : null;
     java.util.Arrays.fill(phaseStart, -1);
     java.util.Arrays.fill(phaseEnd, -1);
   }
@@ -154,14 +174,27 @@ public final class RequestContext {
         phase == Phase.GENERATION && pool != null && pool.external()
             ? EXTERNAL_GENERATION_SPAN
             : phase.spanName();
-    Span span =
-        tracer
-            .spanBuilder(name)
-            .setParent(rootContext)
-            .setSpanKind(phase.kind())
-            .setStartTimestamp(clock.toEpochNanos(at), TimeUnit.NANOSECONDS)
-            .setAttribute(LLM_PHASE, phase.label())
-            .startSpan();
+    Span span;
+    if (deferral != null) {
+      span =
+          new DeferredSpan(
+              clock,
+              rootSpan,
+              name,
+              phase.kind(),
+              clock.toEpochNanos(at),
+              LLM_PHASE,
+              phase.label());
+    } else {
+      span =
+          tracer
+              .spanBuilder(name)
+              .setParent(rootContext)
+              .setSpanKind(phase.kind())
+              .setStartTimestamp(clock.toEpochNanos(at), TimeUnit.NANOSECONDS)
+              .setAttribute(LLM_PHASE, phase.label())
+              .startSpan();
+    }
     phaseSpans[i] = span;
     return span;
   }
@@ -342,7 +375,17 @@ public final class RequestContext {
         rootSpan.setStatus(StatusCode.ERROR);
       }
     }
-    rootSpan.end(clock.toEpochNanos(at), TimeUnit.NANOSECONDS);
+    long rootEndEpoch = clock.toEpochNanos(at);
+    if (deferral != null
+        && deferral.exports(failed(), rootEndEpoch - clock.toEpochNanos(rootStart), traceId())) {
+      // Children end before their root, as live spans do: the export decision holds them for it.
+      for (Span s : phaseSpans) {
+        if (s instanceof DeferredSpan d) {
+          d.materialize(tracer, rootContext, deferral, rootEndEpoch);
+        }
+      }
+    }
+    rootSpan.end(rootEndEpoch, TimeUnit.NANOSECONDS);
   }
 
   /** Records generation facts on the generate span, if it ran. */

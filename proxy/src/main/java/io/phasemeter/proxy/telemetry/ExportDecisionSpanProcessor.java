@@ -214,6 +214,14 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
     }
   }
 
+  /**
+   * Whether a root with these facts will be exported when it ends: the decision {@link #onEnd}
+   * makes, asked ahead (false when there is nothing to export to).
+   */
+  public boolean exports(boolean failed, long rootNanos, String traceId) {
+    return delegate != null && policy.keep(failed, rootNanos, traceId);
+  }
+
   private boolean keep(ReadableSpan root) {
     // The proxy's roots always say their outcome, and set status ERROR only with a failed one;
     // only a root without an outcome (not the proxy's) has its status copied out.

@@ -2,6 +2,8 @@ package io.phasemeter.proxy.telemetry;
 
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanBuilder;
 import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
 import io.opentelemetry.context.propagation.ContextPropagators;
 import io.opentelemetry.exporter.otlp.http.trace.OtlpHttpSpanExporter;
@@ -15,6 +17,7 @@ import io.opentelemetry.sdk.trace.export.BatchSpanProcessor;
 import io.opentelemetry.sdk.trace.export.SpanExporter;
 import io.opentelemetry.sdk.trace.samplers.Sampler;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.pipeline.SpanDeferral;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -105,6 +108,7 @@ public final class ProxyTelemetry implements AutoCloseable {
             .setResource(resource)
             .setSampler(Sampler.alwaysOn())
             .setClock(new OtelClock(clock))
+            .setIdGenerator(new PresetIdGenerator())
             .addSpanProcessor(decisions)
             .build();
     OpenTelemetrySdk sdk =
@@ -141,6 +145,25 @@ public final class ProxyTelemetry implements AutoCloseable {
   /** The export decision processor (its exported share is a metric). */
   public ExportDecisionSpanProcessor decisions() {
     return decisions;
+  }
+
+  /**
+   * Phase spans kept deferred until the root ends (DESIGN.md §3: what is exported is decided then),
+   * and turned into this SDK's spans, with the ids they handed out, only for requests that are
+   * exported: with no exporter, or at a ratio below 1, most requests never build them.
+   */
+  public SpanDeferral spanDeferral() {
+    return new SpanDeferral() {
+      @Override
+      public boolean exports(boolean failed, long rootNanos, String traceId) {
+        return decisions.exports(failed, rootNanos, traceId);
+      }
+
+      @Override
+      public Span start(SpanBuilder builder, String spanId) {
+        return PresetIdGenerator.startWithId(builder, spanId);
+      }
+    };
   }
 
   /** A human description of where spans go, or null when they are not exported. */

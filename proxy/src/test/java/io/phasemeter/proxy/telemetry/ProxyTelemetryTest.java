@@ -204,4 +204,36 @@ class ProxyTelemetryTest {
     assertThatCode(quiet::close).doesNotThrowAnyException();
     assertThatCode(exporting::close).doesNotThrowAnyException();
   }
+
+  @Test
+  void phaseSpansAreBuiltOnlyForExportedRequestsAndKeepTheIdTheyHandedOut() {
+    String traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    ProxyTelemetry quiet = create(DEFAULTS, Map.of());
+    // Nothing to export to: no request's phase spans are ever built, however slow or failed.
+    assertThat(quiet.spanDeferral().exports(true, Long.MAX_VALUE, traceId)).isFalse();
+    ProxyTelemetry exporting =
+        create(DEFAULTS, Map.of("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"));
+    // The default sampling exports everything.
+    assertThat(exporting.spanDeferral().exports(false, 1, traceId)).isTrue();
+    ProxyTelemetry sampled =
+        create(
+            ConfigLoader.parse(
+                    "telemetry:\n  otlp: {endpoint: http://127.0.0.1:9}\n"
+                        + "  sampling: {ratio: 0.0, keep_errors: true, keep_slower_than: 2s}\n",
+                    "sampled.yaml")
+                .telemetry(),
+            Map.of());
+    assertThat(sampled.spanDeferral().exports(false, 1_999_999_999L, traceId)).isFalse();
+    assertThat(sampled.spanDeferral().exports(false, 2_000_000_000L, traceId)).isTrue();
+    assertThat(sampled.spanDeferral().exports(true, 1, traceId)).isTrue();
+
+    var tracer = quiet.openTelemetry().getTracer("test");
+    Span chosen = quiet.spanDeferral().start(tracer.spanBuilder("phase"), "00f067aa0ba902b7");
+    Span next = tracer.spanBuilder("other").startSpan();
+    assertThat(chosen.getSpanContext().getSpanId()).isEqualTo("00f067aa0ba902b7");
+    assertThat(next.getSpanContext().getSpanId()).isNotEqualTo("00f067aa0ba902b7");
+    assertThat(next.getSpanContext().isValid()).isTrue();
+    chosen.end();
+    next.end();
+  }
 }
