@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.pipeline;
 
 import io.netty.channel.ConnectTimeoutException;
+import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
@@ -38,6 +39,12 @@ import java.util.function.Consumer;
  * reset, 502 or 503) is retried once on another upstream; the phase spans both attempts.
  */
 final class GeneratePhase {
+  private static final AttributeKey<Boolean> STREAMING = AttributeKey.booleanKey("llm.streaming");
+  private static final AttributeKey<Long> MAX_TOKENS =
+      AttributeKey.longKey("gen_ai.request.max_tokens");
+  private static final AttributeKey<String> SERVER_ADDRESS =
+      AttributeKey.stringKey("server.address");
+  private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
   static final int MAX_ERROR_BODY = 1 << 20;
   static final int MAX_RESPONSE_BODY = 64 << 20;
   static final int MAX_EVENT_BYTES = 4 << 20;
@@ -116,9 +123,9 @@ final class GeneratePhase {
 
     Future<Void> start() {
       Span span = ctx.begin(Phase.GENERATION);
-      span.setAttribute("llm.streaming", ctx.stream);
+      span.setAttribute(STREAMING, ctx.stream);
       if (ctx.maxTokens >= 0) {
-        span.setAttribute("gen_ai.request.max_tokens", ctx.maxTokens);
+        span.setAttribute(MAX_TOKENS, ctx.maxTokens);
       }
       ctx.onCancel(
           () ->
@@ -160,8 +167,8 @@ final class GeneratePhase {
       current = host;
       ctx.upstream = host.address();
       ctx.upstreamAttempts = tried.size();
-      span.setAttribute("server.address", host.address().host());
-      span.setAttribute("server.port", (long) host.address().port());
+      span.setAttribute(SERVER_ADDRESS, host.address().host());
+      span.setAttribute(SERVER_PORT, (long) host.address().port());
       pool.open(host, ctx.route().path())
           .onComplete(
               ar -> {

@@ -13,8 +13,9 @@ import io.prometheus.metrics.tracer.common.SpanContext;
  * per request (docs/performance.md).
  */
 final class OtelExemplarContext implements SpanContext {
-  private static final ThreadLocal<io.opentelemetry.api.trace.SpanContext> RECORDING =
-      new ThreadLocal<>();
+  // A SpanContext, or a Span whose context is read only if an exemplar is taken: a deferred phase
+  // span builds its context (an id string) only when asked, and samplers ask rarely.
+  private static final ThreadLocal<Object> RECORDING = new ThreadLocal<>();
 
   /**
    * Names the span whose ids exemplars take on this thread until {@link #done()}; for the
@@ -24,14 +25,24 @@ final class OtelExemplarContext implements SpanContext {
     RECORDING.set(span);
   }
 
+  /**
+   * As {@link #recordingFor(io.opentelemetry.api.trace.SpanContext)}, the span's context read late.
+   */
+  static void recordingFor(Span span) {
+    RECORDING.set(span);
+  }
+
   /** Ends {@link #recordingFor} (the thread keeps its entry: no allocation per request). */
   static void done() {
     RECORDING.set(null);
   }
 
   private static io.opentelemetry.api.trace.SpanContext current() {
-    io.opentelemetry.api.trace.SpanContext c = RECORDING.get();
-    return c != null ? c : Span.current().getSpanContext();
+    Object c = RECORDING.get();
+    if (c instanceof Span s) {
+      return s.getSpanContext();
+    }
+    return c != null ? (io.opentelemetry.api.trace.SpanContext) c : Span.current().getSpanContext();
   }
 
   @Override

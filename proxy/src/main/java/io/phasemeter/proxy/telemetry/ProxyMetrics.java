@@ -317,7 +317,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
       for (Phase p : PHASES) {
         long nanos = ctx.phaseNanos(p);
         if (nanos >= 0) {
-          OtelExemplarContext.recordingFor(ctx.phaseSpan(p).getSpanContext());
+          OtelExemplarContext.recordingFor(ctx.phaseSpan(p));
           series.timer(p.ordinal()).record(nanos, TimeUnit.NANOSECONDS);
         }
       }
