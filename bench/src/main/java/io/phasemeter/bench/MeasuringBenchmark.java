@@ -1,11 +1,14 @@
 package io.phasemeter.bench;
 
 import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanBuilder;
 import io.opentelemetry.api.trace.Tracer;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestCycle;
+import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.NanoClock;
@@ -32,10 +35,11 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * What measuring costs one request, without the network's noise: {@code measured} runs a
  * non-streamed chat request's phases through the proxy's own OpenTelemetry SDK (default proxy.yaml:
- * every span recorded, no exporter), its metrics with exemplars, the record store ({@code
- * records.max} 100,000) and the live stats, as {@code bench/proxy.yaml} does; {@code unmeasured}
- * runs the same phases as {@code telemetry.enabled: false} does (a no-op tracer, no observers). The
- * difference, in ns and in {@code gc.alloc.rate.norm} bytes, is the measuring.
+ * every span recorded, no exporter, so the phase spans stay deferred and are dropped), its metrics
+ * with exemplars, the record store ({@code records.max} 100,000) and the live stats, as {@code
+ * bench/proxy.yaml} does; {@code unmeasured} runs the same phases as {@code telemetry.enabled:
+ * false} does (a no-op tracer, no observers). The difference, in ns and in {@code
+ * gc.alloc.rate.norm} bytes, is the measuring.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -49,6 +53,8 @@ public class MeasuringBenchmark {
   private RequestCycle measured;
   private RequestCycle unmeasured;
   private RequestCycle spansOnly;
+  private RequestCycle spansLive;
+  private RequestCycle spansExported;
   private RequestCycle metricsOnly;
   private RequestCycle recordsOnly;
   private RequestCycle statsOnly;
@@ -67,11 +73,26 @@ public class MeasuringBenchmark {
             ExportPolicy.of(t.sampling()));
     LiveStats stats = new LiveStats(new RollingQuantiles(Duration.ofSeconds(10), 6, 4096));
     Tracer tracer = telemetry.openTelemetry().getTracer("phasemeter");
-    measured = new RequestCycle(tracer, metrics, records, stats);
-    spansOnly = new RequestCycle(tracer);
-    metricsOnly = new RequestCycle(tracer, metrics);
-    recordsOnly = new RequestCycle(tracer, records);
-    statsOnly = new RequestCycle(tracer, stats);
+    SpanDeferral deferred = telemetry.spanDeferral();
+    SpanDeferral exportEverything =
+        new SpanDeferral() {
+          @Override
+          public boolean exports(boolean failed, long rootNanos, String traceId) {
+            return true;
+          }
+
+          @Override
+          public Span start(SpanBuilder builder, String spanId) {
+            return deferred.start(builder, spanId);
+          }
+        };
+    measured = new RequestCycle(tracer, deferred, metrics, records, stats);
+    spansOnly = new RequestCycle(tracer, deferred);
+    spansLive = new RequestCycle(tracer);
+    spansExported = new RequestCycle(tracer, exportEverything);
+    metricsOnly = new RequestCycle(tracer, deferred, metrics);
+    recordsOnly = new RequestCycle(tracer, deferred, records);
+    statsOnly = new RequestCycle(tracer, deferred, stats);
     unmeasured = new RequestCycle(OpenTelemetry.noop().getTracer("phasemeter"));
   }
 
@@ -96,10 +117,30 @@ public class MeasuringBenchmark {
   // The parts, each alone with the spans (a request has no trace id without them): what each
   // costs is its figure minus spansOnly's.
 
-  /** The SDK spans alone: root and one child per phase. */
+  /**
+   * The spans alone, as the proxy keeps them with its own SDK and nothing exported: the root an SDK
+   * span, the phases deferred and dropped when the root ends.
+   */
   @Benchmark
   public RequestContext spansOnly() {
     return spansOnly.run();
+  }
+
+  /**
+   * The spans alone, every phase an SDK span from the start (an embedder's SDK; before 2026-11-30).
+   */
+  @Benchmark
+  public RequestContext spansLive() {
+    return spansLive.run();
+  }
+
+  /**
+   * The spans alone, deferred and then built as SDK spans because the request is exported (what an
+   * exported request costs; the exporter itself not included).
+   */
+  @Benchmark
+  public RequestContext spansExported() {
+    return spansExported.run();
   }
 
   /** Spans and the Micrometer histograms with exemplars. */

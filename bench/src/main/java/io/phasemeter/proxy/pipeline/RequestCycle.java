@@ -19,9 +19,20 @@ public final class RequestCycle {
   private final Tracer tracer;
   private final RequestObserver[] observers;
   private final ProxyConfig.Pool pool;
+  private final SpanDeferral deferral;
 
+  /** Phase spans as SDK spans from the start (an embedder's SDK). */
   public RequestCycle(Tracer tracer, RequestObserver... observers) {
+    this(tracer, null, observers);
+  }
+
+  /**
+   * Phase spans deferred by {@code deferral} until the root ends, as the proxy does with its own
+   * SDK; null: SDK spans from the start.
+   */
+  public RequestCycle(Tracer tracer, SpanDeferral deferral, RequestObserver... observers) {
     this.tracer = tracer;
+    this.deferral = deferral;
     this.observers = observers;
     ProxyConfig config = ConfigLoader.defaults();
     this.pool = config.pools().get(0);
@@ -31,7 +42,8 @@ public final class RequestCycle {
   public RequestContext run() {
     long t = clock.nanoTime();
     RequestContext ctx =
-        new RequestContext(clock, tracer, observers, null, ApiRoute.CHAT, Context.root(), t);
+        new RequestContext(
+            clock, tracer, observers, null, ApiRoute.CHAT, Context.root(), t, deferral);
     Span auth = ctx.begin(Phase.AUTH, t);
     auth.setAttribute("llm.auth", "disabled");
     ctx.end(Phase.AUTH);
