@@ -136,7 +136,8 @@ public class MeasuringBenchmark {
 
   /**
    * The spans alone, deferred and then built as SDK spans because the request is exported (what an
-   * exported request costs; the exporter itself not included).
+   * exported request costs; not the exporter, nor the export decision holding the children until
+   * the root ends, since there is no exporter here).
    */
   @Benchmark
   public RequestContext spansExported() {

@@ -30,6 +30,9 @@ import java.util.concurrent.TimeUnit;
  * dropped.
  */
 final class DeferredSpan implements Span {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(DeferredSpan.class);
+  private static final java.util.concurrent.atomic.AtomicBoolean ID_MISMATCH_LOGGED =
+      new java.util.concurrent.atomic.AtomicBoolean();
   static final int MAX_ATTRIBUTES = 128;
   static final int MAX_EVENTS = 128;
 
@@ -119,7 +122,7 @@ final class DeferredSpan implements Span {
 
   @Override
   public Span addEvent(String name, Attributes attributes, long timestamp, TimeUnit unit) {
-    if (name == null || isEnded()) {
+    if (name == null || unit == null || isEnded()) {
       return this;
     }
     if (events == null) {
@@ -178,9 +181,15 @@ final class DeferredSpan implements Span {
 
   @Override
   public void end(long timestamp, TimeUnit unit) {
-    if (!isEnded()) {
-      endEpochNanos = Math.max(startEpochNanos, unit.toNanos(timestamp));
+    if (isEnded()) {
+      return;
     }
+    // As the SDK: a zero timestamp (or no unit) means now.
+    long at =
+        timestamp == 0 || unit == null
+            ? clock.toEpochNanos(clock.nanoTime())
+            : unit.toNanos(timestamp);
+    endEpochNanos = Math.max(startEpochNanos, at);
   }
 
   private boolean isEnded() {
@@ -237,7 +246,16 @@ final class DeferredSpan implements Span {
     for (int i = 0; i < attributeCount; i++) {
       b.setAttribute((AttributeKey<Object>) keys[i], values[i]);
     }
-    Span span = deferral.start(b, getSpanContext().getSpanId());
+    String spanId = getSpanContext().getSpanId();
+    Span span = deferral.start(b, spanId);
+    if (!span.getSpanContext().getSpanId().equals(spanId)
+        && ID_MISMATCH_LOGGED.compareAndSet(false, true)) {
+      // The traceparent sent upstream and the exemplars carry spanId: they name nothing now.
+      LOG.warn(
+          "the OpenTelemetry SDK given with a span deferral did not keep the span id it was handed"
+              + " (its IdGenerator must honour SpanDeferral.start, as PresetIdGenerator does):"
+              + " exported phase spans will not match traceparent or exemplars");
+    }
     if (events != null) {
       for (Event e : events) {
         span.addEvent(e.name(), e.attributes(), e.epochNanos(), TimeUnit.NANOSECONDS);

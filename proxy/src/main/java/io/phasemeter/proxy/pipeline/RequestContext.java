@@ -21,6 +21,8 @@ import java.util.concurrent.TimeUnit;
  * it ended. Confined to the request's event loop; only {@link #finish} ends it, exactly once.
  */
 public final class RequestContext {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(RequestContext.class);
   static final AttributeKey<String> LLM_PHASE = AttributeKey.stringKey("llm.phase");
   static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
   private static final AttributeKey<List<String>> FINISH_REASONS =
@@ -376,16 +378,22 @@ public final class RequestContext {
       }
     }
     long rootEndEpoch = clock.toEpochNanos(at);
-    if (deferral != null
-        && deferral.exports(failed(), rootEndEpoch - clock.toEpochNanos(rootStart), traceId())) {
-      // Children end before their root, as live spans do: the export decision holds them for it.
-      for (Span s : phaseSpans) {
-        if (s instanceof DeferredSpan d) {
-          d.materialize(tracer, rootContext, deferral, rootEndEpoch);
+    try {
+      if (deferral != null
+          && deferral.exports(failed(), rootEndEpoch - clock.toEpochNanos(rootStart), traceId())) {
+        // Children end before their root, as live spans do: the export decision holds them for it.
+        for (Span s : phaseSpans) {
+          if (s instanceof DeferredSpan d) {
+            d.materialize(tracer, rootContext, deferral, rootEndEpoch);
+          }
         }
       }
+    } catch (RuntimeException e) {
+      // A failing deferral (an embedder's) costs the trace its phase spans, never the request.
+      LOG.warn("phase spans not exported: {}", e.toString());
+    } finally {
+      rootSpan.end(rootEndEpoch, TimeUnit.NANOSECONDS);
     }
-    rootSpan.end(rootEndEpoch, TimeUnit.NANOSECONDS);
   }
 
   /** Records generation facts on the generate span, if it ran. */

@@ -286,11 +286,22 @@ class DeferredSpanTest {
     span.end(clock.toEpochNanos(clock.now + 99_999), TimeUnit.NANOSECONDS);
     assertThat(span.isRecording()).isFalse();
 
-    Decision decision = new Decision();
-    span.materialize(tracer, Context.root().with(root), decision, 0);
+    // Replayed into an SDK that allows far more, so that what is kept is DeferredSpan's doing.
+    InMemorySpanExporter roomy = InMemorySpanExporter.create();
+    SdkTracerProvider generous =
+        SdkTracerProvider.builder()
+            .setIdGenerator(new PresetIdGenerator())
+            .setSpanLimits(
+                io.opentelemetry.sdk.trace.SpanLimits.builder()
+                    .setMaxNumberOfAttributes(10_000)
+                    .setMaxNumberOfEvents(10_000)
+                    .build())
+            .addSpanProcessor(SimpleSpanProcessor.create(roomy))
+            .build();
+    span.materialize(generous.get("roomy"), Context.root().with(root), new Decision(), 0);
     root.end();
     SpanData d =
-        exporter.getFinishedSpanItems().stream()
+        roomy.getFinishedSpanItems().stream()
             .filter(s -> s.getName().equals("phase"))
             .findFirst()
             .orElseThrow();
@@ -301,5 +312,30 @@ class DeferredSpanTest {
     assertThat(d.getEndEpochNanos() - d.getStartEpochNanos()).isEqualTo(10_000);
     assertThat(d.getSpanId()).isEqualTo(span.getSpanContext().getSpanId());
     assertThat(d.getParentSpanId()).isEqualTo(root.getSpanContext().getSpanId());
+    generous.close();
+  }
+
+  @Test
+  void aDeferralThatFailsCostsThePhaseSpansNeverTheRequest() {
+    SpanDeferral broken =
+        new SpanDeferral() {
+          @Override
+          public boolean exports(boolean failed, long rootNanos, String traceId) {
+            throw new IllegalStateException("broken deferral");
+          }
+
+          @Override
+          public Span start(SpanBuilder builder, String spanId) {
+            throw new IllegalStateException("unreachable");
+          }
+        };
+    HandClock clock = new HandClock();
+    RequestContext ctx = context(clock, broken);
+    script(ctx, clock);
+    assertThat(ctx.isFinished()).isTrue();
+    assertThat(ctx.rootNanos()).isPositive();
+    // The root still ended, and alone.
+    assertThat(exporter.getFinishedSpanItems()).hasSize(1);
+    assertThat(exporter.getFinishedSpanItems().get(0).getKind()).isEqualTo(SpanKind.SERVER);
   }
 }

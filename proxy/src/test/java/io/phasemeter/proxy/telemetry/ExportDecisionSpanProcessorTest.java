@@ -390,4 +390,35 @@ class ExportDecisionSpanProcessorTest {
     assertWholeRequestExported(root.getSpanContext());
     assertThat(decisions.pendingRoots()).isZero();
   }
+
+  @Test
+  void theDecisionAskedAheadIsTheDecisionTakenWhenTheRootEnds() {
+    // Deferred phase spans are built only when exports() says so before the root ends: it must
+    // agree with onEnd on every outcome, at the slow threshold, and on both sides of the ratio.
+    build(0.5);
+    SplittableRandom random = new SplittableRandom(7);
+    List<String> outcomes = List.of("success", "client_error", "cancelled", "upstream_error");
+    List<Duration> durations =
+        List.of(FAST, SLOW_THRESHOLD.minusNanos(1), SLOW_THRESHOLD, SLOW_THRESHOLD.plusNanos(1));
+    int kept = 0;
+    int dropped = 0;
+    for (int i = 0; i < 400; i++) {
+      String traceId =
+          String.format(Locale.ROOT, "%016x%016x", random.nextLong(), random.nextLong());
+      String outcome = outcomes.get(i % outcomes.size());
+      Duration duration = durations.get((i / outcomes.size()) % durations.size());
+      boolean ahead = decisions.exports(!outcome.equals("success"), duration.toNanos(), traceId);
+      SpanContext root = request().parent(traceId).outcome(outcome).duration(duration).run();
+      assertThat(!exportedOf(root).isEmpty())
+          .as("%s, %s, %s", outcome, duration, traceId)
+          .isEqualTo(ahead);
+      if (ahead) {
+        kept++;
+      } else {
+        dropped++;
+      }
+    }
+    assertThat(kept).isPositive();
+    assertThat(dropped).isPositive();
+  }
 }
