@@ -1,8 +1,6 @@
 package io.phasemeter.bench;
 
 import io.opentelemetry.api.OpenTelemetry;
-import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.SpanBuilder;
 import io.opentelemetry.api.trace.Tracer;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
@@ -12,6 +10,7 @@ import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.proxy.telemetry.PresetIdGenerator;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.phasemeter.proxy.telemetry.RecordFeed;
@@ -74,18 +73,7 @@ public class MeasuringBenchmark {
     LiveStats stats = new LiveStats(new RollingQuantiles(Duration.ofSeconds(10), 6, 4096));
     Tracer tracer = telemetry.openTelemetry().getTracer("phasemeter");
     SpanDeferral deferred = telemetry.spanDeferral();
-    SpanDeferral exportEverything =
-        new SpanDeferral() {
-          @Override
-          public boolean exports(boolean failed, long rootNanos, String traceId) {
-            return true;
-          }
-
-          @Override
-          public Span start(SpanBuilder builder, String spanId) {
-            return deferred.start(builder, spanId);
-          }
-        };
+    SpanDeferral exportEverything = PresetIdGenerator.deferral((failed, nanos, traceId) -> true);
     measured = new RequestCycle(tracer, deferred, metrics, records, stats);
     spansOnly = new RequestCycle(tracer, deferred);
     spansLive = new RequestCycle(tracer);

@@ -350,15 +350,18 @@ public final class PhasemeterProxy {
       ProxyMetrics m = metrics != null ? metrics : ProxyMetrics.create();
       ProxyTelemetry owned = null;
       OpenTelemetry otel = openTelemetry;
+      SpanDeferral deferral = spanDeferral;
       boolean measuring = config.telemetry().enabled();
       if (!measuring) {
         // telemetry.enabled: false exists to measure what measuring costs: nothing per request.
         otel = OpenTelemetry.noop();
+        deferral = null;
       } else if (otel == null) {
         // Without an SDK there would be no trace ids: records and the join need them.
         owned = ProxyTelemetry.create(config.telemetry(), System.getenv(), version(), clock);
         owned.bindTo(m);
         otel = owned.openTelemetry();
+        deferral = owned.spanDeferral();
       }
       ProxyTelemetry ownedTelemetry = owned;
       ProxyConfig.Telemetry t = config.telemetry();
@@ -409,18 +412,7 @@ public final class PhasemeterProxy {
       }
       RateLimiter limiter = new RateLimiter(clock);
       Pipeline pipeline =
-          new Pipeline(
-              vertx,
-              config,
-              otel,
-              clock,
-              all,
-              providerKeys,
-              keyStore,
-              limiter,
-              !measuring
-                  ? null
-                  : ownedTelemetry == null ? spanDeferral : ownedTelemetry.spanDeferral());
+          new Pipeline(vertx, config, otel, clock, all, providerKeys, keyStore, limiter, deferral);
       long reloadTimer =
           keyStore == null
               ? -1

@@ -94,18 +94,7 @@ public abstract class ProxyTestBase {
    * request exported: each span test sees the spans the proxy exports.
    */
   protected static final io.phasemeter.proxy.pipeline.SpanDeferral EXPORT_EVERY_REQUEST =
-      new io.phasemeter.proxy.pipeline.SpanDeferral() {
-        @Override
-        public boolean exports(boolean failed, long rootNanos, String traceId) {
-          return true;
-        }
-
-        @Override
-        public io.opentelemetry.api.trace.Span start(
-            io.opentelemetry.api.trace.SpanBuilder builder, String spanId) {
-          return io.phasemeter.proxy.telemetry.PresetIdGenerator.startWithId(builder, spanId);
-        }
-      };
+      io.phasemeter.proxy.telemetry.PresetIdGenerator.deferral((failed, nanos, traceId) -> true);
 
   @BeforeEach
   void setUpBase() {

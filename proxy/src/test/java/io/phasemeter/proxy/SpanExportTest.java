@@ -68,32 +68,8 @@ class SpanExportTest extends ProxyTestBase {
                             }))
             .listen(0, "127.0.0.1")
             .await(5, TimeUnit.SECONDS);
-    int backend =
-        startBackend(
-            req -> {
-              String traceparent = req.getHeader("traceparent");
-              if (traceparent != null) {
-                upstreamTraceparents.add(traceparent);
-              }
-              req.body()
-                  .onSuccess(
-                      b ->
-                          req.response()
-                              .putHeader("content-type", "application/json")
-                              .end(VllmScript.COMPLETION));
-            });
-    ProxyConfig cfg = config(backend, 4, null);
-    if (ratio != null) {
-      cfg =
-          ConfigLoader.parse(
-              "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
-                  + "pools:\n  - name: default\n    models: [sim-llama]\n    upstreams: [http://127.0.0.1:"
-                  + backend
-                  + "]\ntelemetry:\n  sampling: {ratio: "
-                  + ratio
-                  + ", keep_errors: true, keep_slower_than: 60s}\n",
-              "sampling.yaml");
-    }
+    int backend = startCompletingBackend();
+    ProxyConfig cfg = ratio == null ? config(backend, 4, null) : samplingConfig(backend, ratio);
     ProxyTelemetry telemetry =
         ProxyTelemetry.create(
             cfg.telemetry(),
@@ -158,26 +134,39 @@ class SpanExportTest extends ProxyTestBase {
     }
   }
 
+  /** An upstream answering every request with a completion, keeping each traceparent it got. */
+  private int startCompletingBackend() throws Exception {
+    return startBackend(
+        req -> {
+          String traceparent = req.getHeader("traceparent");
+          if (traceparent != null) {
+            upstreamTraceparents.add(traceparent);
+          }
+          req.body()
+              .onSuccess(
+                  b ->
+                      req.response()
+                          .putHeader("content-type", "application/json")
+                          .end(VllmScript.COMPLETION));
+        });
+  }
+
+  /** One pool on {@code backend}; export sampling at {@code ratio}, errors kept, slow at 60 s. */
+  private static ProxyConfig samplingConfig(int backend, double ratio) {
+    return ConfigLoader.parse(
+        "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
+            + "pools:\n  - name: default\n    models: [sim-llama]\n    upstreams: [http://127.0.0.1:"
+            + backend
+            + "]\ntelemetry:\n  sampling: {ratio: "
+            + ratio
+            + ", keep_errors: true, keep_slower_than: 60s}\n",
+        "sampling.yaml");
+  }
+
   @Test
   void exportSharesFollowTheSamplingRule() throws Exception {
     // ratio 0, errors kept: only the failed request is exported.
-    int backend =
-        startBackend(
-            req ->
-                req.body()
-                    .onSuccess(
-                        b ->
-                            req.response()
-                                .putHeader("content-type", "application/json")
-                                .end(VllmScript.COMPLETION)));
-    ProxyConfig cfg =
-        ConfigLoader.parse(
-            "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
-                + "pools:\n  - name: default\n    models: [sim-llama]\n    upstreams: [http://127.0.0.1:"
-                + backend
-                + "]\ntelemetry:\n  sampling: {ratio: 0.0, keep_errors: true, keep_slower_than: 60s}\n",
-            "sampling.yaml");
-    startProxy(cfg);
+    startProxy(samplingConfig(startCompletingBackend(), 0.0));
     for (int i = 0; i < 3; i++) {
       call("/v1/chat/completions", chat("x", false));
     }

@@ -56,10 +56,6 @@ final class DeferredSpan implements Span {
   private long endEpochNanos = -1;
   private SpanContext context;
 
-  DeferredSpan(NanoClock clock, Span parent, String name, SpanKind kind, long startEpochNanos) {
-    this(clock, parent, name, kind, startEpochNanos, null, null);
-  }
-
   /**
    * @param firstKey an attribute every span of this kind has (the phase's {@code llm.phase}), kept
    *     in a field so that a span with no other attribute allocates no array; null for none
@@ -214,16 +210,6 @@ final class DeferredSpan implements Span {
   @Override
   public boolean isRecording() {
     return !isEnded();
-  }
-
-  /** The span's name now. */
-  String name() {
-    return name;
-  }
-
-  /** The end timestamp in epoch nanoseconds, or -1 while open. */
-  long endEpochNanos() {
-    return endEpochNanos;
   }
 
   /**

@@ -26,4 +26,11 @@ public interface SpanDeferral {
 
   /** Starts {@code builder}'s span with {@code spanId} (16 lowercase hex digits) as its id. */
   Span start(SpanBuilder builder, String spanId);
+
+  /** The question {@link #exports} answers, for deferrals built from one. */
+  @FunctionalInterface
+  interface Decision {
+    /** See {@link SpanDeferral#exports}. */
+    boolean exports(boolean failed, long rootNanos, String traceId);
+  }
 }

@@ -3,6 +3,7 @@ package io.phasemeter.proxy.telemetry;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.SpanBuilder;
 import io.opentelemetry.sdk.trace.IdGenerator;
+import io.phasemeter.proxy.pipeline.SpanDeferral;
 
 /**
  * The SDK's random ids, except that a span started through {@link #startWithId} gets the id it was
@@ -23,6 +24,24 @@ public final class PresetIdGenerator implements IdGenerator {
     } finally {
       PRESET.set(null);
     }
+  }
+
+  /**
+   * A deferral that exports what {@code decision} says and starts each span with its chosen id: for
+   * an SDK built with this generator.
+   */
+  public static SpanDeferral deferral(SpanDeferral.Decision decision) {
+    return new SpanDeferral() {
+      @Override
+      public boolean exports(boolean failed, long rootNanos, String traceId) {
+        return decision.exports(failed, rootNanos, traceId);
+      }
+
+      @Override
+      public Span start(SpanBuilder builder, String spanId) {
+        return startWithId(builder, spanId);
+      }
+    };
   }
 
   @Override

@@ -2,8 +2,6 @@ package io.phasemeter.proxy.telemetry;
 
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.common.Attributes;
-import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.SpanBuilder;
 import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
 import io.opentelemetry.context.propagation.ContextPropagators;
 import io.opentelemetry.exporter.otlp.http.trace.OtlpHttpSpanExporter;
@@ -153,17 +151,7 @@ public final class ProxyTelemetry implements AutoCloseable {
    * exported: with no exporter, or at a ratio below 1, most requests never build them.
    */
   public SpanDeferral spanDeferral() {
-    return new SpanDeferral() {
-      @Override
-      public boolean exports(boolean failed, long rootNanos, String traceId) {
-        return decisions.exports(failed, rootNanos, traceId);
-      }
-
-      @Override
-      public Span start(SpanBuilder builder, String spanId) {
-        return PresetIdGenerator.startWithId(builder, spanId);
-      }
-    };
+    return PresetIdGenerator.deferral(decisions::exports);
   }
 
   /** A human description of where spans go, or null when they are not exported. */

@@ -270,7 +270,8 @@ class DeferredSpanTest {
     HandClock clock = new HandClock();
     Span root = tracer.spanBuilder("root").startSpan();
     DeferredSpan span =
-        new DeferredSpan(clock, root, "phase", SpanKind.INTERNAL, clock.toEpochNanos(clock.now));
+        new DeferredSpan(
+            clock, root, "phase", SpanKind.INTERNAL, clock.toEpochNanos(clock.now), null, null);
     for (int i = 0; i < DeferredSpan.MAX_ATTRIBUTES + 10; i++) {
       span.setAttribute("a" + i, (long) i);
     }
