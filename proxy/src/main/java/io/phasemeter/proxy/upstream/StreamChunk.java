@@ -33,8 +33,14 @@ public final class StreamChunk {
     USAGE_ONLY,
     /** The {@code [DONE]} sentinel that ends the stream. */
     DONE,
-    /** A JSON object with none of the above (for example an error object, or an empty delta). */
+    /** A JSON object with none of the above (for example an empty delta). */
     EMPTY,
+    /**
+     * A top-level {@code error} that is not null: vLLM's stream generator sends {@code data:
+     * {"error": {...}}} (then {@code [DONE]}) when generation fails mid-stream. Wins over every
+     * other kind: whatever else the chunk carries, the request failed.
+     */
+    ERROR,
     /** Not a single complete JSON object: truncated, not JSON, or another JSON value. */
     MALFORMED
   }
@@ -84,6 +90,7 @@ public final class StreamChunk {
   private final long completionTokens;
   private final boolean hasUsage;
   private final boolean choicesEmpty;
+  private final String errorType;
 
   private StreamChunk(Kind kind) {
     this(kind, false, null, -1, -1, false, false);
@@ -97,7 +104,28 @@ public final class StreamChunk {
       long completionTokens,
       boolean hasUsage,
       boolean choicesEmpty) {
+    this(
+        kind,
+        hasContent,
+        finishReason,
+        promptTokens,
+        completionTokens,
+        hasUsage,
+        choicesEmpty,
+        null);
+  }
+
+  private StreamChunk(
+      Kind kind,
+      boolean hasContent,
+      String finishReason,
+      long promptTokens,
+      long completionTokens,
+      boolean hasUsage,
+      boolean choicesEmpty,
+      String errorType) {
     this.kind = kind;
+    this.errorType = errorType;
     this.hasContent = hasContent;
     this.finishReason = finishReason;
     this.promptTokens = promptTokens;
@@ -193,6 +221,16 @@ public final class StreamChunk {
     return choicesEmpty;
   }
 
+  /**
+   * For {@link Kind#ERROR}: the error's {@code type} (vLLM's {@code BadRequestError}, {@code
+   * InternalServerError}, …) when it is a short name of letters, digits, {@code _ . -}; {@code
+   * unknown} when it is missing or anything else (the type may reach spans and records, never free
+   * text). Null for other kinds.
+   */
+  public String errorType() {
+    return errorType;
+  }
+
   @Override
   public String toString() {
     return "StreamChunk{"
@@ -201,7 +239,32 @@ public final class StreamChunk {
         + (finishReason != null ? ", finish_reason=" + finishReason : "")
         + (hasUsage ? ", usage=" + promptTokens + "/" + completionTokens : "")
         + (choicesEmpty ? ", choices=[]" : "")
+        + (errorType != null ? ", error=" + errorType : "")
         + "}";
+  }
+
+  /** The longest upstream error type kept as it came. */
+  static final int MAX_ERROR_TYPE = 64;
+
+  /** {@code type} if it is a short identifier-like name, else {@code unknown}. */
+  static String safeErrorType(String type) {
+    if (type == null || type.isEmpty() || type.length() > MAX_ERROR_TYPE) {
+      return "unknown";
+    }
+    for (int i = 0; i < type.length(); i++) {
+      char c = type.charAt(i);
+      boolean ok =
+          (c >= 'a' && c <= 'z')
+              || (c >= 'A' && c <= 'Z')
+              || (c >= '0' && c <= '9')
+              || c == '_'
+              || c == '.'
+              || c == '-';
+      if (!ok) {
+        return "unknown";
+      }
+    }
+    return type;
   }
 
   /**
@@ -221,6 +284,8 @@ public final class StreamChunk {
     private long completionTokens;
     private boolean choicesPresent;
     private int choices;
+    private boolean error;
+    private String errorType;
 
     StreamChunk chunk(Buffer in, int from, int to) throws MalformedJson {
       json.reset(in, from, to);
@@ -233,6 +298,8 @@ public final class StreamChunk {
       completionTokens = -1;
       choicesPresent = false;
       choices = 0;
+      error = false;
+      errorType = null;
       if (json.next() != JsonCursor.START_OBJECT) {
         return MALFORMED;
       }
@@ -240,11 +307,14 @@ public final class StreamChunk {
       while ((token = json.next()) == JsonCursor.FIELD_NAME) {
         boolean isChoices = json.nameIs("choices");
         boolean isUsage = !isChoices && json.nameIs("usage");
+        boolean isError = !isChoices && !isUsage && json.nameIs("error");
         int value = json.next();
         if (isChoices) {
           choices(value);
         } else if (isUsage) {
           usage(value);
+        } else if (isError) {
+          error(value);
         } else {
           json.skipChildren();
         }
@@ -253,6 +323,18 @@ public final class StreamChunk {
         return MALFORMED;
       }
       boolean noChoices = choices == 0;
+      boolean choicesEmpty = choicesPresent && noChoices;
+      if (error) {
+        return new StreamChunk(
+            Kind.ERROR,
+            content,
+            reason > 0 ? FINISH_REASONS[reason - 1] : finishReason,
+            promptTokens,
+            completionTokens,
+            usage,
+            choicesEmpty,
+            safeErrorType(errorType));
+      }
       Kind kind;
       if (content) {
         kind = Kind.CONTENT;
@@ -265,7 +347,6 @@ public final class StreamChunk {
       } else {
         kind = Kind.EMPTY;
       }
-      boolean choicesEmpty = choicesPresent && noChoices;
       if (!usage && reason >= 0) {
         return SHARED[sharedIndex(kind, reason, choicesEmpty ? 1 : 0)];
       }
@@ -348,6 +429,30 @@ public final class StreamChunk {
         } else if (json.nameIs("role")) {
           role |= json.next() == JsonCursor.STRING;
           json.skipChildren();
+        } else {
+          json.next();
+          json.skipChildren();
+        }
+      }
+    }
+
+    /** A top-level {@code error}: any value but null; its {@code type} when it is an object. */
+    private void error(int value) throws MalformedJson {
+      if (value == JsonCursor.NULL) {
+        return;
+      }
+      error = true;
+      if (value != JsonCursor.START_OBJECT) {
+        json.skipChildren();
+        return;
+      }
+      while (json.next() == JsonCursor.FIELD_NAME) {
+        if (json.nameIs("type") && errorType == null) {
+          if (json.next() == JsonCursor.STRING) {
+            errorType = json.readText();
+          } else {
+            json.skipChildren();
+          }
         } else {
           json.next();
           json.skipChildren();

@@ -41,12 +41,33 @@ final class JacksonStreamChunk {
       long completionTokens,
       boolean hasUsage,
       boolean choicesEmpty) {
+    return summary(
+        kind,
+        hasContent,
+        finishReason,
+        promptTokens,
+        completionTokens,
+        hasUsage,
+        choicesEmpty,
+        null);
+  }
+
+  private static String summary(
+      Kind kind,
+      boolean hasContent,
+      String finishReason,
+      long promptTokens,
+      long completionTokens,
+      boolean hasUsage,
+      boolean choicesEmpty,
+      String errorType) {
     return "StreamChunk{"
         + kind
         + (hasContent ? ", content" : "")
         + (finishReason != null ? ", finish_reason=" + finishReason : "")
         + (hasUsage ? ", usage=" + promptTokens + "/" + completionTokens : "")
         + (choicesEmpty ? ", choices=[]" : "")
+        + (errorType != null ? ", error=" + errorType : "")
         + "}";
   }
 
@@ -61,6 +82,8 @@ final class JacksonStreamChunk {
     private long completionTokens = -1;
     private boolean choicesPresent;
     private int choices;
+    private boolean error;
+    private String errorType;
 
     Scan(JsonParser parser) {
       this.parser = parser;
@@ -77,6 +100,7 @@ final class JacksonStreamChunk {
         switch (name) {
           case "choices" -> choices(value);
           case "usage" -> usage(value);
+          case "error" -> error(value);
           default -> parser.skipChildren();
         }
       }
@@ -84,6 +108,17 @@ final class JacksonStreamChunk {
         return summary(Kind.MALFORMED, false, null, -1, -1, false, false);
       }
       boolean noChoices = choices == 0;
+      if (error) {
+        return summary(
+            Kind.ERROR,
+            content,
+            finishReason,
+            promptTokens,
+            completionTokens,
+            usage,
+            choicesPresent && noChoices,
+            StreamChunk.safeErrorType(errorType));
+      }
       Kind kind;
       if (content) {
         kind = Kind.CONTENT;
@@ -104,6 +139,26 @@ final class JacksonStreamChunk {
           completionTokens,
           usage,
           choicesPresent && noChoices);
+    }
+
+    private void error(JsonToken value) throws IOException {
+      if (value == JsonToken.VALUE_NULL) {
+        return;
+      }
+      error = true;
+      if (value != JsonToken.START_OBJECT) {
+        parser.skipChildren();
+        return;
+      }
+      while (next() == JsonToken.FIELD_NAME) {
+        String name = parser.currentName();
+        JsonToken v = next();
+        if (name.equals("type") && errorType == null && v == JsonToken.VALUE_STRING) {
+          errorType = parser.getText();
+        } else {
+          parser.skipChildren();
+        }
+      }
     }
 
     private void choices(JsonToken value) throws IOException {
