@@ -20,10 +20,12 @@ public record ProxyConfig(
     List<Pool> pools,
     Telemetry telemetry,
     String budgets,
-    Drain drain) {
+    Drain drain,
+    Forwarded forwarded) {
 
   public ProxyConfig {
     drain = drain == null ? new Drain(Duration.ofSeconds(25)) : drain;
+    forwarded = forwarded == null ? Forwarded.TRUST_NONE : forwarded;
     Objects.requireNonNull(listen, "listen");
     Objects.requireNonNull(admin, "admin");
     Objects.requireNonNull(limits, "limits");
@@ -51,6 +53,19 @@ public record ProxyConfig(
     }
   }
 
+  /** A configuration that trusts no client's forwarding headers. */
+  public ProxyConfig(
+      Listen listen,
+      Admin admin,
+      Limits limits,
+      Auth auth,
+      List<Pool> pools,
+      Telemetry telemetry,
+      String budgets,
+      Drain drain) {
+    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null);
+  }
+
   /** The pool that serves {@code model}, or {@code null}. */
   public Pool poolFor(String model) {
     for (Pool p : pools) {
@@ -64,7 +79,15 @@ public record ProxyConfig(
   /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
   public ProxyConfig withListenPort(int port) {
     return new ProxyConfig(
-        new Listen(listen.host(), port), admin, limits, auth, pools, telemetry, budgets, drain);
+        new Listen(listen.host(), port),
+        admin,
+        limits,
+        auth,
+        pools,
+        telemetry,
+        budgets,
+        drain,
+        forwarded);
   }
 
   /** Returns a copy whose admin listener uses {@code port} (0 = any free port). */
@@ -77,27 +100,32 @@ public record ProxyConfig(
         pools,
         telemetry,
         budgets,
-        drain);
+        drain,
+        forwarded);
   }
 
   /** Returns a copy with {@code pools} replaced. */
   public ProxyConfig withPools(List<Pool> newPools) {
-    return new ProxyConfig(listen, admin, limits, auth, newPools, telemetry, budgets, drain);
+    return new ProxyConfig(
+        listen, admin, limits, auth, newPools, telemetry, budgets, drain, forwarded);
   }
 
   /** Returns a copy with {@code limits} replaced. */
   public ProxyConfig withLimits(Limits newLimits) {
-    return new ProxyConfig(listen, admin, newLimits, auth, pools, telemetry, budgets, drain);
+    return new ProxyConfig(
+        listen, admin, newLimits, auth, pools, telemetry, budgets, drain, forwarded);
   }
 
   /** Returns a copy with {@code auth} replaced. */
   public ProxyConfig withAuth(Auth newAuth) {
-    return new ProxyConfig(listen, admin, limits, newAuth, pools, telemetry, budgets, drain);
+    return new ProxyConfig(
+        listen, admin, limits, newAuth, pools, telemetry, budgets, drain, forwarded);
   }
 
   /** Returns a copy with {@code drain} replaced. */
   public ProxyConfig withDrain(Drain newDrain) {
-    return new ProxyConfig(listen, admin, limits, auth, pools, telemetry, budgets, newDrain);
+    return new ProxyConfig(
+        listen, admin, limits, auth, pools, telemetry, budgets, newDrain, forwarded);
   }
 
   /** The public listener. */
@@ -117,19 +145,84 @@ public record ProxyConfig(
     }
   }
 
-  /** Request limits: body size, and how long the body may take to arrive. */
-  public record Limits(long maxBodyBytes, Duration receiveTimeout) {
+  /**
+   * Request limits: body size, how long the body may take to arrive, and how much body all requests
+   * together may hold. A body is buffered as its bytes arrive (never sized from its declared
+   * length); past {@code maxConcurrentUploads} bodies being received at once, or {@code
+   * maxBufferedBodyBytes} held by all requests in flight, a request gets 503 {@code overloaded}.
+   * {@code maxBufferedBodyBytes} 0 means a quarter of the JVM's maximum heap.
+   */
+  public record Limits(
+      long maxBodyBytes,
+      Duration receiveTimeout,
+      int maxConcurrentUploads,
+      long maxBufferedBodyBytes) {
+    /** Bodies being received at once, by default. */
+    public static final int DEFAULT_MAX_CONCURRENT_UPLOADS = 1024;
+
     public Limits {
       if (maxBodyBytes < 1) {
         throw new IllegalArgumentException(
             "limits.max_body_bytes: must be at least 1 (got " + maxBodyBytes + ")");
       }
       requirePositive(receiveTimeout, "limits.receive_timeout");
+      if (maxConcurrentUploads < 1) {
+        throw new IllegalArgumentException(
+            "limits.max_concurrent_uploads: must be at least 1 (got " + maxConcurrentUploads + ")");
+      }
+      if (maxBufferedBodyBytes < 0) {
+        throw new IllegalArgumentException(
+            "limits.max_buffered_body_bytes: must be 0 (a quarter of the heap) or more (got "
+                + maxBufferedBodyBytes
+                + ")");
+      }
     }
 
-    /** A body limit with the default receive timeout (30 s). */
+    /** A body limit with the default receive timeout (30 s) and buffering bounds. */
     public Limits(long maxBodyBytes) {
       this(maxBodyBytes, Duration.ofSeconds(30));
+    }
+
+    /** A body limit and receive timeout with the default buffering bounds. */
+    public Limits(long maxBodyBytes, Duration receiveTimeout) {
+      this(maxBodyBytes, receiveTimeout, DEFAULT_MAX_CONCURRENT_UPLOADS, 0);
+    }
+
+    /** The bound on body bytes held by all requests, with 0 resolved against the heap. */
+    public long bufferedBodyBytesBound() {
+      return maxBufferedBodyBytes > 0
+          ? maxBufferedBodyBytes
+          : Math.max(maxBodyBytes, Runtime.getRuntime().maxMemory() / 4);
+    }
+  }
+
+  /**
+   * What the proxy does with a client's {@code Forwarded} and {@code X-Forwarded-*} headers. From a
+   * peer whose address is in {@code trusted} (CIDR blocks or addresses: a load balancer in front)
+   * they are kept and this hop is appended; from anyone else they are dropped and set afresh from
+   * the connection, so a client cannot claim another address upstream. Empty: trust no one.
+   */
+  public record Forwarded(List<String> trusted) {
+    static final Forwarded TRUST_NONE = new Forwarded(List.of());
+
+    public Forwarded {
+      trusted = trusted == null ? List.of() : List.copyOf(trusted);
+      for (String t : trusted) {
+        String cidr = requireText(t, "forwarded.trusted[]");
+        String addr = cidr.contains("/") ? cidr.substring(0, cidr.indexOf('/')) : cidr;
+        if (!addr.matches("[0-9.]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")) {
+          throw new IllegalArgumentException(
+              "forwarded.trusted: '" + t + "' is not an IP address or CIDR block");
+        }
+        if (cidr.contains("/")) {
+          String bits = cidr.substring(cidr.indexOf('/') + 1);
+          int max = addr.contains(":") ? 128 : 32;
+          if (!bits.matches("[0-9]{1,3}") || Integer.parseInt(bits) > max) {
+            throw new IllegalArgumentException(
+                "forwarded.trusted: '" + t + "' has a prefix length outside 0-" + max);
+          }
+        }
+      }
     }
   }
 
@@ -178,7 +271,11 @@ public record ProxyConfig(
       Ejection ejection,
       int retries,
       boolean external,
-      String apiKeyEnv) {
+      String apiKeyEnv,
+      long defaultMaxTokens) {
+    /** The output estimate of a request that sets no max_tokens, by default. */
+    public static final long DEFAULT_MAX_TOKENS = 4096;
+
     public Pool {
       name = requireText(name, "pools[].name");
       if (!name.matches("[A-Za-z0-9_.-]{1,64}")) {
@@ -214,6 +311,16 @@ public record ProxyConfig(
                 + "); a retry is only ever on another"
                 + " upstream, before any byte reached the client");
       }
+      if (defaultMaxTokens < 1 || defaultMaxTokens > MAX_TOKENS_BOUND) {
+        throw new IllegalArgumentException(
+            "default_max_tokens: must be 1-"
+                + MAX_TOKENS_BOUND
+                + " (got "
+                + defaultMaxTokens
+                + "); set it to the model's context length (vLLM's --max-model-len)"
+                + " for a tokens-per-minute limit that a request without max_tokens cannot"
+                + " overshoot");
+      }
       apiKeyEnv = apiKeyEnv == null || apiKeyEnv.isBlank() ? null : apiKeyEnv.trim();
       if (apiKeyEnv != null && !apiKeyEnv.matches("[A-Za-z_][A-Za-z0-9_]*")) {
         throw new IllegalArgumentException(
@@ -229,7 +336,19 @@ public record ProxyConfig(
         int slots,
         Queue queue,
         Timeouts timeouts) {
-      this(name, models, upstreams, slots, queue, timeouts, null, null, 1, false, null);
+      this(
+          name,
+          models,
+          upstreams,
+          slots,
+          queue,
+          timeouts,
+          null,
+          null,
+          1,
+          false,
+          null,
+          DEFAULT_MAX_TOKENS);
     }
 
     /** Whether active health checks run (never for external providers, which rarely offer one). */
@@ -309,12 +428,24 @@ public record ProxyConfig(
     }
   }
 
-  /** Upstream timeouts: to connect, to the first generated token, and between bytes. */
-  public record Timeouts(Duration connect, Duration firstToken, Duration idle) {
+  /**
+   * Timeouts: to connect, to the first generated token, between upstream bytes, and how long a
+   * write to the client may make no progress ({@code client_write}; by default the same as {@code
+   * idle}) before the client is cut off as stalled.
+   */
+  public record Timeouts(
+      Duration connect, Duration firstToken, Duration idle, Duration clientWrite) {
     public Timeouts {
       requirePositive(connect, "timeouts.connect");
       requirePositive(firstToken, "timeouts.first_token");
       requirePositive(idle, "timeouts.idle");
+      clientWrite = clientWrite == null ? idle : clientWrite;
+      requirePositive(clientWrite, "timeouts.client_write");
+    }
+
+    /** Timeouts whose client-write bound is {@code idle}. */
+    public Timeouts(Duration connect, Duration firstToken, Duration idle) {
+      this(connect, firstToken, idle, null);
     }
   }
 
@@ -436,6 +567,9 @@ public record ProxyConfig(
       return host + ":" + port;
     }
   }
+
+  /** The largest max_tokens (and default) a request may ask for: no model has such a context. */
+  public static final long MAX_TOKENS_BOUND = 100_000_000L;
 
   private static String requireText(String value, String key) {
     if (value == null || value.isBlank()) {
