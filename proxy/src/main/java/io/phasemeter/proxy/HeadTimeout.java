@@ -19,6 +19,8 @@ final class HeadTimeout {
   private final long timeoutMs;
   // Connection → its pending timer; only connections waiting for a request head are here.
   private final Map<HttpConnection, Long> waiting = new ConcurrentHashMap<>();
+  // Connections whose last response said "Connection: close": nothing more is read from them.
+  private final java.util.Set<HttpConnection> closing = ConcurrentHashMap.newKeySet();
 
   HeadTimeout(Vertx vertx, Duration timeout) {
     this.vertx = vertx;
@@ -27,15 +29,38 @@ final class HeadTimeout {
 
   /** A connection opened: its first request head must arrive in time. */
   void opened(HttpConnection connection) {
-    connection.closeHandler(v -> disarm(connection));
+    connection.closeHandler(
+        v -> {
+          disarm(connection);
+          closing.remove(connection);
+        });
     arm(connection);
   }
 
-  /** A request head arrived: the clock stops, and starts again when its response has ended. */
-  void requestStarted(HttpServerRequest request) {
+  /**
+   * A request head arrived: the clock stops, and starts again when its response has ended. A
+   * response that says {@code Connection: close} closes its connection when it ends; a request
+   * already read behind it (pipelined) is never answered. Returns false for such a request: the
+   * caller must drop it.
+   */
+  boolean requestStarted(HttpServerRequest request) {
     HttpConnection connection = request.connection();
+    if (closing.contains(connection)) {
+      connection.close();
+      return false;
+    }
     disarm(connection);
-    request.response().endHandler(v -> arm(connection));
+    io.vertx.core.http.HttpServerResponse response = request.response();
+    response.endHandler(
+        v -> {
+          if ("close".equalsIgnoreCase(response.headers().get("connection"))) {
+            closing.add(connection);
+            connection.close();
+          } else {
+            arm(connection);
+          }
+        });
+    return true;
   }
 
   private void arm(HttpConnection connection) {

@@ -120,6 +120,11 @@ public final class PhasemeterProxy {
     return pipeline.slotPools();
   }
 
+  /** The bounds on request bodies, and what is held against them now. */
+  public io.phasemeter.proxy.pipeline.BodyBudget bodyBudget() {
+    return pipeline.bodyBudget();
+  }
+
   public ProxyMetrics metrics() {
     return metrics;
   }
@@ -423,6 +428,7 @@ public final class PhasemeterProxy {
                           .executeBlocking(keyStore::reloadIfChanged, false)
                           .onSuccess(r -> logReload(r, config.auth().keysFile(), lastReloadError)));
       m.bindPipeline(pipeline.inFlightByPool(), pipeline.slotPools());
+      pipeline.bodyBudget().bindTo(m.registry());
       m.bindUpstreams(pipeline.upstreamPools(), t.perUpstreamMetrics());
       m.bindExportedRatio(records::exportedRatio);
       AtomicBoolean listening = new AtomicBoolean();
@@ -455,8 +461,9 @@ public final class PhasemeterProxy {
               .invalidRequestHandler(pipeline::handleInvalid)
               .requestHandler(
                   req -> {
-                    heads.requestStarted(req);
-                    pipeline.handle(req);
+                    if (heads.requestStarted(req)) {
+                      pipeline.handle(req);
+                    }
                   })
               .listen();
       Future<AdminServer> adminServer = AdminServer.start(vertx, config.admin(), sources);

@@ -67,7 +67,10 @@ final class AuthPhase {
             headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority());
     Decision d = limiter.admitRequest(key);
     putHeaders(ctx, d);
-    if (!d.allowed()) {
+    if (d.allowed()) {
+      RequestContext c = ctx;
+      ctx.onFinish = () -> settle(c);
+    } else {
       span.setAttribute("llm.rate_limit", "requests");
       throw ProxyFailure.retryAfter(
           ProxyFailure.Kind.RATE_LIMIT_REQUESTS,
@@ -126,12 +129,21 @@ final class AuthPhase {
           d.retryAfterSeconds());
     }
     ctx.tokenEstimate = estimate;
-    RequestContext c = ctx;
-    ctx.onFinish = () -> settle(c);
+    ctx.tokensAdmitted = true;
   }
 
-  /** Replaces the estimate with what was used: the usage if known, else all of it if it ran. */
+  /**
+   * When an admitted request ends: a request refused as invalid before it reached an upstream gives
+   * its request back (it never ran); admitted tokens are settled against the usage if known, else
+   * all of the estimate is charged if the request reached an upstream.
+   */
   private void settle(RequestContext ctx) {
+    if (ctx.outcome == Outcome.CLIENT_ERROR && ctx.upstreamAttempts == 0) {
+      limiter.refundRequest(ctx.apiKey);
+    }
+    if (!ctx.tokensAdmitted) {
+      return;
+    }
     long actual;
     if (ctx.inputTokens >= 0 || ctx.outputTokens >= 0) {
       actual = Math.max(0, ctx.inputTokens) + Math.max(0, ctx.outputTokens);

@@ -45,6 +45,16 @@ final class GeneratePhase {
   private static final AttributeKey<String> SERVER_ADDRESS =
       AttributeKey.stringKey("server.address");
   private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
+  static final AttributeKey<String> UPSTREAM_ERROR_TYPE =
+      AttributeKey.stringKey("llm.upstream.error_type");
+
+  /**
+   * The largest token count an upstream's usage may report; beyond it (or negative) the usage is
+   * taken as unknown. No model has a context anywhere near it, and sums of such counts stay far
+   * from overflowing a long.
+   */
+  static final long MAX_USAGE_TOKENS = 1L << 32;
+
   static final int MAX_ERROR_BODY = 1 << 20;
   static final int MAX_RESPONSE_BODY = 64 << 20;
   static final int MAX_EVENT_BYTES = 4 << 20;
@@ -70,6 +80,7 @@ final class GeneratePhase {
           "content-length",
           "expect",
           "accept-encoding",
+          "content-encoding",
           "traceparent",
           "tracestate");
 
@@ -79,15 +90,21 @@ final class GeneratePhase {
   private final Vertx vertx;
   private final TextMapPropagator propagator;
   private final boolean gatewayOwnsCredentials;
+  private final ForwardedHeaders forwarded;
 
   /**
    * {@code gatewayOwnsCredentials}: with auth enabled the client's key is the gateway's, so it is
-   * never passed on.
+   * never passed on; {@code forwarded}: whose forwarding headers are believed.
    */
-  GeneratePhase(Vertx vertx, TextMapPropagator propagator, boolean gatewayOwnsCredentials) {
+  GeneratePhase(
+      Vertx vertx,
+      TextMapPropagator propagator,
+      boolean gatewayOwnsCredentials,
+      io.phasemeter.proxy.config.ProxyConfig.Forwarded forwarded) {
     this.vertx = vertx;
     this.propagator = propagator;
     this.gatewayOwnsCredentials = gatewayOwnsCredentials;
+    this.forwarded = new ForwardedHeaders(forwarded);
   }
 
   Future<Void> generate(RequestContext ctx, UpstreamPool pool) {
@@ -100,6 +117,7 @@ final class GeneratePhase {
     private final Promise<Void> done = Promise.promise();
     private final long firstTokenMs;
     private final long idleNanos;
+    private final long clientWriteNanos;
     private final List<UpstreamHost> tried = new ArrayList<>(2);
     private UpstreamHost current;
     private HttpClientRequest upstreamRequest;
@@ -110,6 +128,8 @@ final class GeneratePhase {
     private long pausedSince = -1;
     private boolean over;
     private boolean sawDone;
+    // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
+    private String upstreamErrorType;
     private SseParser parser;
     // Made once: a method reference written at the call would be a new object per chunk.
     private final Consumer<SseEvent> eventSink = this::onEvent;
@@ -119,6 +139,7 @@ final class GeneratePhase {
       this.pool = pool;
       this.firstTokenMs = pool.config().timeouts().firstToken().toMillis();
       this.idleNanos = pool.config().timeouts().idle().toNanos();
+      this.clientWriteNanos = pool.config().timeouts().clientWrite().toNanos();
     }
 
     Future<Void> start() {
@@ -187,13 +208,18 @@ final class GeneratePhase {
                 upstreamRequest = request;
                 MultiMap headers = request.headers();
                 boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
+                boolean trusted = forwarded.trusts(ctx.request().remoteAddress());
+                Set<String> named = ForwardedHeaders.connectionOptions(ctx.request());
                 for (Map.Entry<String, String> h : ctx.request().headers()) {
                   String name = h.getKey().toLowerCase(Locale.ROOT);
                   if (!HOP_BY_HOP.contains(name)
+                      && !named.contains(name)
+                      && !(!trusted && ForwardedHeaders.CLAIMS.contains(name))
                       && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
                     headers.add(h.getKey(), h.getValue());
                   }
                 }
+                forwarded.apply(ctx.request(), headers, trusted);
                 if (pool.apiKey() != null) {
                   headers.set("authorization", "Bearer " + pool.apiKey());
                 }
@@ -335,6 +361,9 @@ final class GeneratePhase {
         return;
       }
       takeUsage(chunk);
+      if (chunk.kind() == StreamChunk.Kind.ERROR) {
+        upstreamErrorType = chunk.errorType();
+      }
       ctx.responseBody = body;
       ctx.passthroughContentType = upstreamResponse.getHeader("content-type");
       complete(at);
@@ -417,6 +446,14 @@ final class GeneratePhase {
           return;
         }
         case DONE -> sawDone = true;
+        case ERROR -> {
+          // vLLM's generator failed: the client gets the event as it came (and the [DONE] that
+          // follows); the request is failed, never a success.
+          takeUsage(chunk);
+          upstreamErrorType = chunk.errorType();
+          out.write(event.raw());
+          return;
+        }
         case USAGE_ONLY -> {
           takeUsage(chunk);
           if (!ctx.clientWantsUsage) {
@@ -437,8 +474,9 @@ final class GeneratePhase {
 
     private void takeUsage(StreamChunk chunk) {
       if (chunk.hasUsage()) {
-        ctx.inputTokens = chunk.promptTokens();
-        ctx.outputTokens = chunk.completionTokens();
+        // Numbers from the upstream are checked before anything adds or charges them.
+        ctx.inputTokens = plausibleTokens(chunk.promptTokens());
+        ctx.outputTokens = plausibleTokens(chunk.completionTokens());
       }
       if (chunk.finishReason() != null) {
         ctx.finishReason = chunk.finishReason();
@@ -465,7 +503,7 @@ final class GeneratePhase {
     }
 
     private void armIdle() {
-      long delayMs = Math.max(1, idleNanos / 1_000_000);
+      long delayMs = Math.max(1, Math.min(idleNanos, clientWriteNanos) / 1_000_000);
       idleTimer = vertx.setTimer(delayMs, id -> checkIdle());
     }
 
@@ -475,14 +513,15 @@ final class GeneratePhase {
       }
       if (pausedSince >= 0) {
         long stalled = ctx.now() - pausedSince;
-        if (stalled >= idleNanos) {
+        if (stalled >= clientWriteNanos) {
           fail(
               ProxyFailure.of(
                   ProxyFailure.Kind.CLIENT_STALLED,
-                  "The client read nothing for " + idleNanos / 1_000_000 + " ms."));
+                  "The client read nothing for " + clientWriteNanos / 1_000_000 + " ms."));
         } else {
           idleTimer =
-              vertx.setTimer(Math.max(1, (idleNanos - stalled) / 1_000_000), id -> checkIdle());
+              vertx.setTimer(
+                  Math.max(1, (clientWriteNanos - stalled) / 1_000_000), id -> checkIdle());
         }
         return;
       }
@@ -524,6 +563,17 @@ final class GeneratePhase {
         current = null;
       }
       upstreamRequest = null;
+      // The upstream is done: its slot goes to the next request now, whatever the client's socket
+      // does with the response (a client that never reads must not hold it).
+      ctx.releaseSlot();
+      if (upstreamErrorType != null) {
+        Span span = ctx.span(Phase.GENERATION);
+        span.setAttribute(RequestContext.ERROR_TYPE, ProxyFailure.Kind.UPSTREAM_ERROR.code());
+        span.setAttribute(UPSTREAM_ERROR_TYPE, upstreamErrorType);
+        span.setStatus(io.opentelemetry.api.trace.StatusCode.ERROR);
+        ctx.rootSpan().setAttribute(UPSTREAM_ERROR_TYPE, upstreamErrorType);
+        ctx.failUpstream();
+      }
       ctx.annotateGeneration();
       ctx.end(Phase.GENERATION, lastByteAt);
       done.tryComplete();
@@ -537,12 +587,18 @@ final class GeneratePhase {
       stopTimers();
       ctx.onCancel(null);
       endAttempt();
+      ctx.releaseSlot();
       Span span = ctx.span(Phase.GENERATION);
       span.setAttribute(RequestContext.ERROR_TYPE, failure.kind().code());
       ctx.annotateGeneration();
       ctx.end(Phase.GENERATION);
       done.tryFail(failure);
     }
+  }
+
+  /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */
+  static long plausibleTokens(long n) {
+    return n >= 0 && n <= MAX_USAGE_TOKENS ? n : -1;
   }
 
   private static ProxyFailure connectFailure(Throwable t) {

@@ -70,8 +70,9 @@ public final class Pipeline {
   private final RoutePhase route;
   private final QueuePhase queue = new QueuePhase();
   private final GeneratePhase generate;
-  private final WritePhase write = new WritePhase();
+  private final WritePhase write;
   private final ErrorResponder errors = new ErrorResponder();
+  private final BodyBudget bodyBudget;
   private final List<UpstreamPool> upstreamPools = new ArrayList<>();
   private final Map<String, SlotPool> slotPools = new LinkedHashMap<>();
   private final Buffer modelsBody;
@@ -100,7 +101,13 @@ public final class Pipeline {
       SpanDeferral deferral) {
     this.deferral = deferral;
     this.auth = new AuthPhase(keys, limiter);
-    this.prepare = new PreparePhase(auth);
+    this.prepare =
+        new PreparePhase(
+            auth,
+            model -> {
+              ProxyConfig.Pool p = config.poolFor(model);
+              return p == null ? ProxyConfig.Pool.DEFAULT_MAX_TOKENS : p.defaultMaxTokens();
+            });
     this.clock = clock;
     this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
     this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
@@ -120,10 +127,16 @@ public final class Pipeline {
               vertx));
       inFlightByPool.put(p.name(), new AtomicInteger());
     }
+    this.bodyBudget =
+        new BodyBudget(
+            config.limits().maxConcurrentUploads(), config.limits().bufferedBodyBytesBound());
     this.receive =
-        new ReceivePhase(vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout());
+        new ReceivePhase(
+            vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout(), bodyBudget);
     this.route = new RoutePhase(upstreamPools, slotPools);
-    this.generate = new GeneratePhase(vertx, propagator, config.auth().enabled());
+    this.generate =
+        new GeneratePhase(vertx, propagator, config.auth().enabled(), config.forwarded());
+    this.write = new WritePhase(vertx);
     this.modelsBody = modelsBody(config);
   }
 
@@ -135,6 +148,29 @@ public final class Pipeline {
       req.response().putHeader("connection", "close");
       reject(req, ProxyFailure.Kind.SHUTTING_DOWN, null);
       return;
+    }
+    String framing = req.getHeader("transfer-encoding");
+    if (framing != null) {
+      // RFC 9112 §6.1: a request with both Content-Length and Transfer-Encoding may be a smuggling
+      // attempt, and its connection must be closed after the answer. Netty drops the conflicting
+      // Content-Length before this handler sees it, so every request framed by Transfer-Encoding
+      // gets its connection closed; any coding but chunked is refused outright (its body's end is
+      // unknowable, and the bytes after it would be read as the next request).
+      req.response().putHeader("connection", "close");
+      if (!"chunked".equalsIgnoreCase(framing.trim())) {
+        ProxyFailure f =
+            ProxyFailure.of(
+                ProxyFailure.Kind.UNSUPPORTED_TRANSFER_ENCODING,
+                "Transfer-Encoding '"
+                    + safePath(framing)
+                    + "' is not supported; send Content-Length or chunked.");
+        req.response()
+            .setStatusCode(f.kind().status())
+            .putHeader("content-type", "application/json")
+            .end(ErrorResponder.body(f))
+            .onComplete(ar -> req.connection().close());
+        return;
+      }
     }
     ApiRoute api = ApiRoute.forPath(req.path());
     if (api == null) {
@@ -217,18 +253,25 @@ public final class Pipeline {
   }
 
   private void finish(RequestContext ctx) {
-    ctx.finish(clock.nanoTime());
-    for (RequestObserver o : observers) {
-      try {
-        o.onFinished(ctx);
-      } catch (RuntimeException e) {
-        LOG.warn("request observer {} failed: {}", o.getClass().getName(), e.toString());
+    // Whatever ending the request throws, it leaves the live set and the in-flight counts: a
+    // drain waits on them, and llm_requests_in_flight is read from them.
+    try {
+      ctx.finish(clock.nanoTime());
+      for (RequestObserver o : observers) {
+        try {
+          o.onFinished(ctx);
+        } catch (RuntimeException e) {
+          LOG.warn("request observer {} failed: {}", o.getClass().getName(), e.toString());
+        }
       }
+    } catch (RuntimeException e) {
+      LOG.warn("ending a request failed: {}", e.toString());
+    } finally {
+      // Only now is the request over for a drain waiting on the count: its record is published.
+      live.remove(ctx);
+      inFlight.decrementAndGet();
+      (ctx.poolName() == null ? unrouted : inFlightByPool.get(ctx.poolName())).decrementAndGet();
     }
-    // Only now is the request over for a drain waiting on the count: its record is published.
-    live.remove(ctx);
-    inFlight.decrementAndGet();
-    (ctx.poolName() == null ? unrouted : inFlightByPool.get(ctx.poolName())).decrementAndGet();
   }
 
   private void reject(HttpServerRequest req, ProxyFailure.Kind kind, String allow) {
@@ -314,6 +357,11 @@ public final class Pipeline {
           });
     }
     return n;
+  }
+
+  /** The bounds on request bodies, and what is held against them now. */
+  public BodyBudget bodyBudget() {
+    return bodyBudget;
   }
 
   /** The upstream pools (health, ejections, retries). */

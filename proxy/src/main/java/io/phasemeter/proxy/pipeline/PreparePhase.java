@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.phasemeter.proxy.config.ProxyConfig;
 import io.vertx.core.buffer.Buffer;
 import java.io.IOException;
 
@@ -23,10 +24,19 @@ final class PreparePhase {
   /** Tokens a chat message costs beyond its text (role and separators). */
   static final int TOKENS_PER_MESSAGE = 4;
 
-  private final AuthPhase auth;
+  /** The most choices a request may ask for ({@code n}), as OpenAI's API allows. */
+  static final int MAX_CHOICES = 128;
 
-  PreparePhase(AuthPhase auth) {
+  private final AuthPhase auth;
+  private final java.util.function.ToLongFunction<String> defaultMaxTokens;
+
+  /**
+   * {@code defaultMaxTokens}: by model, the output estimate of a request that sets no {@code
+   * max_tokens} (its pool's {@code default_max_tokens}).
+   */
+  PreparePhase(AuthPhase auth, java.util.function.ToLongFunction<String> defaultMaxTokens) {
     this.auth = auth;
+    this.defaultMaxTokens = defaultMaxTokens;
   }
 
   static final ObjectMapper JSON =
@@ -99,19 +109,22 @@ final class PreparePhase {
           ProxyFailure.Kind.INVALID_REQUEST, "'stream' must be a boolean.", "stream");
     }
     ctx.stream = stream != null && stream.asBoolean(false);
-    JsonNode maxTokens = root.get("max_tokens");
+    String maxTokensField = "max_tokens";
+    JsonNode maxTokens = root.get(maxTokensField);
     if (maxTokens == null || maxTokens.isNull()) {
-      maxTokens = root.get("max_completion_tokens");
+      maxTokensField = "max_completion_tokens";
+      maxTokens = root.get(maxTokensField);
     }
     if (maxTokens != null && !maxTokens.isNull()) {
-      if (!maxTokens.canConvertToLong() || !maxTokens.isIntegralNumber()) {
-        throw ProxyFailure.ofParam(
-            ProxyFailure.Kind.INVALID_REQUEST, "'max_tokens' must be an integer.", "max_tokens");
-      }
-      ctx.maxTokens = maxTokens.asLong();
+      ctx.maxTokens = boundedInteger(maxTokens, maxTokensField, 0, ProxyConfig.MAX_TOKENS_BOUND);
     }
+    JsonNode n = root.get("n");
+    long choices = n == null || n.isNull() ? 1 : boundedInteger(n, "n", 1, MAX_CHOICES);
+    rejectNonFinite(root, "");
     if (ctx.apiKey != null) {
-      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + Math.max(0, ctx.maxTokens));
+      // The output is bounded by max_tokens per choice; without it, by the pool's default.
+      long output = ctx.maxTokens >= 0 ? ctx.maxTokens : defaultMaxTokens.applyAsLong(ctx.model);
+      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + choices * output);
     }
     ctx.upstreamBody = ctx.body;
     if (ctx.stream) {
@@ -127,12 +140,58 @@ final class PreparePhase {
         so.put("include_usage", true);
         try {
           ctx.upstreamBody = Buffer.buffer(JSON.writeValueAsBytes(obj));
+          // Only the rewrite is sent: the client's bytes need not stay in the heap beside it.
+          ctx.body = null;
         } catch (JsonProcessingException e) {
           throw ProxyFailure.of(ProxyFailure.Kind.INTERNAL, "Could not rewrite the request.");
         }
       }
     }
     ctx.end(Phase.PREPARE);
+  }
+
+  /**
+   * A whole number in {@code [min, max]}, or a 400 naming {@code field}: a value no engine could
+   * honour must not reach the arithmetic of estimates and limits.
+   */
+  private static long boundedInteger(JsonNode v, String field, long min, long max) {
+    if (!v.isIntegralNumber() || !v.canConvertToLong() || v.asLong() < min || v.asLong() > max) {
+      throw ProxyFailure.ofParam(
+          ProxyFailure.Kind.INVALID_REQUEST,
+          "'" + field + "' must be an integer between " + min + " and " + max + ".",
+          field);
+    }
+    return v.asLong();
+  }
+
+  /**
+   * Refuses a number JSON cannot carry back: {@code 1e400} parses as infinity, and re-written for
+   * the upstream it would become a string. {@code path} names where it was.
+   */
+  private static void rejectNonFinite(JsonNode node, String path) {
+    if (node.isFloatingPointNumber()) {
+      if (!Double.isFinite(node.asDouble()) && !node.isBigDecimal()) {
+        String field = path.isEmpty() ? "body" : path;
+        field = field.length() > 100 ? field.substring(0, 100) + "…" : field;
+        throw ProxyFailure.ofParam(
+            ProxyFailure.Kind.INVALID_REQUEST, "'" + field + "' must be a finite number.", field);
+      }
+    } else if (node.isObject()) {
+      var it = node.fields();
+      while (it.hasNext()) {
+        var e = it.next();
+        if (e.getValue().isContainerNode() || e.getValue().isNumber()) {
+          rejectNonFinite(e.getValue(), path.isEmpty() ? e.getKey() : path + "." + e.getKey());
+        }
+      }
+    } else if (node.isArray()) {
+      for (int i = 0; i < node.size(); i++) {
+        JsonNode e = node.get(i);
+        if (e.isContainerNode() || e.isNumber()) {
+          rejectNonFinite(e, path + "[" + i + "]");
+        }
+      }
+    }
   }
 
   /**

@@ -19,6 +19,8 @@ public final class ProxyFailure extends RuntimeException {
     METHOD_NOT_ALLOWED(405, "invalid_request_error", "method_not_allowed", Outcome.CLIENT_ERROR),
     BODY_TOO_LARGE(413, "invalid_request_error", "request_too_large", Outcome.CLIENT_ERROR),
     URI_TOO_LONG(414, "invalid_request_error", "request_uri_too_long", Outcome.CLIENT_ERROR),
+    UNSUPPORTED_TRANSFER_ENCODING(
+        501, "invalid_request_error", "unsupported_transfer_encoding", Outcome.CLIENT_ERROR),
     HEADERS_TOO_LARGE(
         431, "invalid_request_error", "request_headers_too_large", Outcome.CLIENT_ERROR),
     INVALID_API_KEY(401, "invalid_request_error", "invalid_api_key", Outcome.CLIENT_ERROR),
@@ -27,6 +29,7 @@ public final class ProxyFailure extends RuntimeException {
     RATE_LIMIT_TOKENS(429, "tokens", "rate_limit_exceeded", Outcome.REJECTED),
     QUEUE_FULL(429, "rate_limit_error", "queue_full", Outcome.REJECTED),
     SHUTTING_DOWN(503, "server_error", "shutting_down", Outcome.REJECTED),
+    OVERLOADED(503, "server_error", "overloaded", Outcome.REJECTED),
     NO_HEALTHY_UPSTREAM(503, "server_error", "no_healthy_upstream", Outcome.UPSTREAM_ERROR),
     QUEUE_TIMEOUT(503, "server_error", "queue_timeout", Outcome.TIMEOUT),
     UPSTREAM_UNAVAILABLE(502, "server_error", "upstream_unavailable", Outcome.UPSTREAM_ERROR),

@@ -84,6 +84,7 @@ public final class RequestContext {
   Priority priority = Priority.NORMAL;
   io.phasemeter.proxy.gateway.ApiKey apiKey;
   long tokenEstimate;
+  boolean tokensAdmitted;
   String keyName;
   Runnable onFinish;
 
@@ -103,6 +104,9 @@ public final class RequestContext {
   String errorType;
 
   boolean cancelledByShutdown;
+  // Body bytes this request holds against the proxy-wide budget, given back when it ends.
+  private BodyBudget bodyBudget;
+  private long heldBodyBytes;
   private final io.vertx.core.Context vertxContext = io.vertx.core.Vertx.currentContext();
   private Runnable cancelAction;
   private boolean cancelled;
@@ -329,11 +333,23 @@ public final class RequestContext {
     }
     finished = true;
     cancelAction = null;
-    if (slot != null) {
-      slot.release();
+    // Every step runs whatever the one before it threw: a request that cannot end leaks its slot,
+    // its in-flight count and its record, and holds a drain until the deadline.
+    try {
+      releaseSlot();
+    } catch (RuntimeException e) {
+      LOG.warn("slot release failed: {}", e.toString());
+    }
+    if (bodyBudget != null) {
+      bodyBudget.release(heldBodyBytes);
+      heldBodyBytes = 0;
     }
     if (onFinish != null) {
-      onFinish.run();
+      try {
+        onFinish.run();
+      } catch (RuntimeException e) {
+        LOG.warn("settling the request's rate limits failed: {}", e.toString());
+      }
     }
     for (Phase p : PHASES) {
       if (isOpen(p)) {
@@ -344,6 +360,27 @@ public final class RequestContext {
     if (outcome == null) {
       outcome = Outcome.SUCCESS;
     }
+    long rootEndEpoch = clock.toEpochNanos(at);
+    try {
+      annotateRoot();
+      if (deferral != null
+          && deferral.exports(failed(), rootEndEpoch - clock.toEpochNanos(rootStart), traceId())) {
+        // Children end before their root, as live spans do: the export decision holds them for it.
+        for (Span s : phaseSpans) {
+          if (s instanceof DeferredSpan d) {
+            d.materialize(tracer, rootContext, deferral, rootEndEpoch);
+          }
+        }
+      }
+    } catch (RuntimeException e) {
+      // A failing deferral (an embedder's) costs the trace its phase spans, never the request.
+      LOG.warn("phase spans not exported: {}", e.toString());
+    } finally {
+      rootSpan.end(rootEndEpoch, TimeUnit.NANOSECONDS);
+    }
+  }
+
+  private void annotateRoot() {
     rootSpan.setAttribute(REQUEST_MODEL, modelLabel);
     if (pool != null) {
       rootSpan.setAttribute(POOL, pool.name());
@@ -377,23 +414,33 @@ public final class RequestContext {
         rootSpan.setStatus(StatusCode.ERROR);
       }
     }
-    long rootEndEpoch = clock.toEpochNanos(at);
-    try {
-      if (deferral != null
-          && deferral.exports(failed(), rootEndEpoch - clock.toEpochNanos(rootStart), traceId())) {
-        // Children end before their root, as live spans do: the export decision holds them for it.
-        for (Span s : phaseSpans) {
-          if (s instanceof DeferredSpan d) {
-            d.materialize(tracer, rootContext, deferral, rootEndEpoch);
-          }
-        }
-      }
-    } catch (RuntimeException e) {
-      // A failing deferral (an embedder's) costs the trace its phase spans, never the request.
-      LOG.warn("phase spans not exported: {}", e.toString());
-    } finally {
-      rootSpan.end(rootEndEpoch, TimeUnit.NANOSECONDS);
+  }
+
+  /** Counts {@code n} more body bytes against {@code budget}; false when it is spent. */
+  boolean holdBody(BodyBudget budget, long n) {
+    if (!budget.reserve(n)) {
+      return false;
     }
+    bodyBudget = budget;
+    heldBodyBytes += n;
+    return true;
+  }
+
+  /** Gives the request's slot back to its pool now (the upstream is done); idempotent. */
+  void releaseSlot() {
+    SlotPool.Slot s = slot;
+    if (s != null) {
+      s.release();
+    }
+  }
+
+  /**
+   * The upstream answered 200 but reported an error in the body or the stream ({@code
+   * the upstream's type goes on the spans): the request failed, whatever reaches the client after.
+   */
+  void failUpstream() {
+    outcome = Outcome.UPSTREAM_ERROR;
+    errorType = ProxyFailure.Kind.UPSTREAM_ERROR.code();
   }
 
   /** Records generation facts on the generate span, if it ran. */

@@ -29,7 +29,7 @@ class PrepareFuzzTest {
     "application/json", null, "application/json; charset=utf-8", "text/plain"
   };
 
-  private final PreparePhase prepare = new PreparePhase(null);
+  private final PreparePhase prepare = new PreparePhase(null, model -> 4096);
 
   @FuzzTest(maxDuration = "25s")
   void prepareSucceedsOrFailsAsTheClientsFault(byte[] input) throws Exception {
