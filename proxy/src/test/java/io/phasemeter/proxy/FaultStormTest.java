@@ -23,9 +23,10 @@ import org.junit.jupiter.api.Test;
 /**
  * A storm of upstream faults, all at once: 110 concurrent requests, ten of each fault (refused,
  * reset before headers, 500, 503, a non-JSON body, a malformed event, a stream that stalls, a
- * stream cut mid-way, an upstream slower than every timeout) and ten that succeed, through 8 slots.
- * Every request ends in its mapped error with its outcome, has exactly one record, and afterwards
- * {@code llm_slots_in_use} and {@code llm_requests_in_flight} are back to 0.
+ * stream cut mid-way, an upstream slower than every timeout, vLLM's mid-stream error event, usage
+ * numbers no engine could report) and ten that succeed, through 8 slots. Every request ends in its
+ * mapped error with its outcome, has exactly one record, and afterwards {@code llm_slots_in_use}
+ * and {@code llm_requests_in_flight} are back to 0.
  */
 class FaultStormTest extends ProxyTestBase {
   private static final Pattern GAUGE =
@@ -49,7 +50,18 @@ class FaultStormTest extends ProxyTestBase {
           new Fault("stall", true, 200, "upstream_timeout", "timeout", "sim-llama"),
           new Fault("cut", true, 200, "upstream_disconnected", "upstream_error", "sim-llama"),
           new Fault("silent", true, 504, "upstream_timeout", "timeout", "sim-llama"),
-          new Fault("silent", false, 504, "upstream_timeout", "timeout", "sim-llama"));
+          new Fault("silent", false, 504, "upstream_timeout", "timeout", "sim-llama"),
+          new Fault("errorevent", true, 200, "upstream_error", "upstream_error", "sim-llama"),
+          new Fault("absurdusage", true, 200, null, "success", "sim-llama"));
+
+  /** vLLM's stream generator, failing after its first token: an error event, then [DONE]. */
+  static final String ERROR_EVENT =
+      "data: {\"error\": {\"object\": \"error\", \"message\": \"CUDA out of memory\","
+          + " \"type\": \"InternalServerError\", \"param\": null, \"code\": 500}}\n\n";
+
+  static final String ABSURD_USAGE =
+      "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],"
+          + "\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":9223372036854775807}}\n\n";
 
   @Test
   void everyFaultEndsMappedRecordedOnceAndNothingLeaks() throws Exception {
@@ -115,7 +127,10 @@ class FaultStormTest extends ProxyTestBase {
       Fault f = sent.get(i);
       Response r = got.get(i);
       assertThat(r.status()).as(f.name() + " " + r.text()).isEqualTo(f.status());
-      if (f.errorType() != null) {
+      if (f.name().equals("errorevent")) {
+        // Relayed as it came, [DONE] included; the record says the request failed.
+        assertThat(r.text()).contains(ERROR_EVENT).endsWith(VllmScript.DONE);
+      } else if (f.errorType() != null) {
         // A body (status ≥ 400) or, once a stream started, a final error event.
         assertThat(r.text()).as(f.name()).contains("\"code\":\"" + f.errorType() + "\"");
         assertThat(r.text()).doesNotContain("[DONE]");
@@ -135,6 +150,10 @@ class FaultStormTest extends ProxyTestBase {
       JsonObject record = new JsonObject(proxy.records().get(e.getKey()));
       assertThat(record.getString("outcome")).as(f.name()).isEqualTo(f.outcome());
       assertThat(record.getString("error_type")).as(f.name()).isEqualTo(f.errorType());
+      if (f.name().equals("absurdusage")) {
+        // Usage no engine could report is unknown, never a number to add or charge.
+        assertThat(record.getJsonObject("tokens").getValue("output")).isNull();
+      }
       outcomes.merge(f.outcome() + "/" + f.errorType(), 1, Integer::sum);
     }
     System.out.println("fault storm: " + got.size() + " requests, " + outcomes);
@@ -175,6 +194,14 @@ class FaultStormTest extends ProxyTestBase {
                 case "html" -> resp.putHeader("content-type", "text/html").end("<html>oops</html>");
                 case "badsse" -> {
                   stream.apply(VllmScript.ROLE + "data: {not json\n\n");
+                  resp.end(VllmScript.DONE);
+                }
+                case "errorevent" -> {
+                  stream.apply(VllmScript.ROLE + VllmScript.content("a") + ERROR_EVENT);
+                  resp.end(VllmScript.DONE);
+                }
+                case "absurdusage" -> {
+                  stream.apply(VllmScript.ROLE + VllmScript.content("a") + ABSURD_USAGE);
                   resp.end(VllmScript.DONE);
                 }
                 case "stall" -> stream.apply(VllmScript.ROLE + VllmScript.content("a"));

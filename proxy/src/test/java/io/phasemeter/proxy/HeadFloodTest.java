@@ -1,0 +1,201 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpServer;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.HttpURLConnection;
+import java.net.Socket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The process itself at stake: a real {@code phasemeter proxy} JVM with the Docker image's heap
+ * ({@code -Xmx256m -XX:+ExitOnOutOfMemoryError}), and 400 connections that each send a request head
+ * declaring a 10 MiB body and then one byte, with no key. Before the fix each head sized a buffer
+ * from its declared length (up to 1 MiB) and 200 such connections killed the process; now each
+ * holds what arrived, the proxy serves a good request in the middle of the flood, and its heap
+ * after a full collection stays flat. (The refusal past {@code limits.max_concurrent_uploads} is
+ * {@code HardeningTest}'s.)
+ */
+class HeadFloodTest {
+  private static final int CONNECTIONS = 400;
+  private static final Pattern LISTENING = Pattern.compile("listening on http://[^:]+:(\\d+)");
+  private static final Pattern ADMIN = Pattern.compile("^admin: http://[^:]+:(\\d+)");
+  private static final Pattern HEAP =
+      Pattern.compile("(?m)^jvm_memory_used_bytes\\{area=\"heap\"[^}]*\\} (\\S+)$");
+
+  @TempDir Path dir;
+
+  private final Vertx vertx = Vertx.vertx();
+  private Process process;
+  private Path output;
+
+  @AfterEach
+  void tearDown() throws Exception {
+    if (process != null && process.isAlive()) {
+      process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    }
+    vertx.close().await(10, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void fourHundredHeadsPromisingTenMebibytesLeaveA256MebibyteProxyServingWithAFlatHeap()
+      throws Exception {
+    HttpServer backend =
+        vertx
+            .createHttpServer()
+            .requestHandler(
+                req ->
+                    req.body()
+                        .onSuccess(
+                            b ->
+                                req.response()
+                                    .putHeader("content-type", "application/json")
+                                    .end(VllmScript.COMPLETION)))
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    Path yaml = dir.resolve("proxy.yaml");
+    output = dir.resolve("proxy.out");
+    Files.writeString(
+        yaml,
+        "listen: {host: 127.0.0.1, port: 0}\n"
+            + "admin: {host: 127.0.0.1, port: 0}\n"
+            + "pools:\n"
+            + "  - name: default\n"
+            + "    models: [sim-llama]\n"
+            + "    upstreams: [http://127.0.0.1:"
+            + backend.actualPort()
+            + "]\n"
+            + "    health: {path: null}\n"
+            + "limits: {max_concurrent_uploads: 512}\n");
+    String javaHome = System.getProperty("java.home");
+    process =
+        new ProcessBuilder(
+                Path.of(javaHome, "bin", "java").toString(),
+                "-Xmx256m",
+                "-XX:+ExitOnOutOfMemoryError",
+                "-cp",
+                System.getProperty("java.class.path"),
+                "io.phasemeter.proxy.ProxyMain",
+                "--config",
+                yaml.toString())
+            .redirectErrorStream(true)
+            .redirectOutput(output.toFile())
+            .start();
+    Awaitility.await()
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> port(ADMIN) > 0 && port(LISTENING) > 0 || !process.isAlive());
+    assertThat(process.isAlive()).as("proxy started: %s", stdout()).isTrue();
+    int port = port(LISTENING);
+    int admin = port(ADMIN);
+    assertThat(post(port)).isEqualTo(200);
+    long before = heapAfterGc(admin);
+
+    List<Socket> flood = new ArrayList<>();
+    try {
+      byte[] head =
+          ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  + "Content-Length: 10485760\r\n\r\n{")
+              .getBytes(StandardCharsets.US_ASCII);
+      for (int i = 0; i < CONNECTIONS; i++) {
+        Socket s = new Socket("127.0.0.1", port);
+        s.getOutputStream().write(head);
+        s.getOutputStream().flush();
+        flood.add(s);
+      }
+      // Every head has been read: each connection is either receiving or refused.
+      Thread.sleep(1000);
+      assertThat(process.isAlive()).as("alive under the flood: %s", stdout()).isTrue();
+      assertThat(post(port)).as("a good request is served in the flood").isEqualTo(200);
+      long during = heapAfterGc(admin);
+      System.out.printf(
+          "head flood: %d connections; heap after GC %.1f MiB before, %.1f MiB during%n",
+          CONNECTIONS, before / 1048576.0, during / 1048576.0);
+      assertThat(during - before).as("heap growth after GC under the flood").isLessThan(32L << 20);
+    } finally {
+      for (Socket s : flood) {
+        s.close();
+      }
+    }
+    Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> post(port) == 200);
+    assertThat(process.isAlive()).isTrue();
+  }
+
+  private static int post(int port) throws IOException {
+    HttpURLConnection c =
+        (HttpURLConnection)
+            URI.create("http://127.0.0.1:" + port + "/v1/chat/completions")
+                .toURL()
+                .openConnection();
+    c.setRequestMethod("POST");
+    c.setDoOutput(true);
+    c.setConnectTimeout(5000);
+    c.setReadTimeout(10000);
+    c.setRequestProperty("content-type", "application/json");
+    try (OutputStream out = c.getOutputStream()) {
+      out.write(
+          "{\"model\":\"sim-llama\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
+              .getBytes(StandardCharsets.UTF_8));
+    }
+    int status = c.getResponseCode();
+    c.disconnect();
+    return status;
+  }
+
+  /** Runs a full collection in the proxy (jcmd GC.run) and reads its heap in use. */
+  private long heapAfterGc(int admin) throws Exception {
+    Process jcmd =
+        new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
+                Long.toString(process.pid()),
+                "GC.run")
+            .redirectErrorStream(true)
+            .start();
+    jcmd.getInputStream().readAllBytes();
+    assertThat(jcmd.waitFor(30, TimeUnit.SECONDS)).isTrue();
+    HttpURLConnection c =
+        (HttpURLConnection)
+            URI.create("http://127.0.0.1:" + admin + "/metrics").toURL().openConnection();
+    String text;
+    try (InputStream in = c.getInputStream()) {
+      text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    }
+    Matcher m = HEAP.matcher(text);
+    double sum = 0;
+    while (m.find()) {
+      sum += Double.parseDouble(m.group(1));
+    }
+    assertThat(sum).as("heap gauges on /metrics").isPositive();
+    return (long) sum;
+  }
+
+  private int port(Pattern p) throws IOException {
+    for (String line : stdout()) {
+      Matcher m = p.matcher(line);
+      if (m.find()) {
+        return Integer.parseInt(m.group(1));
+      }
+    }
+    return -1;
+  }
+
+  private List<String> stdout() throws IOException {
+    return Files.exists(output) ? Files.readAllLines(output) : List.of();
+  }
+}
