@@ -92,6 +92,10 @@ public final class ProxyMain implements Callable<Integer> {
     }
     if (check) {
       out.println(describe(cfg));
+      out.println("admin: " + cfg.admin().host() + ":" + cfg.admin().port() + access(cfg.admin()));
+      if (cfg.admin().open()) {
+        out.println(openAdminWarning(cfg.admin()));
+      }
       out.println(
           "budgets: "
               + (budgets.budgets().isEmpty()
@@ -160,8 +164,11 @@ public final class ProxyMain implements Callable<Integer> {
             + ":"
             + proxy.adminPort()
             + " (/metrics, /health/live, /health/ready, /admin/records/{traceId},"
-            + " /admin/records/stream, /admin/stats)"
-            + (cfg.admin().token().isEmpty() ? "" : ", bearer token required"));
+            + " /admin/records/stream, /admin/stats, POST /v1/traces)"
+            + access(cfg.admin()));
+    if (cfg.admin().open()) {
+      out.println(openAdminWarning(cfg.admin()));
+    }
     out.println(
         "budgets: "
             + (budgets.budgets().isEmpty()
@@ -316,6 +323,23 @@ public final class ProxyMain implements Callable<Integer> {
                         : "; no active health checks")
                     + ")")
         .collect(Collectors.joining("\n"));
+  }
+
+  /** Who may use the admin listener, as the start-up banner and {@code --check} say it. */
+  private static String access(ProxyConfig.Admin admin) {
+    if (!admin.token().isEmpty()) {
+      return ", bearer token required";
+    }
+    return admin.open() ? ", OPEN: no token (admin.allow_open: true)" : ", loopback only, no token";
+  }
+
+  /** The line an admin listener open beyond loopback without a token gets on stdout. */
+  static String openAdminWarning(ProxyConfig.Admin admin) {
+    return "WARNING: admin listener on "
+        + admin.host()
+        + " has no token and admin.allow_open is true: anyone who reaches it may read records,"
+        + " stats and metrics and post engine spans to /v1/traces; set admin.token"
+        + " (PHASEMETER_ADMIN_TOKEN) to guard it";
   }
 
   private static String human(java.time.Duration d) {
