@@ -11,6 +11,7 @@ import io.vertx.core.Vertx;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -103,21 +104,12 @@ public final class ProxyMain implements Callable<Integer> {
                   : budgets.budgets().size() + " from " + cfg.budgets()));
       return 0;
     }
-    ProxyTelemetry telemetry =
-        ProxyTelemetry.create(
-            cfg.telemetry(), System.getenv(), PhasemeterProxy.version(), NanoClock.system());
     ProxyMetrics metrics = ProxyMetrics.create();
-    telemetry.bindTo(metrics);
+    ProxyTelemetry telemetry = telemetry(cfg, System.getenv(), metrics);
     Vertx vertx = Vertx.vertx();
     PhasemeterProxy proxy;
     try {
-      proxy =
-          PhasemeterProxy.builder(vertx, cfg)
-              .openTelemetry(telemetry.openTelemetry())
-              .budgets(budgets)
-              .metrics(metrics)
-              .start()
-              .await(30, TimeUnit.SECONDS);
+      proxy = builder(vertx, cfg, telemetry, metrics, budgets).start().await(30, TimeUnit.SECONDS);
     } catch (ConfigException e) {
       err.println("phasemeter proxy: " + e.getMessage());
       vertx.close();
@@ -190,6 +182,35 @@ public final class ProxyMain implements Callable<Integer> {
                 : "exported over OTLP " + telemetry.exportTarget()));
     stopped.await();
     return 0;
+  }
+
+  /**
+   * The proxy's own telemetry as {@code phasemeter proxy} builds it ({@code OTEL_*} variables read
+   * from {@code env}), its export health published on {@code metrics}. The caller closes it.
+   */
+  static ProxyTelemetry telemetry(ProxyConfig cfg, Map<String, String> env, ProxyMetrics metrics) {
+    ProxyTelemetry telemetry =
+        ProxyTelemetry.create(cfg.telemetry(), env, PhasemeterProxy.version(), NanoClock.system());
+    telemetry.bindTo(metrics);
+    return telemetry;
+  }
+
+  /**
+   * The proxy as {@code phasemeter proxy} runs it, ready to start: with {@code telemetry}'s SDK and
+   * its span deferral, so phase spans stay deferred until the root ends and become SDK spans only
+   * for exported requests, as the tests and benchmarks measure it ({@code openTelemetry(sdk)} alone
+   * would build every phase span as an SDK span).
+   */
+  static PhasemeterProxy.Builder builder(
+      Vertx vertx,
+      ProxyConfig cfg,
+      ProxyTelemetry telemetry,
+      ProxyMetrics metrics,
+      Budgets budgets) {
+    return PhasemeterProxy.builder(vertx, cfg)
+        .telemetry(telemetry)
+        .budgets(budgets)
+        .metrics(metrics);
   }
 
   /**
