@@ -1,8 +1,12 @@
 # syntax=docker/dockerfile:1
 # Phasemeter proxy image. Build at the repository root:
 #   docker build -t phasemeter-proxy:0.1.0 .
-#   docker run --rm -p 8080:8080 -p 9464:9464 -v "$PWD/config:/config:ro" \
+#   export PHASEMETER_ADMIN_TOKEN="$(cat /path/to/admin-token)"   # from your secret store
+#   docker run --rm -p 8080:8080 -p 9464:9464 -v "$PWD/config:/config:ro" -e PHASEMETER_ADMIN_TOKEN \
 #     -e PHASEMETER_POOLS_0_UPSTREAMS=http://host.docker.internal:8000 phasemeter-proxy:0.1.0
+# The admin port listens beyond loopback here, so PHASEMETER_ADMIN_TOKEN must be given at
+# `docker run -e` (from a secret, never baked into the image): without it the proxy refuses to
+# start (exit 2, one line naming admin.token).
 # The image also carries the load client (/app/phasemeter-load.jar) for distributed load Jobs.
 # Base images are pinned by tag; pin them by digest too where your registry policy asks for it.
 
@@ -45,8 +49,9 @@ VOLUME ["/config"]
 ENV JAVA_TOOL_OPTIONS="-XX:MaxRAMPercentage=75.0 -XX:InitialRAMPercentage=25.0 -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError" \
     PHASEMETER_ADMIN_HOST=0.0.0.0
 USER 10001:10001
-# 8080: the OpenAI-compatible listener; 9464: admin (/metrics, /health/*, records). The admin port
-# leaves loopback in a container: set PHASEMETER_ADMIN_TOKEN to guard all but /health/*.
+# 8080: the OpenAI-compatible listener; 9464: admin (/metrics, /health/*, records, POST /v1/traces).
+# The admin port leaves loopback in a container, so the image sets no token and the proxy refuses
+# to start until PHASEMETER_ADMIN_TOKEN is given; it then guards all but /health/*.
 EXPOSE 8080 9464
 # No curl in the JRE image: bash's /dev/tcp asks /health/live for its status line.
 HEALTHCHECK --interval=15s --timeout=3s --retries=3 \

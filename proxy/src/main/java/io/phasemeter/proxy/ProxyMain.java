@@ -11,6 +11,7 @@ import io.vertx.core.Vertx;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -92,6 +93,10 @@ public final class ProxyMain implements Callable<Integer> {
     }
     if (check) {
       out.println(describe(cfg));
+      out.println("admin: " + cfg.admin().host() + ":" + cfg.admin().port() + access(cfg.admin()));
+      if (cfg.admin().open()) {
+        out.println(openAdminWarning(cfg.admin()));
+      }
       out.println(
           "budgets: "
               + (budgets.budgets().isEmpty()
@@ -99,21 +104,12 @@ public final class ProxyMain implements Callable<Integer> {
                   : budgets.budgets().size() + " from " + cfg.budgets()));
       return 0;
     }
-    ProxyTelemetry telemetry =
-        ProxyTelemetry.create(
-            cfg.telemetry(), System.getenv(), PhasemeterProxy.version(), NanoClock.system());
     ProxyMetrics metrics = ProxyMetrics.create();
-    telemetry.bindTo(metrics);
+    ProxyTelemetry telemetry = telemetry(cfg, System.getenv(), metrics);
     Vertx vertx = Vertx.vertx();
     PhasemeterProxy proxy;
     try {
-      proxy =
-          PhasemeterProxy.builder(vertx, cfg)
-              .openTelemetry(telemetry.openTelemetry())
-              .budgets(budgets)
-              .metrics(metrics)
-              .start()
-              .await(30, TimeUnit.SECONDS);
+      proxy = builder(vertx, cfg, telemetry, metrics, budgets).start().await(30, TimeUnit.SECONDS);
     } catch (ConfigException e) {
       err.println("phasemeter proxy: " + e.getMessage());
       vertx.close();
@@ -160,8 +156,11 @@ public final class ProxyMain implements Callable<Integer> {
             + ":"
             + proxy.adminPort()
             + " (/metrics, /health/live, /health/ready, /admin/records/{traceId},"
-            + " /admin/records/stream, /admin/stats)"
-            + (cfg.admin().token().isEmpty() ? "" : ", bearer token required"));
+            + " /admin/records/stream, /admin/stats, POST /v1/traces)"
+            + access(cfg.admin()));
+    if (cfg.admin().open()) {
+      out.println(openAdminWarning(cfg.admin()));
+    }
     out.println(
         "budgets: "
             + (budgets.budgets().isEmpty()
@@ -183,6 +182,35 @@ public final class ProxyMain implements Callable<Integer> {
                 : "exported over OTLP " + telemetry.exportTarget()));
     stopped.await();
     return 0;
+  }
+
+  /**
+   * The proxy's own telemetry as {@code phasemeter proxy} builds it ({@code OTEL_*} variables read
+   * from {@code env}), its export health published on {@code metrics}. The caller closes it.
+   */
+  static ProxyTelemetry telemetry(ProxyConfig cfg, Map<String, String> env, ProxyMetrics metrics) {
+    ProxyTelemetry telemetry =
+        ProxyTelemetry.create(cfg.telemetry(), env, PhasemeterProxy.version(), NanoClock.system());
+    telemetry.bindTo(metrics);
+    return telemetry;
+  }
+
+  /**
+   * The proxy as {@code phasemeter proxy} runs it, ready to start: with {@code telemetry}'s SDK and
+   * its span deferral, so phase spans stay deferred until the root ends and become SDK spans only
+   * for exported requests, as the tests and benchmarks measure it ({@code openTelemetry(sdk)} alone
+   * would build every phase span as an SDK span).
+   */
+  static PhasemeterProxy.Builder builder(
+      Vertx vertx,
+      ProxyConfig cfg,
+      ProxyTelemetry telemetry,
+      ProxyMetrics metrics,
+      Budgets budgets) {
+    return PhasemeterProxy.builder(vertx, cfg)
+        .telemetry(telemetry)
+        .budgets(budgets)
+        .metrics(metrics);
   }
 
   /**
@@ -316,6 +344,23 @@ public final class ProxyMain implements Callable<Integer> {
                         : "; no active health checks")
                     + ")")
         .collect(Collectors.joining("\n"));
+  }
+
+  /** Who may use the admin listener, as the start-up banner and {@code --check} say it. */
+  private static String access(ProxyConfig.Admin admin) {
+    if (!admin.token().isEmpty()) {
+      return ", bearer token required";
+    }
+    return admin.open() ? ", OPEN: no token (admin.allow_open: true)" : ", loopback only, no token";
+  }
+
+  /** The line an admin listener open beyond loopback without a token gets on stdout. */
+  static String openAdminWarning(ProxyConfig.Admin admin) {
+    return "WARNING: admin listener on "
+        + admin.host()
+        + " has no token and admin.allow_open is true: anyone who reaches it may read records,"
+        + " stats and metrics and post engine spans to /v1/traces; set admin.token"
+        + " (PHASEMETER_ADMIN_TOKEN) to guard it";
   }
 
   private static String human(java.time.Duration d) {

@@ -91,7 +91,7 @@ class GatewayTest extends ProxyTestBase {
 
   private void writeKeys(String... entries) throws Exception {
     Path tmp = dir.resolve("keys.tmp");
-    Files.writeString(tmp, "keys:\n" + String.join("", entries));
+    Files.writeString(tmp, "keys:\n" + String.join("", entries) + "...\n");
     Files.move(tmp, keysFile, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
   }
 
@@ -215,7 +215,7 @@ class GatewayTest extends ProxyTestBase {
   @Test
   void aBrokenKeysFileKeepsThePreviousKeys() throws Exception {
     start();
-    Files.writeString(keysFile, "keys: [{name: broken, sha256: nothex}]\n");
+    Files.writeString(keysFile, "keys: [{name: broken, sha256: nothex}]\n...\n");
 
     Awaitility.await()
         .atMost(Duration.ofSeconds(10))

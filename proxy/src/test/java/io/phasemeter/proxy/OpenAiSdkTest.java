@@ -177,7 +177,7 @@ class OpenAiSdkTest extends ProxyTestBase {
         keys,
         "keys:\n  - {name: sdk, sha256: \""
             + io.phasemeter.proxy.gateway.HashKeyMain.hash("pm-sdk-key")
-            + "\", rpm: 1}\n");
+            + "\", rpm: 1}\n...\n");
     Simulator sim =
         Simulator.start(vertx, SimulatorConfig.defaults().withPort(0).withDecodeStepMs(1))
             .await(10, TimeUnit.SECONDS);

@@ -159,7 +159,7 @@ class PrivacyTest extends ProxyTestBase {
     String hash = io.phasemeter.proxy.gateway.HashKeyMain.hash(goodKey);
     java.nio.file.Path keys = dir.resolve("keys.yaml");
     java.nio.file.Files.writeString(
-        keys, "keys:\n  - {name: team-a, sha256: \"" + hash + "\", rpm: 2, tpm: 1000}\n");
+        keys, "keys:\n  - {name: team-a, sha256: \"" + hash + "\", rpm: 2, tpm: 1000}\n...\n");
     int port =
         startBackend(
             req ->

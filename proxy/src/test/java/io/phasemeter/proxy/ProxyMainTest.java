@@ -72,6 +72,7 @@ class ProxyMainTest {
                 + " (16 slots, queue 50; health /health every 5s)",
             "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000; health /health"
                 + " every 5s)",
+            "admin: 127.0.0.1:9464, loopback only, no token",
             "budgets: none");
     assertThat(err.toString()).isEmpty();
   }
@@ -95,6 +96,46 @@ class ProxyMainTest {
         .startsWith("phasemeter proxy: ")
         .contains("missing.yaml")
         .doesNotContain("\n");
+  }
+
+  @Test
+  void anOpenAdminPortStopsStartUpWithOneLineAndExitCodeTwo() throws IOException {
+    Path file = write("admin: {host: 0.0.0.0, port: 9464}\n");
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine())
+        .isEqualTo(
+            "phasemeter proxy: "
+                + file
+                + ": admin.host: 0.0.0.0 is reachable beyond this machine and admin.token is empty;"
+                + " set admin.token (PHASEMETER_ADMIN_TOKEN) or admin.allow_open: true");
+    assertThat(out.toString()).isEmpty();
+  }
+
+  @Test
+  void anAdminPortAllowedOpenStartsWithAWarning() throws IOException {
+    Path file = write("admin: {host: 0.0.0.0, port: 9464, allow_open: true}\n");
+
+    assertThat(run("--check", "--config", file.toString())).isZero();
+
+    assertThat(out.toString().lines())
+        .contains(
+            "admin: 0.0.0.0:9464, OPEN: no token (admin.allow_open: true)",
+            "WARNING: admin listener on 0.0.0.0 has no token and admin.allow_open is true: anyone"
+                + " who reaches it may read records, stats and metrics and post engine spans to"
+                + " /v1/traces; set admin.token (PHASEMETER_ADMIN_TOKEN) to guard it");
+    assertThat(err.toString()).isEmpty();
+  }
+
+  @Test
+  void anAdminPortWithATokenSaysItIsGuarded() throws IOException {
+    Path file = write("admin: {host: 0.0.0.0, port: 9464, token: pm-admin-do-not-print}\n");
+
+    assertThat(run("--check", "--config", file.toString())).isZero();
+
+    assertThat(out.toString().lines()).contains("admin: 0.0.0.0:9464, bearer token required");
+    assertThat(out.toString()).doesNotContain("WARNING", "do-not-print");
   }
 
   @Test

@@ -2,9 +2,12 @@ package io.phasemeter.proxy;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.opentelemetry.sdk.trace.ReadableSpan;
+import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.proxy.pipeline.Phase;
+import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.vertx.core.http.HttpServer;
@@ -70,22 +73,40 @@ class SpanExportTest extends ProxyTestBase {
             .await(5, TimeUnit.SECONDS);
     int backend = startCompletingBackend();
     ProxyConfig cfg = ratio == null ? config(backend, 4, null) : samplingConfig(backend, ratio);
-    ProxyTelemetry telemetry =
-        ProxyTelemetry.create(
-            cfg.telemetry(),
-            Map.of("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:" + receiver.actualPort()),
-            "test",
-            NanoClock.system());
+    // Started as `phasemeter proxy` starts it, with an OTLP endpoint in the environment.
     ProxyMetrics metrics = ProxyMetrics.create();
-    telemetry.bindTo(metrics);
+    ProxyTelemetry telemetry =
+        ProxyMain.telemetry(
+            cfg,
+            Map.of("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:" + receiver.actualPort()),
+            metrics);
     proxy =
-        PhasemeterProxy.builder(vertx, cfg)
-            .telemetry(telemetry)
-            .metrics(metrics)
+        ProxyMain.builder(vertx, cfg, telemetry, metrics, new Budgets(List.of()))
+            .observer(ctx -> built.add(Built.of(ctx)))
             .start()
             .await(10, TimeUnit.SECONDS);
     return telemetry;
   }
+
+  /** What a finished request's own spans were: the SDK's, or deferred, and their ids. */
+  private record Built(
+      String traceId, boolean sdkRoot, Map<Phase, String> phaseIds, int sdkPhases) {
+    static Built of(RequestContext ctx) {
+      Map<Phase, String> ids = new java.util.EnumMap<>(Phase.class);
+      int sdk = 0;
+      for (Phase p : Phase.values()) {
+        io.opentelemetry.api.trace.Span s = ctx.phaseSpan(p);
+        if (s != null) {
+          ids.put(p, s.getSpanContext().getSpanId());
+          sdk += s instanceof ReadableSpan ? 1 : 0;
+        }
+      }
+      return new Built(ctx.traceId(), ctx.rootSpan() instanceof ReadableSpan, ids, sdk);
+    }
+  }
+
+  /** Every request the proxy started by {@link #startWithReceiver} finished. */
+  private final List<Built> built = new java.util.concurrent.CopyOnWriteArrayList<>();
 
   @Test
   void spansReachAnOtlpReceiverAndExportIsMeasured() throws Exception {
@@ -312,6 +333,48 @@ class SpanExportTest extends ProxyTestBase {
     } finally {
       telemetry.close();
     }
+  }
+
+  @Test
+  void theShippedProxyBuildsOnlyTheRootOfARequestNotExportedAsAnSdkSpan() throws Exception {
+    // ratio 0, errors kept: the success is not exported, the failure is.
+    ProxyTelemetry telemetry = startWithReceiver(200, new AtomicInteger(), new AtomicLong(), 0.0);
+    try {
+      assertThat(call("/v1/chat/completions", chat("x", false)).status()).isEqualTo(200);
+      assertThat(call("/v1/chat/completions", "{\"model\":\"nope\",\"messages\":[1]}").status())
+          .isEqualTo(404);
+      Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> built.size() == 2);
+      String failedTrace = built.get(1).traceId();
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(15))
+          .until(() -> byTrace().getOrDefault(failedTrace, List.of()).size() == 6);
+    } finally {
+      // Flushes whatever is still queued for export.
+      telemetry.close();
+    }
+    Built ok = built.get(0);
+    Built failed = built.get(1);
+
+    // Not exported: the root is the SDK's span (the export decision is made on it); the seven
+    // phases ran as deferred spans and were never built as the SDK's.
+    assertThat(ok.sdkRoot()).isTrue();
+    assertThat(ok.phaseIds()).hasSize(7);
+    assertThat(ok.sdkPhases()).as("phase spans built as SDK spans").isZero();
+    assertThat(byTrace()).doesNotContainKey(ok.traceId());
+
+    // Exported: its deferred phase spans became SDK spans with the ids they had handed out.
+    assertThat(failed.sdkRoot()).isTrue();
+    assertThat(failed.sdkPhases()).isZero();
+    List<io.opentelemetry.proto.trace.v1.Span> trace = byTrace().get(failed.traceId());
+    assertWhole(trace, failed.phaseIds().size());
+    assertThat(
+            trace.stream()
+                .filter(
+                    s ->
+                        s.getKind()
+                            != io.opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER)
+                .map(s -> hex(s.getSpanId())))
+        .containsExactlyInAnyOrderElementsOf(failed.phaseIds().values());
   }
 
   private String admin0(String path) {

@@ -33,7 +33,8 @@ import java.util.regex.Pattern;
  * {@code /health/live}, {@code /health/ready}, {@code /admin/records/{traceId}}, {@code
  * /admin/records/stream}, {@code /admin/stats}, and {@code POST /v1/traces} where the engine (vLLM)
  * exports its per-request spans. With a token configured every path but health needs {@code
- * Authorization: Bearer <token>}.
+ * Authorization: Bearer <token>}. Without one it binds beyond loopback only when {@code
+ * admin.allow_open} is set ({@link ProxyConfig.Admin}), and then says so in a warning.
  */
 public final class AdminServer {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(AdminServer.class);
@@ -166,7 +167,22 @@ public final class AdminServer {
             .setTcpNoDelay(true)
             // OTLP exporters may gzip their exports (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
             .setDecompressionSupported(true);
-    return vertx.createHttpServer(options).requestHandler(router).listen().map(AdminServer::new);
+    return vertx
+        .createHttpServer(options)
+        .requestHandler(router)
+        .listen()
+        .onSuccess(
+            s -> {
+              if (config.open()) {
+                LOG.warn(
+                    "admin listener on {}:{} is open: no admin.token and admin.allow_open: true,"
+                        + " so anyone who reaches it may read records, stats and metrics and post"
+                        + " engine spans to /v1/traces",
+                    config.host(),
+                    s.actualPort());
+              }
+            })
+        .map(AdminServer::new);
   }
 
   /**

@@ -253,6 +253,10 @@ public final class ConfigLoader {
       Throwable cause = e.getCause() != null ? e.getCause() : e;
       String at = path(e);
       String msg = cause.getMessage();
+      // "admin: admin.host: …" says the key twice: a message that names its full key goes alone.
+      if (msg != null && msg.startsWith(at + ".")) {
+        at = "";
+      }
       throw new ConfigException(source + ": " + (at.isEmpty() ? "" : at + ": ") + msg);
     } catch (JsonMappingException e) {
       throw new ConfigException(source + ": " + path(e) + ": " + e.getOriginalMessage());

@@ -94,7 +94,7 @@ public record ProxyConfig(
   public ProxyConfig withAdminPort(int port) {
     return new ProxyConfig(
         listen,
-        new Admin(admin.host(), port, admin.token()),
+        new Admin(admin.host(), port, admin.token(), admin.allowOpen()),
         limits,
         auth,
         pools,
@@ -136,12 +136,57 @@ public record ProxyConfig(
     }
   }
 
-  /** The admin listener (metrics, health, records). An empty token means no token. */
-  public record Admin(String host, int port, String token) {
+  /**
+   * The admin listener (metrics, health, records, engine span intake). An empty token means no
+   * token, which is allowed on a loopback host only, unless {@code allowOpen} says so explicitly:
+   * records, stats, metrics and {@code POST /v1/traces} would otherwise be open to anyone who
+   * reaches the port.
+   *
+   * @param allowOpen {@code admin.allow_open}: bind beyond loopback without a token anyway
+   */
+  public record Admin(String host, int port, String token, boolean allowOpen) {
+    private static final java.util.regex.Pattern LOOPBACK_V4 =
+        java.util.regex.Pattern.compile("127(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}");
+
     public Admin {
       host = requireText(host, "admin.host");
       requirePort(port, "admin.port");
       token = token == null ? "" : token;
+      if (token.isEmpty() && !isLoopback(host) && !allowOpen) {
+        throw new IllegalArgumentException(
+            "admin.host: "
+                + host
+                + " is reachable beyond this machine and admin.token is empty; set admin.token"
+                + " (PHASEMETER_ADMIN_TOKEN) or admin.allow_open: true");
+      }
+    }
+
+    /** An admin listener that is not allowed open beyond loopback without a token. */
+    public Admin(String host, int port, String token) {
+      this(host, port, token, false);
+    }
+
+    /**
+     * True when anyone who reaches the port may use every admin endpoint (no token, not loopback).
+     */
+    public boolean open() {
+      return token.isEmpty() && !isLoopback(host);
+    }
+
+    /**
+     * Whether {@code host} only listens on this machine: {@code localhost}, {@code 127.x.x.x} or
+     * {@code ::1}, by name alone (nothing is resolved). Anything else, {@code 0.0.0.0} and {@code
+     * ::} included, is reachable from elsewhere.
+     */
+    public static boolean isLoopback(String host) {
+      String h = host.trim().toLowerCase(Locale.ROOT);
+      if (h.startsWith("[") && h.endsWith("]")) {
+        h = h.substring(1, h.length() - 1);
+      }
+      return h.equals("localhost")
+          || h.equals("::1")
+          || h.equals("0:0:0:0:0:0:0:1")
+          || LOOPBACK_V4.matcher(h).matches();
     }
   }
 

@@ -36,6 +36,10 @@ import java.util.concurrent.atomic.LongAdder;
  * that changes the keys takes effect for the next request: outcomes computed against the previous
  * keys are never served again.
  *
+ * <p>A reload takes only a file that validates completely ({@link KeysFile}: every key with its
+ * fields, the last line {@code ...}); anything less, such as a file caught while it is written in
+ * place, keeps the previous keys. Write the file elsewhere and rename it into place.
+ *
  * <p>{@link #verify} and {@link #verifyKey} do no IO and may run on an event loop. {@link #reload}
  * and {@link #reloadIfChanged} read the file and must run on a worker thread.
  */
@@ -47,7 +51,10 @@ public final class KeyStore {
     RELOADED,
     /** The file (or its keys) did not change; nothing was swapped. */
     UNCHANGED,
-    /** The file could not be read or is invalid; the previous keys stay in force. */
+    /**
+     * The file could not be read or is invalid (half-written included); the previous keys stay in
+     * force.
+     */
     FAILED
   }
 

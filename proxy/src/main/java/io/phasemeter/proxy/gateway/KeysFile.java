@@ -20,13 +20,21 @@ import java.util.Map;
  * keys:
  *   - {name: team-a, sha256: <hex>, rpm: 600, tpm: 200000, priority: high,
  *      allow_priority_header: false}
+ * ...
  * }</pre>
  *
  * <p>{@code rpm} and {@code tpm} default to 0 (unlimited), {@code priority} to {@code normal} and
- * {@code allow_priority_header} to false; {@code name} and {@code sha256} are required. Unknown
- * keys, duplicate names and duplicate hashes are errors. Every problem becomes a {@link
- * ConfigException} of one line naming the file and the key path, e.g. {@code keys.yaml:
- * keys[2].sha256: must be 64 hex characters}. {@code keys: []} is valid and refuses every client.
+ * {@code allow_priority_header} to false; {@code name} and {@code sha256} are required. A field
+ * written with no value ({@code rpm:} alone) is an error, not its default. Unknown keys, duplicate
+ * names and duplicate hashes are errors. Every problem becomes a {@link ConfigException} of one
+ * line naming the file and the key path, e.g. {@code keys.yaml: keys[2].sha256: must be 64 hex
+ * characters}. {@code keys: []} is valid and refuses every client.
+ *
+ * <p>The file ends with YAML's document end line, {@code ...}, and a newline. Cut at the end of any
+ * line, a block-style file is still valid YAML, and would read as fewer keys or as a key whose
+ * limits are missing, so unlimited: a file without that last line is taken for half-written and
+ * refused. The file is meant to be written by rename (write {@code keys.yaml.tmp}, then {@code mv}
+ * it over {@code keys.yaml}), so that a reader never sees part of it.
  *
  * @param keys the configured keys, in file order
  */
@@ -36,6 +44,9 @@ public record KeysFile(List<ApiKey> keys) {
       new ObjectMapper(new YAMLFactory()).enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
   private static final List<String> FIELDS =
       List.of("name", "sha256", "rpm", "tpm", "priority", "allow_priority_header");
+
+  /** The line a complete keys file ends with: YAML's document end marker. */
+  public static final String END = "...";
 
   public KeysFile {
     keys = List.copyOf(keys);
@@ -71,12 +82,24 @@ public record KeysFile(List<ApiKey> keys) {
    * @throws ConfigException naming the source and the key on any problem
    */
   public static KeysFile parse(String yaml, String sourceName) {
-    JsonNode root = YamlFiles.readTree(YAML, yaml, sourceName);
     // An empty file is refused rather than read as "no keys": a file caught half-written by a
     // reload must not lock every client out.
-    if (root == null || root.isMissingNode() || root.isNull()) {
+    if (yaml.isBlank()) {
+      throw new ConfigException(sourceName + ": empty; " + EXPECTED);
+    }
+    // Checked before the YAML: a prefix of a file cut at a line's end parses, and one cut
+    // mid-line says nothing more useful than this.
+    if (!endsComplete(yaml)) {
       throw new ConfigException(
-          sourceName + ": empty; expected 'keys:' with a list (keys: [] refuses every client)");
+          sourceName
+              + ": does not end with the line '"
+              + END
+              + "' and a newline, so it looks half-written; write the file elsewhere and rename"
+              + " it into place (e.g. write keys.yaml.tmp, then mv)");
+    }
+    JsonNode root = YamlFiles.readTree(YAML, yaml, sourceName);
+    if (root == null || root.isMissingNode() || root.isNull()) {
+      throw new ConfigException(sourceName + ": empty; " + EXPECTED);
     }
     if (!root.isObject()) {
       throw new ConfigException(sourceName + ": the top level must be a mapping with 'keys'");
@@ -109,6 +132,23 @@ public record KeysFile(List<ApiKey> keys) {
     return keys.isEmpty();
   }
 
+  private static final String EXPECTED =
+      "expected 'keys:' with a list, then a last line '"
+          + END
+          + "' (keys: [] refuses every client)";
+
+  /**
+   * Whether the text's last line that is not blank is {@link #END}, and a newline ends the text.
+   */
+  private static boolean endsComplete(String yaml) {
+    if (!yaml.endsWith("\n")) {
+      return false;
+    }
+    String body = yaml.stripTrailing();
+    String last = body.substring(body.lastIndexOf('\n') + 1);
+    return last.equals(END);
+  }
+
   private static ApiKey key(JsonNode node, String at) {
     if (node == null || !node.isObject()) {
       throw new ConfigException(at + ": expected a mapping (name, sha256, rpm, tpm, priority…)");
@@ -120,6 +160,11 @@ public record KeysFile(List<ApiKey> keys) {
         throw new ConfigException(
             at + "." + field + ": unknown key (known: " + String.join(", ", FIELDS) + ")");
       }
+      // "rpm:" with nothing after it is what a file cut after the colon reads as: never the
+      // default (for rpm and tpm, unlimited).
+      if (node.get(field).isNull()) {
+        throw new ConfigException(at + "." + field + ": has no value" + hint(field));
+      }
     }
     String name = text(node, "name", at);
     String sha256 = text(node, "sha256", at);
@@ -127,7 +172,7 @@ public record KeysFile(List<ApiKey> keys) {
     long tpm = count(node, "tpm", at);
     Priority priority = Priority.NORMAL;
     JsonNode p = node.get("priority");
-    if (p != null && !p.isNull()) {
+    if (p != null) {
       if (!p.isTextual()) {
         throw new ConfigException(at + ".priority: expected high, normal or low");
       }
@@ -139,7 +184,7 @@ public record KeysFile(List<ApiKey> keys) {
     }
     boolean allowHeader = false;
     JsonNode h = node.get("allow_priority_header");
-    if (h != null && !h.isNull()) {
+    if (h != null) {
       if (!h.isBoolean()) {
         throw new ConfigException(at + ".allow_priority_header: expected true or false");
       }
@@ -152,9 +197,18 @@ public record KeysFile(List<ApiKey> keys) {
     }
   }
 
+  private static String hint(String field) {
+    return switch (field) {
+      case "rpm", "tpm" -> " (write 0 for unlimited)";
+      case "priority" -> " (write high, normal or low)";
+      case "allow_priority_header" -> " (write true or false)";
+      default -> "";
+    };
+  }
+
   private static String text(JsonNode node, String field, String at) {
     JsonNode v = node.get(field);
-    if (v == null || v.isNull()) {
+    if (v == null) {
       throw new ConfigException(at + "." + field + ": missing");
     }
     // Only a string is accepted: YAML would read an all-digit hash as a number and lose digits.
@@ -166,7 +220,7 @@ public record KeysFile(List<ApiKey> keys) {
 
   private static long count(JsonNode node, String field, String at) {
     JsonNode v = node.get(field);
-    if (v == null || v.isNull()) {
+    if (v == null) {
       return 0;
     }
     if (!v.isIntegralNumber() || !v.canConvertToLong()) {

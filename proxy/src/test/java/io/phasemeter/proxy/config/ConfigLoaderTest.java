@@ -323,6 +323,65 @@ class ConfigLoaderTest {
   }
 
   @Test
+  void anAdminPortBeyondLoopbackWithoutATokenIsRefused() throws IOException {
+    Path file = write("admin: {host: 0.0.0.0, port: 9464}\n");
+
+    assertThatThrownBy(() -> ConfigLoader.load(file, Map.of()))
+        .isInstanceOf(ConfigException.class)
+        .hasMessage(
+            file
+                + ": admin.host: 0.0.0.0 is reachable beyond this machine and admin.token"
+                + " is empty; set admin.token (PHASEMETER_ADMIN_TOKEN) or admin.allow_open: true");
+    for (String host : List.of("::", "10.0.0.5", "proxy.internal", "128.0.0.1", "127.0.0")) {
+      failsNaming("admin: {host: '" + host + "'}\n", "admin.token is empty");
+    }
+    // The image's way: the host from the environment, no token.
+    assertThatThrownBy(() -> ConfigLoader.load(null, Map.of("PHASEMETER_ADMIN_HOST", "0.0.0.0")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("admin.host: 0.0.0.0 is reachable beyond this machine");
+  }
+
+  @Test
+  void anAdminPortBeyondLoopbackIsAcceptedWithATokenOrWhenAllowedOpen() throws IOException {
+    ProxyConfig withToken =
+        ConfigLoader.load(
+            write("admin: {host: 0.0.0.0, port: 9464}\n"),
+            Map.of("PHASEMETER_ADMIN_TOKEN", "s3cret"));
+    assertThat(withToken.admin().open()).isFalse();
+    assertThat(withToken.admin().allowOpen()).isFalse();
+
+    ProxyConfig open =
+        ConfigLoader.load(write("admin: {host: 0.0.0.0, allow_open: true}\n"), Map.of());
+    assertThat(open.admin().open()).isTrue();
+    assertThat(open.admin()).isEqualTo(new ProxyConfig.Admin("0.0.0.0", 9464, "", true));
+    assertThat(
+            ConfigLoader.load(
+                    null,
+                    Map.of("PHASEMETER_ADMIN_ALLOW_OPEN", "true", "PHASEMETER_ADMIN_HOST", "::"))
+                .admin()
+                .open())
+        .isTrue();
+  }
+
+  @Test
+  void anAdminPortOnLoopbackNeedsNoToken() throws IOException {
+    for (String host :
+        List.of(
+            "127.0.0.1",
+            "127.1.2.3",
+            "localhost",
+            "LOCALHOST",
+            "::1",
+            "[::1]",
+            "0:0:0:0:0:0:0:1")) {
+      ProxyConfig c = ConfigLoader.load(write("admin: {host: '" + host + "'}\n"), Map.of());
+      assertThat(c.admin().token()).as(host).isEmpty();
+      assertThat(c.admin().open()).as(host).isFalse();
+    }
+    assertThat(ConfigLoader.defaults().admin().allowOpen()).isFalse();
+  }
+
+  @Test
   void upstreamDefaultsPortsAndStripsTheApiPrefix() {
     assertThat(Upstream.parse("http://h")).isEqualTo(new Upstream("http://h", "h", 80, false, ""));
     assertThat(Upstream.parse("https://h"))

@@ -1,7 +1,9 @@
 package io.phasemeter.proxy.deploy;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import java.nio.file.Files;
@@ -87,6 +89,41 @@ class DockerfileTest {
         .contains(String.valueOf(defaults.admin().port()))
         .contains("--interval=")
         .contains("--timeout=");
+  }
+
+  /** The variables the image's ENV instructions set, quotes removed. */
+  private static java.util.Map<String, String> imageEnvironment() {
+    java.util.Map<String, String> env = new java.util.LinkedHashMap<>();
+    Matcher m =
+        Pattern.compile("(\\w+)=(\"([^\"]*)\"|\\S+)").matcher(String.join("\n", all("ENV")));
+    while (m.find()) {
+      env.put(m.group(1), m.group(3) != null ? m.group(3) : m.group(2));
+    }
+    return env;
+  }
+
+  @Test
+  void theImageShipsNoOpenAdminPortTheTokenComesFromDockerRun() throws Exception {
+    java.util.Map<String, String> env = imageEnvironment();
+    assertThat(env).containsEntry("PHASEMETER_ADMIN_HOST", "0.0.0.0");
+    assertThat(env.keySet())
+        .as("a token baked into the image, or an admin port opened on purpose")
+        .doesNotContain("PHASEMETER_ADMIN_TOKEN", "PHASEMETER_ADMIN_ALLOW_OPEN");
+    assertThat(String.join("\n", instructions)).doesNotContainIgnoringCase("ADMIN_TOKEN");
+    Path shipped = ROOT.resolve("config/proxy.yaml");
+
+    // As the image runs it (its ENV over the config it copies to /config), with no token given.
+    assertThatThrownBy(() -> ConfigLoader.load(shipped, env))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining(
+            "admin.host: 0.0.0.0 is reachable beyond this machine and admin.token is empty");
+
+    // With the token given at docker run -e.
+    java.util.Map<String, String> run = new java.util.HashMap<>(env);
+    run.put("PHASEMETER_ADMIN_TOKEN", "from-a-secret");
+    ProxyConfig cfg = ConfigLoader.load(shipped, run);
+    assertThat(cfg.admin().host()).isEqualTo("0.0.0.0");
+    assertThat(cfg.admin().open()).isFalse();
   }
 
   @Test

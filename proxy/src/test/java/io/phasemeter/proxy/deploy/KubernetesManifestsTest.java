@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.deploy;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -22,6 +23,7 @@ import io.fabric8.openshift.api.model.monitoring.v1.ServiceMonitor;
 import io.phasemeter.proxy.budget.AlertRule;
 import io.phasemeter.proxy.budget.AlertRules;
 import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import java.nio.file.Files;
@@ -49,9 +51,41 @@ class KubernetesManifestsTest {
     return YAML.readValue(Files.readString(DIR.resolve(file)), type);
   }
 
+  /** The ConfigMap's proxy.yaml as the proxy container reads it, with the container's env. */
   private static ProxyConfig proxyConfig() throws Exception {
+    return proxyConfig(proxyEnvironment());
+  }
+
+  private static ProxyConfig proxyConfig(Map<String, String> env) throws Exception {
     ConfigMap cm = read("proxy-config.yaml", ConfigMap.class);
-    return ConfigLoader.parse(cm.getData().get("proxy.yaml"), "proxy-config.yaml#proxy.yaml");
+    Path file = Files.createTempFile("proxy-config", ".yaml");
+    try {
+      Files.writeString(file, cm.getData().get("proxy.yaml"));
+      return ConfigLoader.load(file, env);
+    } finally {
+      Files.delete(file);
+    }
+  }
+
+  /**
+   * The proxy container's environment: plain values as written, secretKeyRef values from
+   * secret.yaml (a reference to another Secret, or a missing key, fails).
+   */
+  private static Map<String, String> proxyEnvironment() throws Exception {
+    Secret secret = read("secret.yaml", Secret.class);
+    Map<String, String> env = new java.util.HashMap<>();
+    for (EnvVar v : container(pod(), "proxy").getEnv()) {
+      if (v.getValueFrom() == null) {
+        env.put(v.getName(), v.getValue());
+        continue;
+      }
+      var ref = v.getValueFrom().getSecretKeyRef();
+      assertThat(ref).as("%s comes from a Secret", v.getName()).isNotNull();
+      assertThat(ref.getName()).isEqualTo(secret.getMetadata().getName());
+      assertThat(secret.getStringData()).containsKey(ref.getKey());
+      env.put(v.getName(), secret.getStringData().get(ref.getKey()));
+    }
+    return env;
   }
 
   private static PodSpec pod() throws Exception {
@@ -161,8 +195,25 @@ class KubernetesManifestsTest {
               assertThat(m.getReadOnly()).isTrue();
             });
     assertThat(proxy.getSecurityContext().getRunAsUser()).isEqualTo(10001L);
-    // The admin port leaves loopback, so it is guarded by a token from the Secret.
-    assertThat(proxy.getEnv()).extracting(EnvVar::getName).contains("PHASEMETER_ADMIN_TOKEN");
+    // The admin port leaves loopback, so it is guarded by a token from the Secret: without it the
+    // proxy would refuse to start.
+    assertThat(proxy.getEnv())
+        .filteredOn(v -> v.getName().equals("PHASEMETER_ADMIN_TOKEN"))
+        .singleElement()
+        .satisfies(
+            v -> {
+              assertThat(v.getValue()).isNull();
+              assertThat(v.getValueFrom().getSecretKeyRef().getName())
+                  .isEqualTo("phasemeter-admin");
+              assertThat(v.getValueFrom().getSecretKeyRef().getKey()).isEqualTo("token");
+            });
+    assertThat(cfg.admin().token()).isNotEmpty();
+    assertThat(cfg.admin().open()).isFalse();
+    Map<String, String> noToken = new java.util.HashMap<>(proxyEnvironment());
+    noToken.remove("PHASEMETER_ADMIN_TOKEN");
+    assertThatThrownBy(() -> proxyConfig(noToken))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("admin.token is empty");
 
     Container vllm = container(pod, "vllm");
     assertThat(vllm.getPorts()).isNullOrEmpty();
@@ -216,9 +267,20 @@ class KubernetesManifestsTest {
     assertThat(e.getPort()).isEqualTo("admin");
     assertThat(e.getPath()).isEqualTo("/metrics");
     Secret secret = read("secret.yaml", Secret.class);
+    assertThat(e.getAuthorization().getType()).isEqualTo("Bearer");
     assertThat(e.getAuthorization().getCredentials().getName())
         .isEqualTo(secret.getMetadata().getName());
     assertThat(secret.getStringData()).containsKey(e.getAuthorization().getCredentials().getKey());
+    // Prometheus presents the very token the proxy is given.
+    var proxyToken =
+        container(pod(), "proxy").getEnv().stream()
+            .filter(v -> v.getName().equals("PHASEMETER_ADMIN_TOKEN"))
+            .findFirst()
+            .orElseThrow()
+            .getValueFrom()
+            .getSecretKeyRef();
+    assertThat(e.getAuthorization().getCredentials().getName()).isEqualTo(proxyToken.getName());
+    assertThat(e.getAuthorization().getCredentials().getKey()).isEqualTo(proxyToken.getKey());
   }
 
   @Test

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.phasemeter.proxy.config.ConfigException;
+import io.phasemeter.proxy.gateway.KeyStore.ReloadStatus;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -95,7 +96,7 @@ class KeyStoreTest {
   @Test
   void aBadFileOnReloadKeepsThePreviousKeys() throws IOException {
     KeyStore store = store(100);
-    Files.writeString(file, "keys:\n  - {name: team-a, sha256: \"nothex\"}\n");
+    Files.writeString(file, "keys:\n  - {name: team-a, sha256: \"nothex\"}\n...\n");
 
     KeyStore.ReloadResult r = store.reload();
 
@@ -135,6 +136,61 @@ class KeyStoreTest {
     write(entry("team-a", KEY_A, "high"), entry("team-b", KEY_B, "low"));
 
     assertThat(store.reloadIfChanged().status()).isEqualTo(KeyStore.ReloadStatus.RELOADED);
+    assertThat(store.verify("Bearer " + KEY_B).verified()).isTrue();
+  }
+
+  @Test
+  void everyCutOfAFileWrittenInPlaceIsRefusedAndThePreviousKeysStay() throws IOException {
+    KeyStore store = store(100);
+    List<ApiKey> old = store.keys();
+    String complete =
+        "# written in place, as an editor or a script might\n"
+            + "keys:\n"
+            + "  - name: team-a\n"
+            + "    sha256: \""
+            + HashKeyMain.hash(KEY_A)
+            + "\"\n"
+            + "    rpm: 2\n"
+            + "    tpm: 1000\n"
+            + "    priority: high\n"
+            + "  - name: team-b\n"
+            + "    sha256: \""
+            + HashKeyMain.hash(KEY_B)
+            + "\"\n"
+            + "    rpm: 60\n"
+            + "    allow_priority_header: true\n"
+            + "  - name: batch\n"
+            + "    sha256: \""
+            + HashKeyMain.hash("pm-batch-secret-key")
+            + "\"\n"
+            + "    priority: low\n"
+            + "...\n";
+    byte[] bytes = complete.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+
+    // Every byte prefix is what a reader may find while the file is being written in place:
+    // each one, a cut after "rpm:" or after a whole entry included, is refused.
+    for (int n = 0; n < bytes.length; n++) {
+      Files.write(file, java.util.Arrays.copyOf(bytes, n));
+      KeyStore.ReloadResult r = store.reloadIfChanged();
+
+      String cut = complete.substring(0, n);
+      assertThat(r.status()).as("cut after %d bytes:%n%s", n, cut).isEqualTo(ReloadStatus.FAILED);
+      assertThat(store.keys()).as("cut after %d bytes:%n%s", n, cut).isEqualTo(old);
+      if (n > 0 && bytes[n - 1] == '\n') {
+        assertThat(r.error()).hasValueSatisfying(e -> assertThat(e).contains("half-written"));
+      }
+    }
+    assertThat(store.verify("Bearer " + KEY_A).verified()).isTrue();
+    assertThat(store.verify("Bearer " + KEY_B).verified()).isFalse();
+
+    Files.write(file, bytes);
+    assertThat(store.reloadIfChanged().status()).isEqualTo(ReloadStatus.RELOADED);
+    assertThat(store.keys())
+        .containsExactly(
+            new ApiKey("team-a", HashKeyMain.hash(KEY_A), 2, 1000, Priority.HIGH, false),
+            new ApiKey("team-b", HashKeyMain.hash(KEY_B), 60, 0, Priority.NORMAL, true),
+            new ApiKey(
+                "batch", HashKeyMain.hash("pm-batch-secret-key"), 0, 0, Priority.LOW, false));
     assertThat(store.verify("Bearer " + KEY_B).verified()).isTrue();
   }
 
@@ -191,7 +247,7 @@ class KeyStoreTest {
 
   @Test
   void aBadFileAtStartIsAConfigError() throws IOException {
-    Files.writeString(file, "keys:\n  - {name: a}\n");
+    Files.writeString(file, "keys:\n  - {name: a}\n...\n");
 
     assertThatThrownBy(() -> store(10))
         .isInstanceOf(ConfigException.class)

@@ -20,7 +20,8 @@ class KeysFileTest {
                 + "\", rpm: 600, tpm: 200000, priority: high, allow_priority_header: true}\n"
                 + "  - {name: team.b_2, sha256: \""
                 + HASH_B
-                + "\"}\n",
+                + "\"}\n"
+                + "...\n",
             "keys.yaml");
 
     assertThat(f.keys())
@@ -32,7 +33,7 @@ class KeysFileTest {
 
   @Test
   void anEmptyListIsAllowedAndSaysItRefusesEveryone() {
-    KeysFile f = KeysFile.parse("keys: []\n", "keys.yaml");
+    KeysFile f = KeysFile.parse("keys: []\n...\n", "keys.yaml");
 
     assertThat(f.keys()).isEmpty();
     assertThat(f.refusesEveryone()).isTrue();
@@ -66,9 +67,46 @@ class KeysFileTest {
     assertError(entries("{name: a, sha256: 1234}"))
         .isEqualTo("keys.yaml: keys[0].sha256: expected a string (quote it)");
     assertError("").startsWith("keys.yaml: empty;");
-    assertError("keys:\n").startsWith("keys.yaml: keys: expected a list");
-    assertError("users: []\n").isEqualTo("keys.yaml: users: unknown key (known: keys)");
-    assertError("keys: [\n").startsWith("keys.yaml: not valid YAML at line");
+    assertError("keys:\n...\n").startsWith("keys.yaml: keys: expected a list");
+    assertError("users: []\n...\n").isEqualTo("keys.yaml: users: unknown key (known: keys)");
+    assertError("keys: [\n...\n").startsWith("keys.yaml: not valid YAML at line");
+  }
+
+  @Test
+  void aFieldWrittenWithNoValueIsAnErrorNotItsDefault() {
+    String head = "keys:\n  - name: a\n    sha256: \"" + HASH_A + "\"\n";
+
+    assertError(head + "    rpm:\n...\n")
+        .isEqualTo("keys.yaml: keys[0].rpm: has no value (write 0 for unlimited)");
+    assertError(head + "    tpm: ~\n...\n")
+        .isEqualTo("keys.yaml: keys[0].tpm: has no value (write 0 for unlimited)");
+    assertError(head + "    priority:\n...\n")
+        .isEqualTo("keys.yaml: keys[0].priority: has no value (write high, normal or low)");
+    assertError(head + "    allow_priority_header: null\n...\n")
+        .isEqualTo("keys.yaml: keys[0].allow_priority_header: has no value (write true or false)");
+    assertError("keys:\n  - name:\n    sha256: \"" + HASH_A + "\"\n...\n")
+        .isEqualTo("keys.yaml: keys[0].name: has no value");
+    // Left out, rpm and tpm still mean unlimited.
+    assertThat(KeysFile.parse(head + "...\n", "keys.yaml").keys().get(0).rpm()).isZero();
+  }
+
+  @Test
+  void aFileWithoutItsLastLineLooksHalfWritten() {
+    String complete = entries(ok("a", HASH_A));
+    String message =
+        "keys.yaml: does not end with the line '...' and a newline, so it looks half-written;"
+            + " write the file elsewhere and rename it into place (e.g. write keys.yaml.tmp, then"
+            + " mv)";
+
+    // Cut after a whole line (valid YAML on its own), within the last line, before its newline.
+    assertError(complete.substring(0, complete.indexOf("...\n"))).isEqualTo(message);
+    assertError(complete.substring(0, complete.length() - 2)).isEqualTo(message);
+    assertError(complete.substring(0, complete.length() - 1)).isEqualTo(message);
+    assertError("keys: []\n").isEqualTo(message);
+    assertError("keys: []\n...\n# a comment after the end\n").isEqualTo(message);
+    // Trailing blank lines and Windows line ends are fine.
+    assertThat(KeysFile.parse(complete + "\n  \n", "keys.yaml").keys()).hasSize(1);
+    assertThat(KeysFile.parse(complete.replace("\n", "\r\n"), "keys.yaml").keys()).hasSize(1);
   }
 
   @Test
@@ -95,7 +133,7 @@ class KeysFileTest {
     for (String e : entries) {
       sb.append("  - ").append(e).append('\n');
     }
-    return sb.toString();
+    return sb.append("...\n").toString();
   }
 
   private static org.assertj.core.api.AbstractStringAssert<?> assertError(String yaml) {
