@@ -73,7 +73,7 @@ class HardeningTest extends ProxyTestBase {
             + rpm
             + ", tpm: "
             + tpm
-            + "}\n");
+            + "}\n...\n");
     return cfg.withAuth(new ProxyConfig.Auth(true, keys.toString()));
   }
 
