@@ -51,10 +51,22 @@ final class HeadTimeout {
     }
     disarm(connection);
     io.vertx.core.http.HttpServerResponse response = request.response();
-    response.endHandler(
+    if (request.headers().contains("transfer-encoding")) {
+      // Decided now, not when the answer is written: Vert.x hands a pipelined request to the
+      // handler inside end(), before any end handler runs.
+      closing.add(connection);
+    }
+    // The head is written before the next pipelined request is dispatched: a close decided by the
+    // response (an error that closes) is seen in time too.
+    response.headersEndHandler(
         v -> {
           if ("close".equalsIgnoreCase(response.headers().get("connection"))) {
             closing.add(connection);
+          }
+        });
+    response.endHandler(
+        v -> {
+          if (closing.contains(connection)) {
             connection.close();
           } else {
             arm(connection);

@@ -21,7 +21,7 @@ import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 
 /**
- * A storm of upstream faults, all at once: 110 concurrent requests, ten of each fault (refused,
+ * A storm of upstream faults, all at once: 130 concurrent requests, ten of each fault (refused,
  * reset before headers, 500, 503, a non-JSON body, a malformed event, a stream that stalls, a
  * stream cut mid-way, an upstream slower than every timeout, vLLM's mid-stream error event, usage
  * numbers no engine could report) and ten that succeed, through 8 slots. Every request ends in its

@@ -14,6 +14,7 @@ import io.vertx.core.MultiMap;
 import io.vertx.core.Promise;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.json.JsonObject;
+import java.io.InputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
@@ -111,8 +112,7 @@ class HardeningTest extends ProxyTestBase {
       assertThat(ok.status()).isEqualTo(200);
       String metrics = admin("/metrics").text();
       assertThat(metrics).containsPattern("(?m)^llm_request_uploads(\\{[^}]*\\})? 50.0$");
-      assertThat(metrics)
-          .containsPattern("(?m)^llm_request_body_buffered_bytes(\\{[^}]*\\})? 50.0$");
+      assertThat(metrics).containsPattern("(?m)^llm_buffered_body_bytes(\\{[^}]*\\})? 50.0$");
     } finally {
       for (Raw r : conns) {
         r.close();
@@ -215,10 +215,8 @@ class HardeningTest extends ProxyTestBase {
         config(
             port,
             1,
-            // The stall cut comes after the queue timeout: only the slot's early release can serve
-            // the next request.
-            "    queue: {max: 10, timeout: 1s}\n"
-                + "    timeouts: {connect: 1s, first_token: 5s, idle: 5s, client_write: 2500ms}\n"));
+            "    queue: {max: 10, timeout: 30s}\n"
+                + "    timeouts: {connect: 1s, first_token: 20s, idle: 20s, client_write: 8s}\n"));
     Socket reader = new Socket();
     reader.setReceiveBufferSize(4096);
     reader.connect(new InetSocketAddress("127.0.0.1", proxy.port()));
@@ -229,15 +227,44 @@ class HardeningTest extends ProxyTestBase {
           .write(
               (head(body.getBytes(StandardCharsets.UTF_8).length, "") + body)
                   .getBytes(StandardCharsets.UTF_8));
-      // The stalled client has had its answer generated; its slot is free for the next request,
-      // which before the fix waited in the queue until queue_timeout.
+      // Generation is over and the response sits unread: the slot is already free (before the
+      // fix it stayed in use until the client had read everything, and the next request waited).
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(20))
+          .until(() -> proxy.bodyBudget().bufferedBytes() > 12 << 20 && proxy.inFlight() == 1);
+      // Well before client_write (8 s) could end the request and free the slot that way.
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(4))
+          .until(() -> proxy.slotPools().get("default").inUse() == 0);
       Response next = call("/v1/chat/completions", chat("small", false));
       assertThat(next.status()).as(next.text()).isEqualTo(200);
-      List<Finished> done = awaitFinished(2);
+      // The stalled client is cut after client_write, and its socket really closed: it reads the
+      // bytes that were in flight, then the end of the stream.
       Finished stalled =
-          done.stream().filter(f -> "client_stalled".equals(f.errorType())).findFirst().get();
+          Awaitility.await()
+              .atMost(Duration.ofSeconds(20))
+              .until(
+                  () ->
+                      finished.stream()
+                          .filter(f -> "client_stalled".equals(f.errorType()))
+                          .findFirst(),
+                  java.util.Optional::isPresent)
+              .get();
       assertThat(stalled.outcome()).isEqualTo("cancelled");
       assertThat(stalled.phaseMs(io.phasemeter.proxy.pipeline.Phase.GENERATION)).isPositive();
+      reader.setSoTimeout(10_000);
+      InputStream in = reader.getInputStream();
+      byte[] buf = new byte[1 << 16];
+      long read = 0;
+      try {
+        int n;
+        while ((n = in.read(buf)) >= 0) {
+          read += n;
+        }
+      } catch (java.net.SocketException e) {
+        // Reset: closed all the same.
+      }
+      assertThat(read).as("the client never got the whole response").isLessThan(12L << 20);
     } finally {
       reader.close();
     }
@@ -292,6 +319,38 @@ class HardeningTest extends ProxyTestBase {
     assertThat(metrics).contains("outcome=\"upstream_error\"");
     assertThat(metrics).doesNotContain("outcome=\"success\"");
     assertIdle();
+  }
+
+  @Test
+  void anUpstreamErrorTypeThatIsNotAKnownOneNeverReachesTheSpans() throws Exception {
+    String canary = "CANARY-7f3a9c-secret";
+    int port =
+        startBackend(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b ->
+                            req.response()
+                                .setChunked(true)
+                                .putHeader("content-type", "text/event-stream")
+                                .end(
+                                    VllmScript.ROLE
+                                        + "data: {\"error\":{\"message\":\""
+                                        + canary
+                                        + "\",\"type\":\""
+                                        + canary
+                                        + "\"}}\n\n"
+                                        + VllmScript.DONE)));
+    startProxy(config(port, 4, null));
+    assertThat(call("/v1/chat/completions", chat("hi", true)).status()).isEqualTo(200);
+    assertThat(awaitFinished(1).get(0).outcome()).isEqualTo("upstream_error");
+    for (SpanData span : awaitRoots(1)) {
+      assertThat(span.toString()).doesNotContain(canary);
+    }
+    assertThat(
+            awaitRoots(1).stream()
+                .map(s -> s.getAttributes().get(AttributeKey.stringKey("llm.upstream.error_type"))))
+        .contains("other");
   }
 
   // ---- 4. tokens per minute ------------------------------------------------------------------
@@ -362,6 +421,24 @@ class HardeningTest extends ProxyTestBase {
             bearer());
     assertThat(many.status()).isEqualTo(429);
     assertThat(many.text()).contains("Request too large");
+    // The larger of max_tokens and max_completion_tokens bounds the output.
+    Response both =
+        call(
+            HttpMethod.POST,
+            "/v1/chat/completions",
+            streamWithout(",\"max_tokens\":1,\"max_completion_tokens\":6000"),
+            bearer());
+    assertThat(both.status()).isEqualTo(429);
+    assertThat(both.text()).contains("Request too large");
+    // Completions with a list of prompts generate for each.
+    Response prompts =
+        call(
+            HttpMethod.POST,
+            "/v1/completions",
+            "{\"model\":\"sim-llama\",\"prompt\":[\"a\",\"b\",\"c\"],\"max_tokens\":2000}",
+            bearer());
+    assertThat(prompts.status()).isEqualTo(429);
+    assertThat(prompts.text()).contains("Request too large");
     assertIdle();
   }
 
@@ -447,12 +524,18 @@ class HardeningTest extends ProxyTestBase {
             + "\r\n0\r\n\r\n";
     String got;
     try (Raw raw = new Raw(proxy.port())) {
-      raw.send(head(5, "Transfer-Encoding: chunked\r\n") + chunked);
+      // A request pipelined behind it in the same write is never answered.
+      raw.send(
+          head(5, "Transfer-Encoding: chunked\r\n")
+              + chunked
+              + "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
       got = raw.readUntilClosed(Duration.ofSeconds(5));
       assertThat(raw.open).as("the connection is closed after the answer").isFalse();
     }
-    assertThat(got).startsWith("HTTP/1.1 ");
+    assertThat(got).startsWith("HTTP/1.1 200");
     assertThat(got.toLowerCase()).contains("connection: close");
+    assertThat(got.split("HTTP/1.1 ", -1)).as(got).hasSize(2);
+    assertThat(upstreamHeaders).hasSize(1);
     assertIdle();
   }
 

@@ -119,8 +119,10 @@ class HeadFloodTest {
         s.getOutputStream().flush();
         flood.add(s);
       }
-      // Every head has been read: each connection is either receiving or refused.
-      Thread.sleep(1000);
+      // Every head has been read and each body is being received.
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(30))
+          .until(() -> gauge(admin, "llm_request_uploads") == CONNECTIONS || !process.isAlive());
       assertThat(process.isAlive()).as("alive under the flood: %s", stdout()).isTrue();
       assertThat(post(port)).as("a good request is served in the flood").isEqualTo(200);
       long during = heapAfterGc(admin);
@@ -156,6 +158,18 @@ class HeadFloodTest {
     int status = c.getResponseCode();
     c.disconnect();
     return status;
+  }
+
+  /** The value of an unlabelled gauge on /metrics, or -1. */
+  private static double gauge(int admin, String name) throws IOException {
+    HttpURLConnection c =
+        (HttpURLConnection)
+            URI.create("http://127.0.0.1:" + admin + "/metrics").toURL().openConnection();
+    try (InputStream in = c.getInputStream()) {
+      String text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+      Matcher m = Pattern.compile("(?m)^" + name + " (\\S+)$").matcher(text);
+      return m.find() ? Double.parseDouble(m.group(1)) : -1;
+    }
   }
 
   /** Runs a full collection in the proxy (jcmd GC.run) and reads its heap in use. */

@@ -399,6 +399,8 @@ public abstract class ProxyTestBase {
         .untilAsserted(
             () -> {
               assertThat(proxy.inFlight()).isZero();
+              assertThat(proxy.bodyBudget().uploads()).as("bodies being received").isZero();
+              assertThat(proxy.bodyBudget().bufferedBytes()).as("body bytes held").isZero();
               for (SlotPool p : proxy.slotPools().values()) {
                 assertThat(p.inUse()).as("slots in use in " + p.name()).isZero();
                 assertThat(p.queueDepth()).as("queue depth of " + p.name()).isZero();

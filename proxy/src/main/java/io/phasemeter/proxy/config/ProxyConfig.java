@@ -255,7 +255,8 @@ public record ProxyConfig(
       for (String t : trusted) {
         String cidr = requireText(t, "forwarded.trusted[]");
         String addr = cidr.contains("/") ? cidr.substring(0, cidr.indexOf('/')) : cidr;
-        if (!addr.matches("[0-9.]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")) {
+        if (!io.netty.util.NetUtil.isValidIpV4Address(addr)
+            && !io.netty.util.NetUtil.isValidIpV6Address(addr)) {
           throw new IllegalArgumentException(
               "forwarded.trusted: '" + t + "' is not an IP address or CIDR block");
         }

@@ -89,7 +89,8 @@ public final class HashKeyMain implements Callable<Integer> {
       stderr.println(
           "add to the keys file: - {name: NAME, sha256: \""
               + hash
-              + "\", rpm: 600, tpm: 200000, priority: normal}");
+              + "\", rpm: 600, tpm: 200000, priority: normal}"
+              + " (above its final '...' line; write the file by rename)");
       stderr.flush();
       return 0;
     }

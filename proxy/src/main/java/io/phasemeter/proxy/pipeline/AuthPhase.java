@@ -138,7 +138,7 @@ final class AuthPhase {
    * all of the estimate is charged if the request reached an upstream.
    */
   private void settle(RequestContext ctx) {
-    if (ctx.outcome == Outcome.CLIENT_ERROR && ctx.upstreamAttempts == 0) {
+    if (ctx.upstreamAttempts == 0 && neverRan(ctx.errorType)) {
       limiter.refundRequest(ctx.apiKey);
     }
     if (!ctx.tokensAdmitted) {
@@ -151,6 +151,20 @@ final class AuthPhase {
       actual = ctx.upstreamAttempts > 0 ? ctx.tokenEstimate : 0;
     }
     limiter.settleTokens(ctx.apiKey, ctx.tokenEstimate, actual);
+  }
+
+  /**
+   * Refusals that say nothing about the key's pace: the parsed body was invalid, or the proxy had
+   * no room for it. A body too large or too slow is not among them: refunding those would make
+   * holding uploads free.
+   */
+  private static boolean neverRan(String errorType) {
+    return errorType != null
+        && (errorType.equals(ProxyFailure.Kind.INVALID_JSON.code())
+            || errorType.equals(ProxyFailure.Kind.INVALID_REQUEST.code())
+            || errorType.equals(ProxyFailure.Kind.UNSUPPORTED_MEDIA_TYPE.code())
+            || errorType.equals(ProxyFailure.Kind.MODEL_NOT_FOUND.code())
+            || errorType.equals(ProxyFailure.Kind.OVERLOADED.code()));
   }
 
   /** Whether {@code GET /v1/models} may be answered: auth off, or a valid key presented. */

@@ -68,8 +68,8 @@ public final class BodyBudget implements MeterBinder {
   }
 
   /**
-   * Registers {@code llm_request_uploads} and {@code llm_request_body_buffered_bytes}, with their
-   * bounds as {@code llm_request_uploads_max} and {@code llm_request_body_buffered_max_bytes}.
+   * Registers {@code llm_request_uploads} and {@code llm_buffered_body_bytes}, with their bounds as
+   * {@code llm_request_uploads_max} and {@code llm_buffered_body_max_bytes}.
    */
   @Override
   public void bindTo(MeterRegistry registry) {
@@ -79,11 +79,11 @@ public final class BodyBudget implements MeterBinder {
     Gauge.builder("llm.request.uploads.max", this, BodyBudget::maxUploads)
         .description("limits.max_concurrent_uploads")
         .register(registry);
-    Gauge.builder("llm.request.body.buffered", this, BodyBudget::bufferedBytes)
+    Gauge.builder("llm.buffered.body", this, BodyBudget::bufferedBytes)
         .baseUnit("bytes")
-        .description("Request body bytes held by requests in flight")
+        .description("Request and response body bytes held by requests in flight")
         .register(registry);
-    Gauge.builder("llm.request.body.buffered.max", this, BodyBudget::maxBytes)
+    Gauge.builder("llm.buffered.body.max", this, BodyBudget::maxBytes)
         .baseUnit("bytes")
         .description("limits.max_buffered_body_bytes, resolved")
         .register(registry);

@@ -31,7 +31,8 @@ public final class ErrorResponder {
       ctx.outcome = Outcome.CANCELLED;
       ctx.errorType = f.kind().code();
       markOpenPhases(ctx, ctx.errorType, false);
-      ctx.request().connection().close();
+      // At once: a graceful close waits for the queued bytes, which this client will never read.
+      Connections.forceClose(ctx.request().connection());
       return Future.succeededFuture();
     }
     if (ctx.isCancelled() || f.kind() == ProxyFailure.Kind.CLIENT_CANCELLED || response.closed()) {
@@ -90,8 +91,24 @@ public final class ErrorResponder {
               .write(Buffer.buffer("data: " + body(f) + "\n\n"))
               .compose(v -> response.end(), err -> response.end());
     }
-    return written.andThen(ar -> ctx.end(Phase.WRITE)).otherwiseEmpty();
+    // A client that reads nothing would hold the request open forever: bound the error's write
+    // as a response's is bounded, then cut the connection.
+    long boundMs =
+        ctx.pool == null ? DEFAULT_WRITE_BOUND_MS : ctx.pool.timeouts().clientWrite().toMillis();
+    return written
+        .timeout(Math.max(1, boundMs), java.util.concurrent.TimeUnit.MILLISECONDS)
+        .onFailure(
+            err -> {
+              if (err instanceof java.util.concurrent.TimeoutException) {
+                Connections.forceClose(ctx.request().connection());
+              }
+            })
+        .andThen(ar -> ctx.end(Phase.WRITE))
+        .otherwiseEmpty();
   }
+
+  /** How long an error may take to be written when no pool says (the default client_write). */
+  static final long DEFAULT_WRITE_BOUND_MS = 30_000;
 
   /** Renders the OpenAI error body for {@code f}. */
   public static String body(ProxyFailure f) {

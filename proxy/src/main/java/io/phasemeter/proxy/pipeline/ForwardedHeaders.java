@@ -67,7 +67,7 @@ final class ForwardedHeaders {
     String forAddr = peer == null || peer.hostAddress() == null ? "unknown" : peer.hostAddress();
     String proto = req.isSSL() ? "https" : "http";
     String host = req.getHeader("host");
-    out.set("x-forwarded-for", append(keptClaims ? out.get("x-forwarded-for") : null, forAddr));
+    out.set("x-forwarded-for", append(keptClaims ? joined(out, "x-forwarded-for") : null, forAddr));
     if (!keptClaims || !out.contains("x-forwarded-proto")) {
       out.set("x-forwarded-proto", proto);
     }
@@ -79,7 +79,13 @@ final class ForwardedHeaders {
       element.append(";host=").append(value(host));
     }
     element.append(";proto=").append(proto);
-    out.set("forwarded", append(keptClaims ? out.get("forwarded") : null, element.toString()));
+    out.set("forwarded", append(keptClaims ? joined(out, "forwarded") : null, element.toString()));
+  }
+
+  /** Every line of a list-valued header, as one comma-separated value; null when absent. */
+  private static String joined(MultiMap headers, String name) {
+    List<String> all = headers.getAll(name);
+    return all.isEmpty() ? null : String.join(", ", all);
   }
 
   private static String append(String existing, String hop) {

@@ -91,6 +91,9 @@ final class GeneratePhase {
   private final TextMapPropagator propagator;
   private final boolean gatewayOwnsCredentials;
   private final ForwardedHeaders forwarded;
+  // Whole responses count against the same bound as request bodies: with the slot given back when
+  // generation ends, a client that never reads could otherwise pile them up.
+  private final BodyBudget bodies;
 
   /**
    * {@code gatewayOwnsCredentials}: with auth enabled the client's key is the gateway's, so it is
@@ -100,7 +103,9 @@ final class GeneratePhase {
       Vertx vertx,
       TextMapPropagator propagator,
       boolean gatewayOwnsCredentials,
-      io.phasemeter.proxy.config.ProxyConfig.Forwarded forwarded) {
+      io.phasemeter.proxy.config.ProxyConfig.Forwarded forwarded,
+      BodyBudget bodies) {
+    this.bodies = bodies;
     this.vertx = vertx;
     this.propagator = propagator;
     this.gatewayOwnsCredentials = gatewayOwnsCredentials;
@@ -219,7 +224,10 @@ final class GeneratePhase {
                     headers.add(h.getKey(), h.getValue());
                   }
                 }
-                forwarded.apply(ctx.request(), headers, trusted);
+                if (!pool.config().external()) {
+                  // A third party learns nothing of the client's address or this host's name.
+                  forwarded.apply(ctx.request(), headers, trusted);
+                }
                 if (pool.apiKey() != null) {
                   headers.set("authorization", "Bearer " + pool.apiKey());
                 }
@@ -399,6 +407,14 @@ final class GeneratePhase {
               // The client is slow, not the upstream: the idle clock now watches the client.
               resp.pause();
               pausedSince = ctx.now();
+              if (clientWriteNanos < idleNanos) {
+                // The next idle check may be far off: the client's clock is the shorter one.
+                if (idleTimer >= 0) {
+                  vertx.cancelTimer(idleTimer);
+                }
+                idleTimer =
+                    vertx.setTimer(Math.max(1, clientWriteNanos / 1_000_000), id -> checkIdle());
+              }
               out.drainHandler(
                   v -> {
                     pausedSince = -1;
@@ -489,11 +505,21 @@ final class GeneratePhase {
       resp.handler(
           b -> {
             lastActivity = ctx.now();
+            if (p.future().isComplete()) {
+              return;
+            }
             if (acc.length() + b.length() > limit) {
               p.tryFail(
                   ProxyFailure.of(
                       ProxyFailure.Kind.UPSTREAM_MALFORMED,
                       "The upstream's response exceeds " + limit + " bytes."));
+            } else if (!ctx.holdBody(bodies, b.length())) {
+              p.tryFail(
+                  ProxyFailure.retryAfter(
+                      ProxyFailure.Kind.OVERLOADED,
+                      "The proxy is overloaded: too many bytes of bodies are held at once."
+                          + " Please retry shortly.",
+                      1));
             } else {
               acc.appendBuffer(b);
             }

@@ -135,7 +135,8 @@ public final class Pipeline {
             vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout(), bodyBudget);
     this.route = new RoutePhase(upstreamPools, slotPools);
     this.generate =
-        new GeneratePhase(vertx, propagator, config.auth().enabled(), config.forwarded());
+        new GeneratePhase(
+            vertx, propagator, config.auth().enabled(), config.forwarded(), bodyBudget);
     this.write = new WritePhase(vertx);
     this.modelsBody = modelsBody(config);
   }
@@ -149,8 +150,9 @@ public final class Pipeline {
       reject(req, ProxyFailure.Kind.SHUTTING_DOWN, null);
       return;
     }
-    String framing = req.getHeader("transfer-encoding");
-    if (framing != null) {
+    List<String> framings = req.headers().getAll("transfer-encoding");
+    if (!framings.isEmpty()) {
+      String framing = String.join(", ", framings);
       // RFC 9112 §6.1: a request with both Content-Length and Transfer-Encoding may be a smuggling
       // attempt, and its connection must be closed after the answer. Netty drops the conflicting
       // Content-Length before this handler sees it, so every request framed by Transfer-Encoding
@@ -351,7 +353,7 @@ public final class Pipeline {
           () -> {
             if (!ctx.isFinished()) {
               ctx.cancelledByShutdown = true;
-              ctx.request().connection().close();
+              Connections.forceClose(ctx.request().connection());
               ctx.cancel();
             }
           });

@@ -109,14 +109,13 @@ final class PreparePhase {
           ProxyFailure.Kind.INVALID_REQUEST, "'stream' must be a boolean.", "stream");
     }
     ctx.stream = stream != null && stream.asBoolean(false);
-    String maxTokensField = "max_tokens";
-    JsonNode maxTokens = root.get(maxTokensField);
-    if (maxTokens == null || maxTokens.isNull()) {
-      maxTokensField = "max_completion_tokens";
-      maxTokens = root.get(maxTokensField);
-    }
-    if (maxTokens != null && !maxTokens.isNull()) {
-      ctx.maxTokens = boundedInteger(maxTokens, maxTokensField, 0, ProxyConfig.MAX_TOKENS_BOUND);
+    // Both fields are checked; the larger bounds the output (engines differ in which one wins).
+    for (String field : new String[] {"max_tokens", "max_completion_tokens"}) {
+      JsonNode v = root.get(field);
+      if (v != null && !v.isNull()) {
+        ctx.maxTokens =
+            Math.max(ctx.maxTokens, boundedInteger(v, field, 0, ProxyConfig.MAX_TOKENS_BOUND));
+      }
     }
     JsonNode n = root.get("n");
     long choices = n == null || n.isNull() ? 1 : boundedInteger(n, "n", 1, MAX_CHOICES);
@@ -124,7 +123,8 @@ final class PreparePhase {
     if (ctx.apiKey != null) {
       // The output is bounded by max_tokens per choice; without it, by the pool's default.
       long output = ctx.maxTokens >= 0 ? ctx.maxTokens : defaultMaxTokens.applyAsLong(ctx.model);
-      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + choices * output);
+      long completions = choices * promptCount(ctx.route(), root);
+      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + completions * output);
     }
     ctx.upstreamBody = ctx.body;
     if (ctx.stream) {
@@ -148,6 +148,27 @@ final class PreparePhase {
       }
     }
     ctx.end(Phase.PREPARE);
+  }
+
+  /**
+   * How many prompts a request carries: a completions request with a list of strings or of token-id
+   * lists generates for each; anything else is one.
+   */
+  static long promptCount(ApiRoute route, JsonNode root) {
+    if (route == ApiRoute.CHAT) {
+      return 1;
+    }
+    JsonNode prompt = root.get("prompt");
+    if (prompt == null || !prompt.isArray() || prompt.isEmpty()) {
+      return 1;
+    }
+    long lists = 0;
+    for (JsonNode p : prompt) {
+      if (p.isTextual() || p.isArray()) {
+        lists++;
+      }
+    }
+    return Math.max(1, lists);
   }
 
   /**

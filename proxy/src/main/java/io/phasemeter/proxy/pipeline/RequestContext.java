@@ -435,8 +435,8 @@ public final class RequestContext {
   }
 
   /**
-   * The upstream answered 200 but reported an error in the body or the stream ({@code
-   * the upstream's type goes on the spans): the request failed, whatever reaches the client after.
+   * The upstream answered 200 but reported an error in the body or the stream (its type goes on the
+   * spans): the request failed, whatever reaches the client after.
    */
   void failUpstream() {
     outcome = Outcome.UPSTREAM_ERROR;

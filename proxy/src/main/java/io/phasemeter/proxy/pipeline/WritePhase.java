@@ -13,8 +13,9 @@ import io.vertx.core.http.HttpServerResponse;
  *
  * <p>A whole response is handed to the connection in pieces, each of which completes when the
  * socket took it: a write that makes no progress for the pool's {@code timeouts.client_write} (a
- * client that stopped reading) fails as {@code client_stalled} and its connection is closed. The
- * slot was given back when generation ended, so such a client holds only its own connection.
+ * client that stopped reading) fails as {@code client_stalled} and its connection is closed at
+ * once, the queued bytes with it. The slot was given back when generation ended; the response's
+ * bytes stay counted against {@code limits.max_buffered_body_bytes} until the request ends.
  */
 final class WritePhase {
   /** The size of the pieces a whole response is written in; progress is seen per piece. */
@@ -30,6 +31,9 @@ final class WritePhase {
     ctx.begin(Phase.WRITE);
     HttpServerResponse out = ctx.response();
     Progress progress = new Progress(ctx);
+    // A client that leaves, or a drain's deadline, ends the write now rather than when its bytes
+    // would have been flushed.
+    ctx.onCancel(progress::cancel);
     Future<Void> ended;
     if (ctx.stream && ctx.passthroughStatus == 0) {
       ended = out.end();
@@ -82,6 +86,14 @@ final class WritePhase {
 
     void made() {
       last = ctx.now();
+    }
+
+    void cancel() {
+      done.tryFail(
+          ctx.cancelledByShutdown
+              ? ProxyFailure.of(
+                  ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
+              : ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
     }
 
     Future<Void> watch(Future<Void> ended) {

@@ -222,10 +222,10 @@ public final class StreamChunk {
   }
 
   /**
-   * For {@link Kind#ERROR}: the error's {@code type} (vLLM's {@code BadRequestError}, {@code
-   * InternalServerError}, …) when it is a short name of letters, digits, {@code _ . -}; {@code
-   * unknown} when it is missing or anything else (the type may reach spans and records, never free
-   * text). Null for other kinds.
+   * For {@link Kind#ERROR}: the error's {@code type} when it is one of vLLM's or OpenAI's ({@code
+   * BadRequestError}, {@code InternalServerError}, {@code server_error}, …), {@code other} for any
+   * other, {@code unknown} when there is none (the type reaches spans, never free text). Null for
+   * other kinds.
    */
   public String errorType() {
     return errorType;
@@ -243,28 +243,35 @@ public final class StreamChunk {
         + "}";
   }
 
-  /** The longest upstream error type kept as it came. */
-  static final int MAX_ERROR_TYPE = 64;
+  /**
+   * The error types kept as they came: vLLM's exception names and OpenAI's types. Anything else
+   * becomes {@code other}: the type reaches spans, and an upstream must not be able to put free
+   * text (a prompt, a key) there.
+   */
+  private static final java.util.Set<String> KNOWN_ERROR_TYPES =
+      java.util.Set.of(
+          "BadRequestError",
+          "NotFoundError",
+          "InternalServerError",
+          "ServiceUnavailableError",
+          "NotImplementedError",
+          "UnprocessableEntityError",
+          "TimeoutError",
+          "RateLimitError",
+          "invalid_request_error",
+          "not_found_error",
+          "server_error",
+          "api_error",
+          "rate_limit_error",
+          "overloaded_error",
+          "timeout_error");
 
-  /** {@code type} if it is a short identifier-like name, else {@code unknown}. */
+  /** {@code type} if it is a known error type, {@code unknown} when missing, else {@code other}. */
   static String safeErrorType(String type) {
-    if (type == null || type.isEmpty() || type.length() > MAX_ERROR_TYPE) {
+    if (type == null || type.isEmpty()) {
       return "unknown";
     }
-    for (int i = 0; i < type.length(); i++) {
-      char c = type.charAt(i);
-      boolean ok =
-          (c >= 'a' && c <= 'z')
-              || (c >= 'A' && c <= 'Z')
-              || (c >= '0' && c <= '9')
-              || c == '_'
-              || c == '.'
-              || c == '-';
-      if (!ok) {
-        return "unknown";
-      }
-    }
-    return type;
+    return KNOWN_ERROR_TYPES.contains(type) ? type : "other";
   }
 
   /**
