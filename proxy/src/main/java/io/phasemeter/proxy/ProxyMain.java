@@ -105,7 +105,15 @@ public final class ProxyMain implements Callable<Integer> {
       return 0;
     }
     ProxyMetrics metrics = ProxyMetrics.create();
-    ProxyTelemetry telemetry = telemetry(cfg, System.getenv(), metrics);
+    ProxyTelemetry telemetry;
+    try {
+      telemetry = telemetry(cfg, System.getenv(), metrics);
+    } catch (ConfigException e) {
+      // A bad OTEL_* variable is a configuration error like any other: one line, exit 2.
+      err.println("phasemeter proxy: " + e.getMessage());
+      metrics.close();
+      return 2;
+    }
     Vertx vertx = Vertx.vertx();
     PhasemeterProxy proxy;
     try {

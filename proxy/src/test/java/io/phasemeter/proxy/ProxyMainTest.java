@@ -139,6 +139,33 @@ class ProxyMainTest {
   }
 
   @Test
+  void aBadOtelProtocolVariableIsOneLineAndExitCodeTwo() throws Exception {
+    // The variable is read from the process environment: a JVM of its own.
+    Path yaml = dir.resolve("proxy.yaml");
+    Files.writeString(
+        yaml, "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n");
+    ProcessBuilder pb =
+        new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-cp",
+                System.getProperty("java.class.path"),
+                "io.phasemeter.proxy.ProxyMain",
+                "--config",
+                yaml.toString())
+            .redirectErrorStream(true);
+    pb.environment().put("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon");
+    Process p = pb.start();
+    String output =
+        new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    assertThat(p.exitValue()).as(output).isEqualTo(2);
+    assertThat(output.strip())
+        .isEqualTo(
+            "phasemeter proxy: OTEL_EXPORTER_OTLP_PROTOCOL: 'carrier-pigeon' is not supported"
+                + " (use http/protobuf or grpc)");
+  }
+
+  @Test
   void badConfigIsOneLineAndExitCodeTwo() throws IOException {
     Path file = write("pools: [{name: a, models: [m], upstreams: ['http://h'], slots: 0}]\n");
 
