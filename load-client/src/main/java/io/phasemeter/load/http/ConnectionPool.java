@@ -30,7 +30,13 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>A connection is reused only after its response ended and neither side asked to close it
  * ({@code Connection: close}, or HTTP/1.0 without keep-alive), and only within its keep-alive time:
- * the client's default or the server's {@code Keep-Alive: timeout=N}.
+ * the client's default or the server's {@code Keep-Alive: timeout=N}. A connection the server
+ * closes while it is idle leaves the pool as soon as the close arrives, and is counted ({@link
+ * #closedByServer()}): some engines (llama.cpp's server) close after a streamed response although
+ * they announced keep-alive, and a request sent on such a connection before its close was seen
+ * fails with nothing received; {@code Exchange} retries it once on a fresh connection. With reuse
+ * off every connection carries one request and is closed after it, as k6's {@code
+ * noConnectionReuse}.
  */
 final class ConnectionPool {
   /**
@@ -57,6 +63,10 @@ final class ConnectionPool {
     private long idleSinceNanos;
     private long keepAliveNanos;
     private boolean closed;
+    private boolean idle;
+    private boolean discarded;
+    // Requests handed this connection so far, the current one included.
+    private int requests;
 
     private Conn(HttpClientConnection http, long keepAliveNanos) {
       this.http = http;
@@ -68,6 +78,11 @@ final class ConnectionPool {
   private final HttpConnectOptions connect;
   private final int max;
   private final long keepAliveNanos;
+  private final boolean reuse;
+  // Written on the runner's context only; read by the reporter from another thread.
+  private volatile long opened;
+  private volatile long closedByServer;
+  private volatile boolean shuttingDown;
   private final ArrayDeque<Conn> idle = new ArrayDeque<>();
   private final ArrayDeque<Waiter> waiters = new ArrayDeque<>();
   // Connections open or being opened, not yet closed or discarded.
@@ -79,13 +94,54 @@ final class ConnectionPool {
    * @param connect where to connect, with the connect timeout
    * @param max connections open at once, at most
    * @param keepAliveSeconds how long an idle connection is reused unless the server says otherwise
+   * @param reuse false: every connection carries one request and is closed after it
    */
   ConnectionPool(
-      HttpClientAgent client, HttpConnectOptions connect, int max, int keepAliveSeconds) {
+      HttpClientAgent client,
+      HttpConnectOptions connect,
+      int max,
+      int keepAliveSeconds,
+      boolean reuse) {
     this.client = client;
     this.connect = connect;
     this.max = max;
     this.keepAliveNanos = TimeUnit.SECONDS.toNanos(keepAliveSeconds);
+    this.reuse = reuse;
+  }
+
+  /** Whether connections are kept alive and reused. */
+  boolean reuses() {
+    return reuse;
+  }
+
+  /** Connections opened so far. */
+  long opened() {
+    return opened;
+  }
+
+  /**
+   * Connections the server closed while they waited in the pool after a response that announced
+   * keep-alive.
+   */
+  long closedByServer() {
+    return closedByServer;
+  }
+
+  /** The client is closing every connection: closes from now on are not the server's. */
+  void shutdown() {
+    shuttingDown = true;
+  }
+
+  /** Whether {@code c} carried a request before the one it carries now. */
+  static boolean reused(Conn c) {
+    return c.requests > 1;
+  }
+
+  /** Closes a connection whose request failed; it never goes back to the pool. */
+  void discardBroken(Conn c) {
+    if (!c.closed) {
+      discard(c);
+    }
   }
 
   /** Hands the waiter an idle connection, or queues it and opens one if it may. */
@@ -96,15 +152,49 @@ final class ConnectionPool {
       if (c.closed) {
         continue;
       }
+      c.idle = false;
       if (now - c.idleSinceNanos > c.keepAliveNanos) {
         discard(c);
         continue;
       }
-      waiter.onConnection(c);
+      hand(waiter, c);
       return;
     }
     waiters.addLast(waiter);
     connectForWaiters();
+  }
+
+  /**
+   * Opens a new connection for this waiter alone, never an idle or handed-back one: its request
+   * failed on a reused connection, and another might be as stale. It may take the pool one over
+   * {@code max} for a moment (one per retry in flight); afterwards it is released as any other.
+   */
+  void acquireFresh(Waiter waiter) {
+    open++;
+    try {
+      client
+          .connect(connect)
+          .onComplete(
+              ar -> {
+                if (ar.failed()) {
+                  open--;
+                  waiter.onConnectFailure(ar.cause());
+                  connectForWaiters();
+                  return;
+                }
+                opened++;
+                Conn c = new Conn(ar.result(), keepAliveNanos);
+                c.http.closeHandler(v -> closedByPeer(c));
+                if (waiter.gone()) {
+                  reuse(c);
+                } else {
+                  hand(waiter, c);
+                }
+              });
+    } catch (IllegalStateException e) {
+      open--;
+      waiter.onConnectFailure(e);
+    }
   }
 
   /**
@@ -117,7 +207,7 @@ final class ConnectionPool {
     if (c.closed) {
       return;
     }
-    if (ended == null || !keepsAlive(ended)) {
+    if (!reuse || ended == null || !keepsAlive(ended)) {
       discard(c);
       return;
     }
@@ -130,6 +220,7 @@ final class ConnectionPool {
 
   /** Gives back a connection that carried no request (its waiter was gone). */
   void releaseUnused(Conn c) {
+    c.requests--;
     if (!c.closed) {
       reuse(c);
     }
@@ -138,11 +229,17 @@ final class ConnectionPool {
   private void reuse(Conn c) {
     Waiter w = nextWaiter();
     if (w != null) {
-      w.onConnection(c);
+      hand(w, c);
     } else {
       c.idleSinceNanos = System.nanoTime();
+      c.idle = true;
       idle.addFirst(c);
     }
+  }
+
+  private void hand(Waiter w, Conn c) {
+    c.requests++;
+    w.onConnection(c);
   }
 
   /** The first waiter still waiting, removed from the queue; null when none. */
@@ -185,8 +282,9 @@ final class ConnectionPool {
                     w.onConnectFailure(ar.cause());
                   }
                 } else {
+                  opened++;
                   Conn c = new Conn(ar.result(), keepAliveNanos);
-                  c.http.closeHandler(v -> closed(c));
+                  c.http.closeHandler(v -> closedByPeer(c));
                   reuse(c);
                 }
                 connectForWaiters();
@@ -203,8 +301,19 @@ final class ConnectionPool {
   }
 
   private void discard(Conn c) {
+    c.discarded = true;
     closed(c);
     c.http.close();
+  }
+
+  /** The connection closed without this pool closing it. */
+  private void closedByPeer(Conn c) {
+    if (!c.closed && !c.discarded && !shuttingDown && c.idle && c.requests > 0) {
+      // Idle after a response that announced keep-alive: the server changed its mind.
+      closedByServer++;
+      idle.remove(c);
+    }
+    closed(c);
   }
 
   private void closed(Conn c) {
@@ -212,6 +321,7 @@ final class ConnectionPool {
       return;
     }
     c.closed = true;
+    c.idle = false;
     open--;
     connectForWaiters();
   }

@@ -39,6 +39,7 @@ final class Exchange implements ConnectionPool.Waiter {
   private final Handler<ClientResult> onResult;
 
   private boolean done;
+  private boolean retried;
   private long timerId = -1;
   private RequestOptions options;
   private ConnectionPool.Conn conn;
@@ -101,6 +102,10 @@ final class Exchange implements ConnectionPool.Waiter {
     if (traceparent != null) {
       options.putHeader("traceparent", traceparent);
     }
+    if (!runner.pool.reuses()) {
+      // One request per connection: the server need not keep it alive for nothing.
+      options.putHeader("connection", "close");
+    }
     for (Map.Entry<String, String> h : spec.headers().entrySet()) {
       options.putHeader(h.getKey(), h.getValue());
     }
@@ -135,7 +140,9 @@ final class Exchange implements ConnectionPool.Waiter {
     }
     if (ar.failed()) {
       // The connection closed between being taken and carrying the request.
-      finish(isTimeout(ar.cause()) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
+      if (!retryOnFreshConnection(ar.cause())) {
+        finish(isTimeout(ar.cause()) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
+      }
       return;
     }
     transportSetup = System.nanoTime() - actual;
@@ -148,7 +155,9 @@ final class Exchange implements ConnectionPool.Waiter {
       return;
     }
     if (ar.failed()) {
-      onFailure(ar.cause());
+      if (!retryOnFreshConnection(ar.cause())) {
+        onFailure(ar.cause());
+      }
       return;
     }
     ttfb = System.nanoTime() - intended;
@@ -286,6 +295,33 @@ final class Exchange implements ConnectionPool.Waiter {
       return;
     }
     finish(isTimeout(cause) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
+  }
+
+  /**
+   * A request that failed on a reused connection before any byte of a response arrived (reset, EOF:
+   * the server had closed it, and the close was not seen in time) goes once more on a fresh
+   * connection, keeping its intended start, so the lost time is in its latency, and its trace id.
+   * Counted per run, never hidden. A failure on a fresh connection, a timeout, or a second failure
+   * stays a failure.
+   *
+   * @return whether the request was sent again
+   */
+  private boolean retryOnFreshConnection(Throwable cause) {
+    if (done
+        || retried
+        || conn == null
+        || response != null
+        || isTimeout(cause)
+        || !ConnectionPool.reused(conn)) {
+      return false;
+    }
+    retried = true;
+    runner.staleRetries++;
+    runner.pool.discardBroken(conn);
+    conn = null;
+    request = null;
+    runner.pool.acquireFresh(this);
+    return true;
   }
 
   private void onTimeout() {

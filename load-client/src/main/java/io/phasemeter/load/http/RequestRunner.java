@@ -43,9 +43,11 @@ import java.util.function.LongConsumer;
  *
  * <p>Classes: status ≥ 400 is {@code HTTP_4XX}/{@code HTTP_5XX}; no connection is {@code CONNECT};
  * the timeout (from the actual start) is {@code TIMEOUT}, and the request is reset; a connection
- * closed mid-response is {@code RESET}; an error event, an unparseable event or a stream that ends
- * without {@code [DONE]} is {@code STREAM_ERROR}; a complete response whose usage differs from what
- * was asked (when {@link RequestSpec#exactLengths()}) is {@code INVALID}, with a reason.
+ * closed mid-response is {@code RESET} (but a request that failed on a reused connection before any
+ * response byte is sent once more on a fresh connection first: {@link #staleConnectionRetries()});
+ * an error event, an unparseable event or a stream that ends without {@code [DONE]} is {@code
+ * STREAM_ERROR}; a complete response whose usage differs from what was asked (when {@link
+ * RequestSpec#exactLengths()}) is {@code INVALID}, with a reason.
  *
  * <p>The response text is parsed on the fly and dropped; no prompt or completion is kept.
  *
@@ -63,6 +65,8 @@ public final class RequestRunner {
   final String basePath;
   final long timeoutMs;
   final LongConsumer itlSink;
+  // Written on the runner's context only; read by the reporter from another thread.
+  volatile long staleRetries;
 
   /**
    * @param vertx the Vert.x instance whose event loop runs the requests
@@ -74,6 +78,21 @@ public final class RequestRunner {
    */
   public RequestRunner(
       Vertx vertx, URI baseUrl, int maxConnections, Duration timeout, LongConsumer itlSink) {
+    this(vertx, baseUrl, maxConnections, timeout, itlSink, true);
+  }
+
+  /**
+   * Like {@link #RequestRunner(Vertx, URI, int, Duration, LongConsumer)}; with {@code
+   * connectionReuse} false every request opens a connection of its own and closes it after (k6's
+   * {@code noConnectionReuse}), and its cost shows in {@code transport_setup}.
+   */
+  public RequestRunner(
+      Vertx vertx,
+      URI baseUrl,
+      int maxConnections,
+      Duration timeout,
+      LongConsumer itlSink,
+      boolean connectionReuse) {
     this.vertx = Objects.requireNonNull(vertx, "vertx");
     Objects.requireNonNull(baseUrl, "baseUrl");
     String scheme = baseUrl.getScheme() == null ? "" : baseUrl.getScheme().toLowerCase(Locale.ROOT);
@@ -118,7 +137,33 @@ public final class RequestRunner {
                 .setSsl(ssl)
                 .setConnectTimeout(timeoutMs),
             maxConnections,
-            options.getKeepAliveTimeout());
+            options.getKeepAliveTimeout(),
+            connectionReuse);
+  }
+
+  /**
+   * Requests that failed on a reused connection before any response byte arrived and were sent
+   * again on a fresh one (the server had closed the connection; see {@code ConnectionPool}).
+   */
+  public long staleConnectionRetries() {
+    return staleRetries;
+  }
+
+  /** Connections opened so far. */
+  public long connectionsOpened() {
+    return pool.opened();
+  }
+
+  /**
+   * Connections the server closed while they were idle after a response that announced keep-alive.
+   */
+  public long connectionsClosedByServer() {
+    return pool.closedByServer();
+  }
+
+  /** Whether connections are reused ({@code --connection-reuse}). */
+  public boolean connectionReuse() {
+    return pool.reuses();
   }
 
   /**
@@ -171,6 +216,7 @@ public final class RequestRunner {
 
   /** Closes the connections; requests still running end as {@code RESET}. */
   public Future<Void> close() {
+    pool.shutdown();
     return client.close();
   }
 
