@@ -153,7 +153,8 @@ public final class Demo implements Callable<Integer> {
               false,
               5,
               Duration.ZERO,
-              false);
+              false,
+              true);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {
         stdout.println(

@@ -146,6 +146,17 @@ public final class LoadMain implements Callable<Integer> {
     String duration;
 
     @Option(
+        names = "--connection-reuse",
+        paramLabel = "on|off",
+        defaultValue = "on",
+        description =
+            "on: keep-alive connections are reused (a request that fails on a reused connection"
+                + " before any response byte, because the server had closed it, is sent once more"
+                + " on a fresh one and counted); off: a fresh connection per request, as k6's"
+                + " noConnectionReuse; its cost shows in transport_setup (default: ${DEFAULT-VALUE})")
+    String connectionReuse;
+
+    @Option(
         names = "--max-in-flight",
         paramLabel = "N",
         defaultValue = "1024",
@@ -303,8 +314,20 @@ public final class LoadMain implements Callable<Integer> {
           chat,
           warmup,
           warmupDuration == null ? null : Durations.parse("--warmup-duration", warmupDuration),
-          joinSampledOnly);
+          joinSampledOnly,
+          onOff("--connection-reuse", connectionReuse));
     }
+  }
+
+  /** {@code on} or {@code off}, for a flag that takes one of them. */
+  static boolean onOff(String flag, String value) {
+    if ("on".equalsIgnoreCase(value)) {
+      return true;
+    }
+    if ("off".equalsIgnoreCase(value)) {
+      return false;
+    }
+    throw new IllegalArgumentException(flag + " must be on or off, got '" + value + "'");
   }
 
   /** {@code phasemeter-out/<kind>-<local time>}. */

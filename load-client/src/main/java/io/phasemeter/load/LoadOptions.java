@@ -14,6 +14,7 @@ import java.util.List;
  * @param mix length-bucket mix ({@code 1k:512=0.7,4k:300=0.3}) or null
  * @param warmup requests sent one by one before the clock starts
  * @param warmupDuration how long the first step's load runs before the clock starts (zero: none)
+ * @param connectionReuse false: a fresh connection per request ({@code --connection-reuse off})
  */
 public record LoadOptions(
     URI url,
@@ -42,7 +43,8 @@ public record LoadOptions(
     boolean chat,
     int warmup,
     Duration warmupDuration,
-    boolean joinSampledOnly) {
+    boolean joinSampledOnly,
+    boolean connectionReuse) {
 
   public LoadOptions {
     if (Double.isNaN(rate) || Double.isInfinite(rate)) {

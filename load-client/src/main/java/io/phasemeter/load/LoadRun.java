@@ -96,7 +96,13 @@ public final class LoadRun {
     this.workload = workload(o);
     this.workloadText = workloadText(o);
     this.runner =
-        new RequestRunner(vertx, o.url(), Math.min(o.maxInFlight(), 4096), o.timeout(), gap -> {});
+        new RequestRunner(
+            vertx,
+            o.url(),
+            Math.min(o.maxInFlight(), 4096),
+            o.timeout(),
+            gap -> {},
+            o.connectionReuse());
     this.joiner =
         new Joiner(
             prefix,
@@ -264,7 +270,8 @@ public final class LoadRun {
     }
     TraceIds warm = TraceIds.random();
     Workload w = workload(o);
-    RequestRunner warmRunner = new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {});
+    RequestRunner warmRunner =
+        new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {}, o.connectionReuse());
     try {
       for (int i = 1; i <= o.warmup(); i++) {
         warmRunner
@@ -687,7 +694,7 @@ public final class LoadRun {
     String header =
         String.format(
             Locale.ROOT,
-            "[%6.1fs] %s  achieved %.2f req/s  sent %d  done %d  in-flight %d  drops %d  join %s%s",
+            "[%6.1fs] %s  achieved %.2f req/s  sent %d  done %d  in-flight %d  drops %d%s  join %s%s",
             elapsed,
             currentStepText,
             achieved,
@@ -695,6 +702,9 @@ public final class LoadRun {
             completed.get(),
             inFlight.get(),
             droppedTotal.get(),
+            runner.staleConnectionRetries() > 0
+                ? "  stale-conn retries " + runner.staleConnectionRetries()
+                : "",
             feed == null
                 ? "-"
                 : String.format(
@@ -751,6 +761,7 @@ public final class LoadRun {
     conditions.put("workload", workloadText);
     conditions.put("arrival", o.arrivalDescription());
     conditions.put("max_in_flight", o.maxInFlight());
+    conditions.put("connection_reuse", o.connectionReuse() ? "on" : "off");
     conditions.put("streaming", o.stream());
     conditions.put("seed", o.seed());
     conditions.put("warmup_requests", o.warmup());
@@ -826,7 +837,8 @@ public final class LoadRun {
             invalid,
             achieved,
             results,
-            cumulative));
+            cumulative,
+            connections()));
     printLiveFinal();
     out.println(
         String.format(
@@ -843,6 +855,25 @@ public final class LoadRun {
                 : String.format(Locale.ROOT, "%.1f%%", 100 * coverage)));
     if (joinBasis != null) {
       out.println("phasemeter load: note: " + joinBasis);
+    }
+    io.phasemeter.load.report.Connections conns = connections();
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: connections: %d opened (%s), %d closed by the server after a"
+                + " response, %d stale-connection retries",
+            conns.opened(),
+            conns.reuse() ? "reused" : "one per request",
+            conns.closedByServer(),
+            conns.staleRetries()));
+    if (conns.closedByServer() + conns.staleRetries() > 0) {
+      // Said once, so that a user learns it about their engine.
+      out.println(
+          "phasemeter load: note: the server closed kept-alive connections after responses"
+              + " although it did not say 'Connection: close' (llama.cpp's server does so after"
+              + " every stream); each request that went out on such a connection before its close"
+              + " was seen was sent once more on a fresh connection, its latency from the intended"
+              + " start. --connection-reuse off opens a connection per request instead.");
     }
     out.println(
         "phasemeter load: report written to " + outDir.toAbsolutePath().resolve("report.html"));
@@ -903,6 +934,14 @@ public final class LoadRun {
               .toList(),
           this::culprit);
     }
+  }
+
+  private io.phasemeter.load.report.Connections connections() {
+    return new io.phasemeter.load.report.Connections(
+        runner.connectionReuse(),
+        runner.connectionsOpened(),
+        runner.connectionsClosedByServer(),
+        runner.staleConnectionRetries());
   }
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */

@@ -130,6 +130,14 @@ class LoadRunTest {
     JsonNode s = summary();
     assertThat(s.path("join_coverage").asDouble()).isEqualTo(1.0);
     assertThat(s.path("requests").path("errors").asLong()).isZero();
+    // Through the proxy nothing closes a kept-alive connection: no retry, as before.
+    assertThat(s.path("requests").path("stale_connection_retries").asLong())
+        .as(s.path("connections").toString())
+        .isZero();
+    assertThat(s.path("connections").path("closed_by_server_after_response").asLong())
+        .as(s.path("connections").toString())
+        .isZero();
+    assertThat(s.path("conditions").path("connection_reuse").asText()).isEqualTo("on");
     // Truth: 20 decode steps of 10 ms. Tolerance +40/-5 ms: timers are late, never early.
     double generation = p50(s, "generation");
     assertThat(generation).isBetween(195.0, 240.0);
@@ -267,6 +275,110 @@ class LoadRunTest {
     assertThat(out.toString()).contains("note: envelopes and server phases come only from");
     // Only the slow, exported requests reach the server phases: generation p50 is the long one.
     assertThat(p50(s, "generation")).isGreaterThan(150.0);
+  }
+
+  /**
+   * An engine that closes each kept-alive connection a moment after a streamed response, without
+   * saying so, as llama.cpp's server does; a request that arrives on such a connection is never
+   * answered. Counted here, to be matched with the run's own counts.
+   */
+  private int closingAfterStreams(AtomicLong answered, AtomicLong unanswered) throws Exception {
+    java.util.Set<io.vertx.core.http.HttpConnection> closing =
+        java.util.concurrent.ConcurrentHashMap.newKeySet();
+    HttpServer engine =
+        servers
+            .createHttpServer()
+            .requestHandler(
+                req -> {
+                  var conn = req.connection();
+                  if (closing.contains(conn)) {
+                    unanswered.incrementAndGet();
+                    conn.close();
+                    return;
+                  }
+                  req.body()
+                      .onSuccess(
+                          b -> {
+                            answered.incrementAndGet();
+                            closing.add(conn);
+                            req.response()
+                                .putHeader("content-type", "text/event-stream")
+                                .putHeader("keep-alive", "timeout=5, max=100")
+                                .end(
+                                    "data: {\"choices\":[{\"index\":0,\"delta\":"
+                                        + "{\"content\":\"hi\"}}]}\n\n"
+                                        + "data: {\"choices\":[],\"usage\":"
+                                        + "{\"prompt_tokens\":9,\"completion_tokens\":1}}\n\n"
+                                        + "data: [DONE]\n\n")
+                                .onComplete(v -> servers.setTimer(20, t -> conn.close()));
+                          });
+                })
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    return engine.actualPort();
+  }
+
+  @Test
+  void anEngineThatClosesAfterStreamsLosesNoRequestAndTheRunCountsEveryRetry() throws Exception {
+    AtomicLong answered = new AtomicLong();
+    AtomicLong unanswered = new AtomicLong();
+    int port = closingAfterStreams(answered, unanswered);
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + port,
+            "--model",
+            "tiny-llama",
+            "--chat",
+            "--concurrency",
+            "2",
+            "--duration",
+            "2s",
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    assertThat(s.path("requests").path("errors").asLong()).as(out.toString()).isZero();
+    long retries = s.path("requests").path("stale_connection_retries").asLong();
+    assertThat(retries).isEqualTo(unanswered.get());
+    assertThat(s.path("requests").path("sent").asLong() + 0).isLessThanOrEqualTo(answered.get());
+    JsonNode conns = s.path("connections");
+    assertThat(conns.path("stale_connection_retries").asLong()).isEqualTo(retries);
+    assertThat(conns.path("closed_by_server_after_response").asLong() + retries).isPositive();
+    assertThat(out.toString())
+        .contains("stale-connection retries")
+        .contains("the server closed kept-alive connections after responses");
+
+    // With a connection per request nothing is retried, and the server sees no stale request.
+    answered.set(0);
+    unanswered.set(0);
+    Path offDir = dir.resolve("off");
+    int off =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + port,
+            "--model",
+            "tiny-llama",
+            "--chat",
+            "--concurrency",
+            "2",
+            "--duration",
+            "2s",
+            "--connection-reuse",
+            "off",
+            "--out",
+            offDir.toString());
+    assertThat(off).as(out + "\n" + err).isZero();
+    JsonNode o = JSON.readTree(offDir.resolve("summary.json").toFile());
+    assertThat(o.path("requests").path("errors").asLong()).isZero();
+    assertThat(o.path("requests").path("stale_connection_retries").asLong()).isZero();
+    assertThat(unanswered.get()).isZero();
+    assertThat(o.path("connections").path("reuse").asText()).isEqualTo("off");
+    assertThat(o.path("conditions").path("connection_reuse").asText()).isEqualTo("off");
+    assertThat(o.path("connections").path("opened").asLong())
+        .isEqualTo(o.path("requests").path("sent").asLong() + 0);
   }
 
   @Test

@@ -275,7 +275,8 @@ public final class CampaignRunner {
         false,
         0,
         Duration.ZERO,
-        false);
+        false,
+        plan.connectionReuse());
   }
 
   static Map<String, Double> emptyMetrics() {

@@ -34,6 +34,7 @@ import java.util.Set;
  * @param stream whether responses are streamed
  * @param maxInFlight the open model's cap; a run that reaches it drops iterations and is invalid
  * @param timeout per-request timeout
+ * @param connectionReuse whether runs reuse keep-alive connections ({@code connection_reuse: on})
  */
 public record Plan(
     String file,
@@ -48,7 +49,8 @@ public record Plan(
     String arrival,
     boolean stream,
     int maxInFlight,
-    Duration timeout) {
+    Duration timeout,
+    boolean connectionReuse) {
 
   /** Fewer repeats give no usable interval (n = 3 already needs t = 4.30). */
   public static final int MIN_REPEATS = 3;
@@ -66,7 +68,8 @@ public record Plan(
           "arrival",
           "stream",
           "max_in_flight",
-          "timeout");
+          "timeout",
+          "connection_reuse");
 
   public Plan {
     if (model == null || model.isBlank()) {
@@ -179,7 +182,27 @@ public record Plan(
         text(root, source, "arrival", "poisson"),
         bool(root, source, "stream", true),
         integer(root, source, "max_in_flight", 1024),
-        duration(root, source, "timeout", Duration.ofSeconds(120)));
+        duration(root, source, "timeout", Duration.ofSeconds(120)),
+        onOff(root, source, "connection_reuse", true));
+  }
+
+  /** {@code on} / {@code off} (YAML may read them as booleans too). */
+  private static boolean onOff(JsonNode root, String file, String key, boolean fallback) {
+    JsonNode n = root.get(key);
+    if (n == null || n.isNull()) {
+      return fallback;
+    }
+    if (n.isBoolean()) {
+      return n.booleanValue();
+    }
+    String v = n.isValueNode() ? n.asText().toLowerCase(Locale.ROOT) : "";
+    if (v.equals("on")) {
+      return true;
+    }
+    if (v.equals("off")) {
+      return false;
+    }
+    throw error(file, key, "must be on or off, got '" + n.asText() + "'");
   }
 
   private static List<String> sorted() {

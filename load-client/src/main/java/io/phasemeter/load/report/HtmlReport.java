@@ -178,6 +178,19 @@ final class HtmlReport {
         String.valueOf(in.dropped()),
         "could not start",
         in.dropped() > 0 ? "bad" : "ok");
+    Connections conns = in.connections();
+    if (conns.known()) {
+      card(
+          "Connections",
+          String.valueOf(conns.opened()),
+          (conns.reuse() ? "reused" : "one per request (--connection-reuse off)")
+              + "; "
+              + conns.closedByServer()
+              + " closed by the server after a response; "
+              + conns.staleRetries()
+              + " stale-connection retries",
+          conns.closedByServer() + conns.staleRetries() > 0 ? "bad" : "ok");
+    }
     card("Achieved rate", Html.rate(in.achievedRate()) + " /s", "requests per second");
     card(
         "Throughput",

@@ -24,6 +24,7 @@ import java.util.Map;
  * @param achievedRate requests per second the run achieved
  * @param budgets every budget judged, latency and gates
  * @param phaseStats the run's cumulative statistics (the only source of ITL)
+ * @param connections what the run's connections did
  */
 public record ReportInput(
     List<Pair> pairs,
@@ -38,7 +39,8 @@ public record ReportInput(
     long invalid,
     double achievedRate,
     List<BudgetResult> budgets,
-    PhaseStats phaseStats) {
+    PhaseStats phaseStats,
+    Connections connections) {
 
   /** How many of the slowest requests a report reconciles. */
   public static final int SLOWEST = 10;
@@ -54,6 +56,39 @@ public record ReportInput(
     if (phaseStats == null) {
       phaseStats = PhaseStats.of(pairs);
     }
+    connections = connections == null ? Connections.UNKNOWN : connections;
+  }
+
+  /** A run whose connections were not counted. */
+  public ReportInput(
+      List<Pair> pairs,
+      List<StepInfo> steps,
+      long runStartNanos,
+      long runEndNanos,
+      Map<String, Object> conditions,
+      long sent,
+      long ok,
+      long errors,
+      long dropped,
+      long invalid,
+      double achievedRate,
+      List<BudgetResult> budgets,
+      PhaseStats phaseStats) {
+    this(
+        pairs,
+        steps,
+        runStartNanos,
+        runEndNanos,
+        conditions,
+        sent,
+        ok,
+        errors,
+        dropped,
+        invalid,
+        achievedRate,
+        budgets,
+        phaseStats,
+        null);
   }
 
   /** The run's length in seconds (at least one nanosecond). */

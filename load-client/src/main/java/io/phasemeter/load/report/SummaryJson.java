@@ -32,6 +32,15 @@ final class SummaryJson {
     requests.put("errors", in.errors());
     requests.put("dropped", in.dropped());
     requests.put("invalid", in.invalid());
+    Connections c = in.connections();
+    if (c.known()) {
+      requests.put("stale_connection_retries", c.staleRetries());
+      ObjectNode conns = root.putObject("connections");
+      conns.put("reuse", c.reuse() ? "on" : "off");
+      conns.put("opened", c.opened());
+      conns.put("closed_by_server_after_response", c.closedByServer());
+      conns.put("stale_connection_retries", c.staleRetries());
+    }
     num(root, "join_coverage", m.joinCoverage());
     num(root, "engine_coverage", m.stats.engineCoverage());
     ObjectNode join = root.putObject("join");

@@ -19,6 +19,18 @@ class PlanTest {
     assertThat(p.points().get(0).id()).isEqualTo("doc-qa/c1");
     assertThat(p.points().get(8).id()).isEqualTo("doc-qa/r0.15");
     assertThat(p.warmupDuration()).isEqualTo(Duration.ofSeconds(30));
+    assertThat(p.connectionReuse()).isTrue();
+  }
+
+  @Test
+  void connectionReuseIsOnOrOff() {
+    String base = "model: m\nduration: 1s\nprofiles: [doc-qa]\nconcurrency: [1]\n";
+    assertThat(Plan.parse(base, "a.yaml").connectionReuse()).isTrue();
+    assertThat(Plan.parse(base + "connection_reuse: off\n", "a.yaml").connectionReuse()).isFalse();
+    assertThat(Plan.parse(base + "connection_reuse: \"on\"\n", "a.yaml").connectionReuse())
+        .isTrue();
+    assertThatThrownBy(() -> Plan.parse(base + "connection_reuse: sometimes\n", "a.yaml"))
+        .hasMessage("a.yaml: key 'connection_reuse' must be on or off, got 'sometimes'");
   }
 
   @Test
