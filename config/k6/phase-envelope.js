@@ -6,7 +6,10 @@
 //
 // Environment: BASE_URL, MODEL, RATE (requests/s), DURATION, MAX_TOKENS (default 64), SLOW_MS
 // (requests slower than this are printed with their trace id; default 2000), BUDGETS (path relative
-// to this script; default ../budgets.yaml).
+// to this script; default ../budgets.yaml), NO_REUSE (1: a fresh connection per request, k6's
+// noConnectionReuse, as `phasemeter load --connection-reuse off`; needed against an engine that
+// closes kept-alive connections after a response, such as llama.cpp's server after a stream, or k6
+// reuses a closed connection and the request fails: k6 does not retry).
 //
 // Requests are not streamed: a streamed response's Server-Timing can only carry the phases before
 // its first byte (DESIGN.md §5). For streamed load and TTFT envelopes use `phasemeter load run`.
@@ -32,6 +35,7 @@ const RATE = Number(__ENV.RATE || 5);
 const DURATION = __ENV.DURATION || '1m';
 const MAX_TOKENS = Number(__ENV.MAX_TOKENS || 64);
 const SLOW_MS = Number(__ENV.SLOW_MS || 2000);
+const NO_REUSE = ['1', 'true', 'on', 'yes'].includes(String(__ENV.NO_REUSE || '').toLowerCase());
 
 // One file feeds the proxy, the load client, the Prometheus rules and this script.
 const budgets = parseBudgets(open(__ENV.BUDGETS || '../budgets.yaml'));
@@ -54,6 +58,7 @@ export const options = {
   // Low-cardinality tags only: no url (it is one), no trace id, no request id.
   systemTags: ['status', 'method', 'name', 'scenario', 'expected_response', 'error_code'],
   discardResponseBodies: true,
+  noConnectionReuse: NO_REUSE,
 };
 
 // Time trends (milliseconds), one per phase k6 can observe.

@@ -191,7 +191,9 @@ class K6EnvelopeTest extends ProxyTestBase {
         .contains("parseBudgets(open(__ENV.BUDGETS || '../budgets.yaml'))")
         .contains("traceparent: tp")
         .contains("res.headers['Server-Timing']")
-        .contains("from './lib/envelope.js'");
+        .contains("from './lib/envelope.js'")
+        // -e NO_REUSE=1: a fresh connection per request, for engines that close after a stream.
+        .contains("noConnectionReuse: NO_REUSE");
     assertThat(K6.resolve("../budgets.yaml").normalize()).isEqualTo(BUDGETS.normalize());
     // Tags: only the route name and the model; the trace id only ever goes to the log line.
     assertThat(script).containsPattern("const tags = \\{ name: '[^']+', model: MODEL \\};");
