@@ -125,6 +125,7 @@ final class GeneratePhase {
     private final long clientWriteNanos;
     private final List<UpstreamHost> tried = new ArrayList<>(2);
     private UpstreamHost current;
+    private boolean staleRetried;
     private HttpClientRequest upstreamRequest;
     private HttpClientResponse upstreamResponse;
     private long firstTokenTimer = -1;
@@ -188,6 +189,10 @@ final class GeneratePhase {
     }
 
     private void attempt(UpstreamHost host) {
+      attempt(host, false);
+    }
+
+    private void attempt(UpstreamHost host, boolean fresh) {
       Span span = ctx.span(Phase.GENERATION);
       tried.add(host);
       current = host;
@@ -195,7 +200,7 @@ final class GeneratePhase {
       ctx.upstreamAttempts = tried.size();
       span.setAttribute(SERVER_ADDRESS, host.address().host());
       span.setAttribute(SERVER_PORT, (long) host.address().port());
-      pool.open(host, ctx.route().path())
+      (fresh ? pool.openFresh(host, ctx.route().path()) : pool.open(host, ctx.route().path()))
           .onComplete(
               ar -> {
                 if (ar.failed()) {
@@ -211,6 +216,7 @@ final class GeneratePhase {
                   return;
                 }
                 upstreamRequest = request;
+                boolean reused = !fresh && pool.reused(request);
                 MultiMap headers = request.headers();
                 boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
                 boolean trusted = forwarded.trusts(ctx.request().remoteAddress());
@@ -241,12 +247,46 @@ final class GeneratePhase {
                             return;
                           }
                           if (rr.failed()) {
+                            if (reused && staleConnection(host, rr.cause())) {
+                              return;
+                            }
                             attemptFailed(host, connectFailure(rr.cause()), true);
                           } else {
                             onResponse(rr.result());
                           }
                         });
               });
+    }
+
+    /**
+     * The request failed on a pooled connection that had carried a request before, with nothing
+     * received: the upstream had closed it (llama.cpp's server does after a stream, without {@code
+     * Connection: close}). Sent once more to the same upstream on a connection of its own, before
+     * any byte reached the client; counted ({@code llm_upstream_stale_retries_total}, a span
+     * event), never towards ejection. A timeout, or a second such failure, is not retried so.
+     *
+     * @return whether the request was sent again
+     */
+    private boolean staleConnection(UpstreamHost host, Throwable cause) {
+      if (over
+          || staleRetried
+          || ctx.isCancelled()
+          || ctx.response().headWritten()
+          || connectFailure(cause).kind() != ProxyFailure.Kind.UPSTREAM_DISCONNECTED) {
+        return false;
+      }
+      staleRetried = true;
+      pool.staleRetried();
+      ctx.span(Phase.GENERATION)
+          .addEvent(
+              "upstream.stale_connection_retry",
+              Attributes.builder()
+                  .put("server.address", host.address().host())
+                  .put("server.port", (long) host.address().port())
+                  .build());
+      endAttempt();
+      attempt(host, true);
+      return true;
     }
 
     /**
@@ -259,7 +299,7 @@ final class GeneratePhase {
       }
       endAttempt();
       if (retryable
-          && tried.size() <= pool.config().retries()
+          && new java.util.HashSet<>(tried).size() <= pool.config().retries()
           && !ctx.isCancelled()
           && !ctx.response().headWritten()) {
         UpstreamHost other = pool.choose(tried);

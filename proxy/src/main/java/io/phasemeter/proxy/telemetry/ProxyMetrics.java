@@ -158,6 +158,12 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
           .tags(pool)
           .description("Requests retried on another upstream before any byte reached the client")
           .register(registry);
+      FunctionCounter.builder("llm.upstream.stale.retries", p, UpstreamPool::staleRetries)
+          .tags(pool)
+          .description(
+              "Requests sent again on a fresh connection after the upstream had closed the pooled"
+                  + " one they went out on, before answering")
+          .register(registry);
       if (perUpstream) {
         for (UpstreamHost h : p.hosts()) {
           Tags tags = pool.and("upstream", h.address().authority());

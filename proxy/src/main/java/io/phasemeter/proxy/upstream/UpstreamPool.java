@@ -37,6 +37,11 @@ public final class UpstreamPool {
   private final AtomicInteger next = new AtomicInteger();
   private final AtomicLong ejections = new AtomicLong();
   private final AtomicLong retries = new AtomicLong();
+  private final AtomicLong staleRetries = new AtomicLong();
+  // Pooled connections that have carried a request, so a second request on one is known to reuse
+  // it. Bounded by the client's pool (slots + 8): each leaves the set when it closes.
+  private final java.util.Set<io.vertx.core.http.HttpConnection> used =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
   private long healthTimer = -1;
   private volatile boolean closed;
 
@@ -177,6 +182,58 @@ public final class UpstreamPool {
             .setURI(upstream.basePath() + path);
     host.started();
     return client.request(options);
+  }
+
+  /**
+   * Opens a POST on a connection of its own, never a pooled one, and asks the upstream to close it
+   * after the response: for the one retry of a request whose pooled connection the upstream had
+   * closed (see {@link #reused}).
+   */
+  public Future<HttpClientRequest> openFresh(UpstreamHost host, String path) {
+    ProxyConfig.Upstream upstream = host.address();
+    RequestOptions options =
+        new RequestOptions()
+            .setMethod(HttpMethod.POST)
+            .setHost(upstream.host())
+            .setPort(upstream.port())
+            .setSsl(upstream.tls())
+            .setURI(upstream.basePath() + path)
+            .putHeader("connection", "close");
+    host.started();
+    return client
+        .connect(
+            new io.vertx.core.http.HttpConnectOptions()
+                .setHost(upstream.host())
+                .setPort(upstream.port())
+                .setSsl(upstream.tls()))
+        .compose(c -> c.request(options));
+  }
+
+  /**
+   * Whether {@code request} goes out on a pooled connection that already carried a request. Some
+   * engines (llama.cpp's server, after a stream) close a kept-alive connection without saying so; a
+   * request sent on it before the close is seen fails with nothing received.
+   */
+  public boolean reused(HttpClientRequest request) {
+    io.vertx.core.http.HttpConnection c = request.connection();
+    if (c == null) {
+      return false;
+    }
+    if (used.add(c)) {
+      c.closeHandler(v -> used.remove(c));
+      return false;
+    }
+    return true;
+  }
+
+  /** Counts a retry on a fresh connection after a reused one turned out closed. */
+  public void staleRetried() {
+    staleRetries.incrementAndGet();
+  }
+
+  /** Retries on a fresh connection of the same upstream since start. */
+  public long staleRetries() {
+    return staleRetries.get();
   }
 
   /** Ends what {@link #open} started, whatever happened. */
