@@ -172,16 +172,18 @@ public final class UpstreamPool {
    * of CPU then reported an upstream that answers as failing, and ejected it.
    */
   public Future<HttpClientRequest> open(UpstreamHost host, String path) {
-    ProxyConfig.Upstream upstream = host.address();
-    RequestOptions options =
-        new RequestOptions()
-            .setMethod(HttpMethod.POST)
-            .setHost(upstream.host())
-            .setPort(upstream.port())
-            .setSsl(upstream.tls())
-            .setURI(upstream.basePath() + path);
+    RequestOptions options = post(host.address(), path);
     host.started();
     return client.request(options);
+  }
+
+  private static RequestOptions post(ProxyConfig.Upstream upstream, String path) {
+    return new RequestOptions()
+        .setMethod(HttpMethod.POST)
+        .setHost(upstream.host())
+        .setPort(upstream.port())
+        .setSsl(upstream.tls())
+        .setURI(upstream.basePath() + path);
   }
 
   /**
@@ -191,14 +193,7 @@ public final class UpstreamPool {
    */
   public Future<HttpClientRequest> openFresh(UpstreamHost host, String path) {
     ProxyConfig.Upstream upstream = host.address();
-    RequestOptions options =
-        new RequestOptions()
-            .setMethod(HttpMethod.POST)
-            .setHost(upstream.host())
-            .setPort(upstream.port())
-            .setSsl(upstream.tls())
-            .setURI(upstream.basePath() + path)
-            .putHeader("connection", "close");
+    RequestOptions options = post(upstream, path).putHeader("connection", "close");
     host.started();
     return client
         .connect(
