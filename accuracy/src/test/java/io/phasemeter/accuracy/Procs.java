@@ -13,7 +13,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /** Starting, waiting for and stopping the separate JVM processes of the suite. */
 final class Procs {
@@ -87,14 +89,29 @@ final class Procs {
     throw new IllegalStateException("not ready within " + timeout + ": " + url);
   }
 
+  /**
+   * Stops the process (TERM, then KILL after 10 s) and waits for it; then whatever it had started
+   * and left behind (a load client's {@code --start-cmd} server) goes too.
+   */
   static void stop(Process p) throws InterruptedException {
     if (p == null) {
       return;
     }
+    List<ProcessHandle> children = p.descendants().toList();
     p.destroy();
     if (!p.waitFor(10, TimeUnit.SECONDS)) {
       p.destroyForcibly();
       p.waitFor(10, TimeUnit.SECONDS);
+    }
+    for (ProcessHandle h : children) {
+      if (h.isAlive()) {
+        h.destroyForcibly();
+        try {
+          h.onExit().get(10, TimeUnit.SECONDS);
+        } catch (ExecutionException | TimeoutException e) {
+          // Stuck in the kernel: nothing more to do from here.
+        }
+      }
     }
   }
 
