@@ -22,11 +22,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * config/k6/phase-envelope.js cannot run here (no k6), so its arithmetic lives in
- * config/k6/lib/envelope.js, which has no k6 import, and this test runs that file under Node.js on
- * responses recorded from a real proxy: the Server-Timing it parses must give the phases of the
- * proxy's own record, the envelope must be what the client waited beyond them, the thresholds must
- * be the budgets of config/budgets.yaml as the proxy reads them, and traceparents must be valid and
+ * config/k6/phase-envelope.js runs under real k6 in the accuracy module's K6Test, where k6 is built
+ * (tools/realworld.sh). Its arithmetic lives in config/k6/lib/envelope.js, which has no k6 import,
+ * so that it is also checked without k6: this test runs that file under Node.js on responses
+ * recorded from a real proxy: the Server-Timing it parses must give the phases of the proxy's own
+ * record, the envelope must be what the client waited beyond them, the thresholds must be the
+ * budgets of config/budgets.yaml as the proxy reads them, and traceparents must be valid and
  * unique. The script itself is checked for the shape the README promises.
  */
 class K6EnvelopeTest extends ProxyTestBase {
@@ -190,7 +191,13 @@ class K6EnvelopeTest extends ProxyTestBase {
     String script = Files.readString(K6.resolve("phase-envelope.js"));
     assertThat(script)
         .contains("executor: 'constant-arrival-rate'")
-        .contains("thresholds: judged.thresholds")
+        // Budgets become thresholds; a response without Server-Timing fails the run, since k6
+        // passes a threshold on a Trend that has no samples.
+        .contains(
+            "thresholds: Object.assign({ phasemeter_missing_server_timing: ['count<1'] },"
+                + " judged.thresholds)")
+        // Each request's trace id is metadata on its samples (--out json), never a tag.
+        .contains("exec.vu.metrics.metadata.trace_id = traceIdOf(tp);")
         .contains("parseBudgets(open(__ENV.BUDGETS || '../budgets.yaml'))")
         .contains("traceparent: tp")
         .contains("res.headers['Server-Timing']")
