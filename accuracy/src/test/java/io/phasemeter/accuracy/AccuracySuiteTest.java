@@ -764,7 +764,7 @@ class AccuracySuiteTest {
     return md.toString();
   }
 
-  private static void deleteTree(Path p) throws Exception {
+  static void deleteTree(Path p) throws Exception {
     if (!Files.exists(p)) {
       return;
     }
