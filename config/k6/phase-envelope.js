@@ -5,11 +5,17 @@
 //     config/k6/phase-envelope.js
 //
 // Environment: BASE_URL, MODEL, RATE (requests/s), DURATION, MAX_TOKENS (default 64), SLOW_MS
-// (requests slower than this are printed with their trace id; default 2000), BUDGETS (path relative
-// to this script; default ../budgets.yaml), NO_REUSE (1: a fresh connection per request, k6's
-// noConnectionReuse, as `phasemeter load --connection-reuse off`; needed against an engine that
-// closes kept-alive connections after a response, such as llama.cpp's server after a stream, or k6
-// reuses a closed connection and the request fails: k6 does not retry).
+// (requests slower than this are printed with their trace id; default 2000), BUDGETS (absolute, or
+// relative to this script's directory, not to the working directory; default ../budgets.yaml),
+// NO_REUSE (1: a fresh connection per request, k6's noConnectionReuse, as `phasemeter load
+// --connection-reuse off`; needed against a server that closes kept-alive connections after the
+// responses this script asks for, or k6 reuses a closed connection and the request fails: k6 does
+// not retry. llama.cpp's server closes after a stream, not after the whole responses sent here, and
+// the proxy keeps client connections open whatever its upstream does).
+//
+// Every request's trace id rides on its samples as k6 metadata (not a tag: no extra time series):
+// `k6 run --out json=run.json` writes it beside each request's http_req_duration and phasemeter_*
+// values, so a run can be looked up request by request in the proxy (/admin/records/<trace_id>).
 //
 // Requests are not streamed: a streamed response's Server-Timing can only carry the phases before
 // its first byte (DESIGN.md §5). For streamed load and TTFT envelopes use `phasemeter load run`.
@@ -54,7 +60,10 @@ export const options = {
       maxVUs: Math.max(50, Math.ceil(RATE * 60)),
     },
   },
-  thresholds: judged.thresholds,
+  // A phase Trend with no samples passes its threshold in k6, so a run whose responses carried no
+  // Server-Timing (not the proxy, or a hop that strips the header) would pass every envelope budget
+  // on nothing: one such response fails the run instead.
+  thresholds: Object.assign({ phasemeter_missing_server_timing: ['count<1'] }, judged.thresholds),
   // Low-cardinality tags only: no url (it is one), no trace id, no request id.
   systemTags: ['status', 'method', 'name', 'scenario', 'expected_response', 'error_code'],
   discardResponseBodies: true,
@@ -82,6 +91,7 @@ export function setup() {
 
 export default function () {
   const tp = traceparent(generator, exec.scenario.iterationInTest);
+  exec.vu.metrics.metadata.trace_id = traceIdOf(tp);
   const body = JSON.stringify({
     model: MODEL,
     stream: false,

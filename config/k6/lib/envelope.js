@@ -73,8 +73,12 @@ export function traceparent(generatorHex, counter) {
   if (!/^[0-9a-f]{16}$/.test(generatorHex) || /^0+$/.test(generatorHex)) {
     throw new Error(`generator id must be 16 hex digits, not all zero: ${generatorHex}`);
   }
-  const low = BigInt(counter).toString(16).padStart(16, '0');
-  const span = (BigInt(counter) + 1n).toString(16).padStart(16, '0');
+  // k6's JavaScript engine (goja) has no BigInt: the counter stays a Number, exact up to 2^53 - 1.
+  if (!Number.isSafeInteger(counter) || counter < 0) {
+    throw new Error(`request counter must be an integer from 0 to 2^53 - 1: ${counter}`);
+  }
+  const low = counter.toString(16).padStart(16, '0');
+  const span = (counter + 1).toString(16).padStart(16, '0');
   return `00-${generatorHex}${low}-${span}-01`;
 }
 

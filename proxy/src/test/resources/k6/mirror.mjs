@@ -22,6 +22,13 @@ try {
 } catch (e) {
   badGenerator = e.message;
 }
+// k6 has no BigInt: counters are Numbers, exact to 2^53 - 1; beyond that they are refused.
+let badCounter = null;
+try {
+  lib.traceparent(input.generator, 2 ** 53);
+} catch (e) {
+  badCounter = e.message;
+}
 console.log(
   JSON.stringify({
     results,
@@ -30,6 +37,7 @@ console.log(
     skipped: judged.skipped,
     traceparents,
     bad_generator: badGenerator,
+    bad_counter: badCounter,
     percentiles: [0.5, 0.95, 0.999].map(lib.percentile),
     timing_with_desc: lib.parseServerTiming('queue;desc="slot wait";dur=12.5, cache;desc=hit'),
   }),

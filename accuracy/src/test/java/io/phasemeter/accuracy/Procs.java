@@ -54,6 +54,15 @@ final class Procs {
     cmd.add("-jar");
     cmd.add(jar.toString());
     cmd.addAll(args);
+    return start(cmd, env, workDir, logBase);
+  }
+
+  /**
+   * Starts {@code cmd} in {@code workDir} with stdout and stderr appended to {@code logBase}.out /
+   * .err, and the command line to {@code logBase}.cmd.
+   */
+  static Process start(List<String> cmd, Map<String, String> env, Path workDir, String logBase)
+      throws IOException {
     ProcessBuilder pb = new ProcessBuilder(cmd).directory(workDir.toFile());
     pb.environment().putAll(env);
     Files.writeString(

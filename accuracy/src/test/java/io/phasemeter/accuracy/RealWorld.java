@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import org.junit.jupiter.api.Assumptions;
 
@@ -118,6 +119,17 @@ final class RealWorld {
             .start();
     Procs.awaitOk("http://127.0.0.1:" + port + "/health", p, Duration.ofSeconds(120));
     return p;
+  }
+
+  /**
+   * Starts {@code k6 run --no-usage-report [args]} in {@code dir} (with {@code
+   * K6_NO_USAGE_REPORT=true} as well: k6 must never phone home), output to {@code logBase}.out /
+   * .err there. The caller waits for it and reads its exit code.
+   */
+  Process startK6(List<String> args, Path dir, String logBase) throws IOException {
+    List<String> cmd = new ArrayList<>(List.of(k6.toString(), "run", "--no-usage-report"));
+    cmd.addAll(args);
+    return Procs.start(cmd, Map.of("K6_NO_USAGE_REPORT", "true"), dir, logBase);
   }
 
   /** The shell command that starts llama-server the same way, for {@code --start-cmd}. */

@@ -22,11 +22,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * config/k6/phase-envelope.js cannot run here (no k6), so its arithmetic lives in
- * config/k6/lib/envelope.js, which has no k6 import, and this test runs that file under Node.js on
- * responses recorded from a real proxy: the Server-Timing it parses must give the phases of the
- * proxy's own record, the envelope must be what the client waited beyond them, the thresholds must
- * be the budgets of config/budgets.yaml as the proxy reads them, and traceparents must be valid and
+ * config/k6/phase-envelope.js runs under real k6 in the accuracy module's K6Test, where k6 is built
+ * (tools/realworld.sh). Its arithmetic lives in config/k6/lib/envelope.js, which has no k6 import,
+ * so that it is also checked without k6: this test runs that file under Node.js on responses
+ * recorded from a real proxy: the Server-Timing it parses must give the phases of the proxy's own
+ * record, the envelope must be what the client waited beyond them, the thresholds must be the
+ * budgets of config/budgets.yaml as the proxy reads them, and traceparents must be valid and
  * unique. The script itself is checked for the shape the README promises.
  */
 class K6EnvelopeTest extends ProxyTestBase {
@@ -93,7 +94,7 @@ class K6EnvelopeTest extends ProxyTestBase {
     input.put("model", "sim-llama");
     input.put("slow_ms", 200);
     input.put("generator", generator);
-    input.putArray("counters").add(0).add(1).add(255).add(1L << 40);
+    input.putArray("counters").add(0).add(1).add(255).add(1L << 40).add((1L << 53) - 1);
     Path in = tmp.resolve("input.json");
     JSON.writeValue(in.toFile(), input);
 
@@ -180,6 +181,9 @@ class K6EnvelopeTest extends ProxyTestBase {
     assertThat(tps).doesNotHaveDuplicates();
     assertThat(tps.get(3)).isEqualTo("00-5eed5eed5eed5eed0000010000000000-0000010000000001-01");
     assertThat(out.get("bad_generator").asText()).contains("not all zero");
+    // k6 has no BigInt: the counter is a Number, exact up to 2^53 - 1, refused beyond.
+    assertThat(tps.get(4)).isEqualTo("00-5eed5eed5eed5eed001fffffffffffff-0020000000000000-01");
+    assertThat(out.get("bad_counter").asText()).contains("2^53 - 1");
   }
 
   @Test
@@ -187,7 +191,13 @@ class K6EnvelopeTest extends ProxyTestBase {
     String script = Files.readString(K6.resolve("phase-envelope.js"));
     assertThat(script)
         .contains("executor: 'constant-arrival-rate'")
-        .contains("thresholds: judged.thresholds")
+        // Budgets become thresholds; a response without Server-Timing fails the run, since k6
+        // passes a threshold on a Trend that has no samples.
+        .contains(
+            "thresholds: Object.assign({ phasemeter_missing_server_timing: ['count<1'] },"
+                + " judged.thresholds)")
+        // Each request's trace id is metadata on its samples (--out json), never a tag.
+        .contains("exec.vu.metrics.metadata.trace_id = traceIdOf(tp);")
         .contains("parseBudgets(open(__ENV.BUDGETS || '../budgets.yaml'))")
         .contains("traceparent: tp")
         .contains("res.headers['Server-Timing']")
@@ -204,6 +214,19 @@ class K6EnvelopeTest extends ProxyTestBase {
             .collect(java.util.stream.Collectors.joining("\n"));
     assertThat(code).doesNotContainPattern("tags[^\\n]*trace");
     assertThat(script).contains("systemTags: [").doesNotContainPattern("systemTags:[^\\]]*'url'");
+    // k6 0.48's JavaScript (goja) has no BigInt: a literal like 1n stops k6 before the run (exit
+    // 107) and BigInt() fails every iteration; Node.js has both, so only this check catches them.
+    for (Path js : List.of(K6.resolve("phase-envelope.js"), K6.resolve("lib/envelope.js"))) {
+      String src =
+          Files.readString(js)
+              .lines()
+              .filter(l -> !l.strip().startsWith("//"))
+              .collect(java.util.stream.Collectors.joining("\n"));
+      assertThat(src)
+          .as(js.toString())
+          .doesNotContain("BigInt")
+          .doesNotContainPattern("\\b\\d+n\\b");
+    }
     ExternalTool.NODE.require();
     // Syntax check of the whole script as an ES module (k6's imports are not resolvable here).
     ExternalTool.Result check = ExternalTool.NODE.run(K6, "--check", "phase-envelope.js");
