@@ -60,10 +60,15 @@ export const options = {
       maxVUs: Math.max(50, Math.ceil(RATE * 60)),
     },
   },
-  // A phase Trend with no samples passes its threshold in k6, so a run whose responses carried no
-  // Server-Timing (not the proxy, or a hop that strips the header) would pass every envelope budget
-  // on nothing: one such response fails the run instead.
-  thresholds: Object.assign({ phasemeter_missing_server_timing: ['count<1'] }, judged.thresholds),
+  // Two thresholds beside the budgets: a phase Trend with no samples passes its threshold in k6, so
+  // a run whose responses carried no Server-Timing (not the proxy, or a hop that strips the header)
+  // would pass every envelope budget on nothing, and one such response fails the run instead; and
+  // an open model that could not start an iteration on time did not generate the promised load, so
+  // a dropped iteration fails it too (as `phasemeter load run` exits 4 on drops).
+  thresholds: Object.assign(
+    { phasemeter_missing_server_timing: ['count<1'], dropped_iterations: ['count<1'] },
+    judged.thresholds,
+  ),
   // Low-cardinality tags only: no url (it is one), no trace id, no request id.
   systemTags: ['status', 'method', 'name', 'scenario', 'expected_response', 'error_code'],
   discardResponseBodies: true,

@@ -94,7 +94,8 @@ class K6Test {
   @Test
   void budgetsThatHoldExitZeroAndEveryTraceIdHasTheProxysRecord() throws Exception {
     startProxy(SIM_MODEL, startSim());
-    K6Run run = k6("holds", SIM_MODEL, 5, "8s", Map.of());
+    K6Started started = startK6("holds", SIM_MODEL, 5, "8s", Map.of());
+    K6Run run = finish(started);
 
     assertThat(run.exit()).as("k6 exit code (%s)", run.log()).isZero();
     assertThat(run.output()).doesNotContain("have been crossed");
@@ -136,6 +137,7 @@ class K6Test {
       envelopes.add(envelope);
     }
     assertThat(found).as("trace ids with a proxy record (join coverage)").isEqualTo(run.size());
+    joinK6(started, run.size());
     assertThat(run.summary().at("/metrics/phasemeter_negative_envelopes/count").asLong(0)).isZero();
     JsonNode env = run.summary().at("/metrics/phasemeter_network_envelope");
     System.out.printf(
@@ -153,6 +155,37 @@ class K6Test {
         env.get("med").asDouble(),
         env.get("p(95)").asDouble(),
         seconds());
+  }
+
+  /**
+   * {@code phasemeter load join-k6} on the same k6 JSON output: Phasemeter's own join finds every
+   * record, and its envelope (k6's duration less the proxy's whole root) has the median this test
+   * computed from the records.
+   */
+  private void joinK6(K6Started k6, int requests) throws Exception {
+    Path joinDir = work.resolve("join-" + k6.name());
+    Process p =
+        Procs.start(
+            AccuracySuiteTest.LOAD_JAR,
+            List.of(),
+            List.of(
+                "join-k6",
+                k6.samples().toString(),
+                "--admin",
+                "http://127.0.0.1:" + adminPort,
+                "--out",
+                joinDir.toString()),
+            Map.of(),
+            work,
+            "join-" + k6.name());
+    assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("join-k6 finished").isTrue();
+    String said = Files.readString(work.resolve("join-" + k6.name() + ".out"));
+    assertThat(p.exitValue()).as(said).isZero();
+    assertThat(said)
+        .contains(
+            requests + " requests, " + requests + " with a proxy record (join coverage 100.0%)");
+    assertThat(Files.readAllLines(joinDir.resolve("k6-join.csv"))).hasSize(requests + 1);
+    System.out.println("K6Test join-k6: " + said.lines().skip(1).findFirst().orElse(""));
   }
 
   @Test

@@ -27,7 +27,8 @@ import picocli.CommandLine.Option;
       Demo.class,
       io.phasemeter.load.campaign.CampaignCommand.class,
       io.phasemeter.load.campaign.CompareCommand.class,
-      MergeCommand.class
+      MergeCommand.class,
+      K6JoinCommand.class
     },
     exitCodeOnInvalidInput = 2)
 public final class LoadMain implements Callable<Integer> {

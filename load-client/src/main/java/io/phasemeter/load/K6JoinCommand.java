@@ -1,0 +1,264 @@
+package io.phasemeter.load;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.Writer;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.regex.Pattern;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/** {@code phasemeter load join-k6 RUN.json --admin URL}. */
+@Command(
+    name = "join-k6",
+    mixinStandardHelpOptions = true,
+    description = {
+      "Joins a k6 run of config/k6/phase-envelope.js with the proxy's records: reads the trace id"
+          + " of every request from k6's JSON output (k6 run --out json=RUN.json; the script puts"
+          + " it on each sample as metadata), fetches each record from the admin listener"
+          + " (/admin/records/{traceId}; kept 10 minutes by default) and computes per request"
+          + " network_envelope = k6's http_req_duration - the proxy's root. Quantiles are taken"
+          + " over those per-request differences, for joined successful requests; a negative"
+          + " envelope is counted, never clipped.",
+      "",
+      "Writes k6-join.csv (one row per request, no bodies) into --out and prints the join"
+          + " coverage and the envelope's p50/p95/p99.",
+      "",
+      "Exit codes: 0 every request joined; 4 some request has no record (listed, at most 10);"
+          + " 2 bad usage or a file that is not k6 JSON output with trace ids."
+    },
+    exitCodeOnInvalidInput = 2)
+final class K6JoinCommand implements Callable<Integer> {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Pattern TRACE_ID = Pattern.compile("[0-9a-f]{32}");
+  private static final int LISTED = 10;
+
+  @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+
+  @Parameters(paramLabel = "RUN.json", description = "k6's JSON output (--out json=RUN.json)")
+  Path input;
+
+  @Option(
+      names = "--admin",
+      required = true,
+      paramLabel = "URL",
+      description = "the proxy's admin URL, e.g. http://127.0.0.1:9464")
+  URI admin;
+
+  @Option(names = "--admin-token", paramLabel = "TOKEN", description = "admin bearer token")
+  String adminToken;
+
+  @Option(
+      names = "--out",
+      paramLabel = "DIR",
+      description = "where k6-join.csv goes (default: phasemeter-out/join-k6-<time>)")
+  Path out;
+
+  /** One request of the k6 run. */
+  record K6Request(String traceId, int status, double durationMs) {}
+
+  /** One request and the proxy's record of it, if found. */
+  record Joined(K6Request k6, boolean found, String outcome, double rootMs) {
+    double envelopeMs() {
+      return found ? k6.durationMs() - rootMs : Double.NaN;
+    }
+
+    boolean ok() {
+      return found && k6.status() / 100 == 2 && "success".equals(outcome);
+    }
+  }
+
+  @Override
+  public Integer call() {
+    PrintWriter stdout = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    List<K6Request> requests;
+    try {
+      requests = read(input);
+    } catch (IOException | IllegalArgumentException e) {
+      err.println("phasemeter load join-k6: " + e.getMessage());
+      return 2;
+    }
+    if (requests.isEmpty()) {
+      err.println(
+          "phasemeter load join-k6: "
+              + input
+              + " holds no request with a trace id (run config/k6/phase-envelope.js with --out"
+              + " json=FILE)");
+      return 2;
+    }
+    HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    List<Joined> joined = new ArrayList<>(requests.size());
+    String base = admin.toString().replaceAll("/+$", "");
+    int done = 0;
+    for (K6Request r : requests) {
+      try {
+        joined.add(fetch(http, base, r));
+      } catch (IOException e) {
+        err.println("phasemeter load join-k6: cannot read " + base + ": " + e.getMessage());
+        return 2;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return 2;
+      }
+      if (++done % 1000 == 0) {
+        stdout.println(
+            "phasemeter load join-k6: " + done + " of " + requests.size() + " looked up");
+        stdout.flush();
+      }
+    }
+    Path dir = out == null ? LoadMain.defaultOut("join-k6") : out;
+    try {
+      write(dir.resolve("k6-join.csv"), joined);
+    } catch (IOException e) {
+      err.println("phasemeter load join-k6: cannot write " + dir + ": " + e.getMessage());
+      return 2;
+    }
+    long found = joined.stream().filter(Joined::found).count();
+    double[] envelopes =
+        joined.stream().filter(Joined::ok).mapToDouble(Joined::envelopeMs).sorted().toArray();
+    long negative = Arrays.stream(envelopes).filter(v -> v < 0).count();
+    stdout.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load join-k6: %d requests, %d with a proxy record (join coverage %.1f%%)",
+            requests.size(),
+            found,
+            100.0 * found / requests.size()));
+    stdout.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load join-k6: network_envelope over %d joined successful requests: p50"
+                + " %.2f ms, p95 %.2f ms, p99 %.2f ms, %d negative",
+            envelopes.length,
+            quantile(envelopes, 0.50),
+            quantile(envelopes, 0.95),
+            quantile(envelopes, 0.99),
+            negative));
+    stdout.println(
+        "phasemeter load join-k6: written to " + dir.toAbsolutePath().resolve("k6-join.csv"));
+    if (found < requests.size()) {
+      stdout.println("phasemeter load join-k6: no record for " + (requests.size() - found) + ":");
+      joined.stream()
+          .filter(j -> !j.found())
+          .limit(LISTED)
+          .forEach(j -> stdout.println("  trace=" + j.k6().traceId()));
+      return LoadRun.INVALID_RUN;
+    }
+    return 0;
+  }
+
+  /**
+   * The requests of a k6 JSON output, in the order they first appear: each {@code
+   * http_req_duration} point with a {@code trace_id} in its metadata (samples without one, such as
+   * setup()'s, are skipped). A trace id that comes twice is an error: the join would be ambiguous.
+   */
+  static List<K6Request> read(Path file) throws IOException {
+    Map<String, K6Request> byId = new LinkedHashMap<>();
+    int lineNo = 0;
+    try (BufferedReader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+      String line;
+      while ((line = in.readLine()) != null) {
+        lineNo++;
+        if (line.isBlank()) {
+          continue;
+        }
+        JsonNode s;
+        try {
+          s = JSON.readTree(line);
+        } catch (JsonProcessingException e) {
+          throw new IllegalArgumentException(
+              file + " line " + lineNo + " is not JSON: is it k6's --out json output?");
+        }
+        if (!"Point".equals(s.path("type").asText())
+            || !"http_req_duration".equals(s.path("metric").asText())) {
+          continue;
+        }
+        JsonNode data = s.path("data");
+        String id = data.at("/metadata/trace_id").asText(null);
+        if (id == null) {
+          continue;
+        }
+        if (!TRACE_ID.matcher(id).matches()) {
+          throw new IllegalArgumentException(
+              file + " line " + lineNo + ": trace_id '" + id + "' is not 32 hex digits");
+        }
+        K6Request r =
+            new K6Request(id, data.at("/tags/status").asInt(0), data.path("value").asDouble());
+        if (byId.putIfAbsent(id, r) != null) {
+          throw new IllegalArgumentException(
+              file + " line " + lineNo + ": trace id " + id + " appears twice");
+        }
+      }
+    }
+    return new ArrayList<>(byId.values());
+  }
+
+  private Joined fetch(HttpClient http, String base, K6Request r)
+      throws IOException, InterruptedException {
+    HttpRequest.Builder req =
+        HttpRequest.newBuilder(URI.create(base + "/admin/records/" + r.traceId()))
+            .timeout(Duration.ofSeconds(10));
+    if (adminToken != null && !adminToken.isBlank()) {
+      req.header("authorization", "Bearer " + adminToken);
+    }
+    HttpResponse<String> resp = http.send(req.build(), HttpResponse.BodyHandlers.ofString());
+    if (resp.statusCode() == 404) {
+      return new Joined(r, false, null, Double.NaN);
+    }
+    if (resp.statusCode() != 200) {
+      throw new IOException("GET /admin/records/" + r.traceId() + " answered " + resp.statusCode());
+    }
+    JsonNode rec = JSON.readTree(resp.body());
+    return new Joined(r, true, rec.path("outcome").asText(null), rec.path("root_ms").asDouble());
+  }
+
+  private static void write(Path file, List<Joined> joined) throws IOException {
+    Files.createDirectories(file.getParent());
+    try (Writer w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
+      w.write("trace_id,status,k6_duration_ms,found,outcome,server_root_ms,network_envelope_ms\n");
+      for (Joined j : joined) {
+        w.write(
+            String.format(
+                Locale.ROOT,
+                "%s,%d,%.3f,%b,%s,%s,%s%n",
+                j.k6().traceId(),
+                j.k6().status(),
+                j.k6().durationMs(),
+                j.found(),
+                j.outcome() == null ? "" : j.outcome(),
+                j.found() ? String.format(Locale.ROOT, "%.3f", j.rootMs()) : "",
+                j.found() ? String.format(Locale.ROOT, "%.3f", j.envelopeMs()) : ""));
+      }
+    }
+  }
+
+  /** Nearest-rank quantile of sorted values; NaN when there are none. */
+  static double quantile(double[] sorted, double q) {
+    if (sorted.length == 0) {
+      return Double.NaN;
+    }
+    int rank = (int) Math.ceil(q * sorted.length);
+    return sorted[Math.max(0, Math.min(sorted.length - 1, rank - 1))];
+  }
+}
