@@ -192,10 +192,10 @@ class K6EnvelopeTest extends ProxyTestBase {
     assertThat(script)
         .contains("executor: 'constant-arrival-rate'")
         // Budgets become thresholds; a response without Server-Timing fails the run, since k6
-        // passes a threshold on a Trend that has no samples.
+        // passes a threshold on a Trend that has no samples, and so does a dropped iteration.
         .contains(
-            "thresholds: Object.assign({ phasemeter_missing_server_timing: ['count<1'] },"
-                + " judged.thresholds)")
+            "{ phasemeter_missing_server_timing: ['count<1'], dropped_iterations: ['count<1'] },")
+        .contains("judged.thresholds,")
         // Each request's trace id is metadata on its samples (--out json), never a tag.
         .contains("exec.vu.metrics.metadata.trace_id = traceIdOf(tp);")
         .contains("parseBudgets(open(__ENV.BUDGETS || '../budgets.yaml'))")
