@@ -117,7 +117,13 @@ final class RealWorld {
             .redirectOutput(
                 ProcessBuilder.Redirect.appendTo(dir.resolve(logBase + ".log").toFile()))
             .start();
-    Procs.awaitOk("http://127.0.0.1:" + port + "/health", p, Duration.ofSeconds(120));
+    try {
+      Procs.awaitOk("http://127.0.0.1:" + port + "/health", p, Duration.ofSeconds(120));
+    } catch (Exception | AssertionError e) {
+      // Never left running: the caller has no handle on it yet.
+      Procs.stop(p);
+      throw e;
+    }
     return p;
   }
 

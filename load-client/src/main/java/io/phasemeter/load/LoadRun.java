@@ -86,6 +86,8 @@ public final class LoadRun {
             return t;
           });
 
+  private volatile io.phasemeter.load.report.Connections connectionsAtStart;
+
   LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets) {
     this.vertx = vertx;
     this.o = o;
@@ -182,6 +184,8 @@ public final class LoadRun {
     warmUpAtLoad(reporter);
     collectBeforeTheClock();
     runStart = System.nanoTime();
+    // The warm-up's connections are not the run's.
+    connectionsAtStart = connectionCounts();
     lastPrintNanos = runStart;
     long period = Math.max(1000, o.reportInterval().toMillis());
     reporter.scheduleAtFixedRate(this::printLiveSafely, period, period, TimeUnit.MILLISECONDS);
@@ -702,8 +706,8 @@ public final class LoadRun {
             completed.get(),
             inFlight.get(),
             droppedTotal.get(),
-            runner.staleConnectionRetries() > 0
-                ? "  stale-conn retries " + runner.staleConnectionRetries()
+            connections().staleRetries() > 0
+                ? "  stale-conn retries " + connections().staleRetries()
                 : "",
             feed == null
                 ? "-"
@@ -936,12 +940,25 @@ public final class LoadRun {
     }
   }
 
-  private io.phasemeter.load.report.Connections connections() {
+  private io.phasemeter.load.report.Connections connectionCounts() {
     return new io.phasemeter.load.report.Connections(
         runner.connectionReuse(),
         runner.connectionsOpened(),
         runner.connectionsClosedByServer(),
         runner.staleConnectionRetries());
+  }
+
+  /** What the run's connections did since the clock started (not during the warm-up). */
+  private io.phasemeter.load.report.Connections connections() {
+    io.phasemeter.load.report.Connections now = connectionCounts();
+    io.phasemeter.load.report.Connections base = connectionsAtStart;
+    return base == null
+        ? now
+        : new io.phasemeter.load.report.Connections(
+            now.reuse(),
+            now.opened() - base.opened(),
+            now.closedByServer() - base.closedByServer(),
+            now.staleRetries() - base.staleRetries());
   }
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */

@@ -341,7 +341,9 @@ class LoadRunTest {
     JsonNode s = summary();
     assertThat(s.path("requests").path("errors").asLong()).as(out.toString()).isZero();
     long retries = s.path("requests").path("stale_connection_retries").asLong();
-    assertThat(retries).isEqualTo(unanswered.get());
+    // Each request the engine read on a closing connection was resent; so was any written after
+    // the close, which the engine never saw.
+    assertThat(retries).isGreaterThanOrEqualTo(unanswered.get());
     assertThat(s.path("requests").path("sent").asLong() + 0).isLessThanOrEqualTo(answered.get());
     JsonNode conns = s.path("connections");
     assertThat(conns.path("stale_connection_retries").asLong()).isEqualTo(retries);

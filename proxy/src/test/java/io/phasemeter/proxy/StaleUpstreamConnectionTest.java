@@ -60,7 +60,9 @@ class StaleUpstreamConnectionTest extends ProxyTestBase {
     assertThat(answered).hasValue(100);
     Matcher m = STALE.matcher(admin("/metrics").text());
     assertThat(m.find()).isTrue();
-    assertThat((long) Double.parseDouble(m.group(1))).isEqualTo(unanswered.get());
+    // Each request the upstream read on a closing connection was resent; so was any the proxy wrote
+    // after the close, which the upstream never saw.
+    assertThat((long) Double.parseDouble(m.group(1))).isGreaterThanOrEqualTo(unanswered.get());
     System.out.printf(
         "stale upstream connections: 100 streams ok, %d sent again on a fresh connection%n",
         unanswered.get());

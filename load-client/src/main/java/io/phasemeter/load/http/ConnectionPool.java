@@ -45,6 +45,9 @@ final class ConnectionPool {
    */
   static final int MAX_CONNECTING = 64;
 
+  /** A close this soon after a kept-alive response is the server's, not an idle timeout. */
+  static final long PROMPT_CLOSE_NANOS = 1_000_000_000L;
+
   /** An exchange waiting for a connection. */
   interface Waiter {
     /** The connection is this waiter's until it hands it back with {@link #release}. */
@@ -120,8 +123,8 @@ final class ConnectionPool {
   }
 
   /**
-   * Connections the server closed while they waited in the pool after a response that announced
-   * keep-alive.
+   * Connections the server closed while they waited in the pool, within a second of a response that
+   * announced keep-alive.
    */
   long closedByServer() {
     return closedByServer;
@@ -130,6 +133,11 @@ final class ConnectionPool {
   /** The client is closing every connection: closes from now on are not the server's. */
   void shutdown() {
     shuttingDown = true;
+  }
+
+  /** Whether {@link #shutdown} was called. */
+  boolean shuttingDown() {
+    return shuttingDown;
   }
 
   /** Whether {@code c} carried a request before the one it carries now. */
@@ -306,12 +314,20 @@ final class ConnectionPool {
     c.http.close();
   }
 
-  /** The connection closed without this pool closing it. */
+  /**
+   * The connection closed without this pool closing it. Counted as the server's change of mind when
+   * it came within {@link #PROMPT_CLOSE_NANOS} of the response that announced keep-alive (an idle
+   * timeout, uvicorn's 5 s for one, is not such a close).
+   */
   private void closedByPeer(Conn c) {
-    if (!c.closed && !c.discarded && !shuttingDown && c.idle && c.requests > 0) {
-      // Idle after a response that announced keep-alive: the server changed its mind.
-      closedByServer++;
+    if (!c.closed && c.idle) {
       idle.remove(c);
+      if (!c.discarded
+          && !shuttingDown
+          && c.requests > 0
+          && System.nanoTime() - c.idleSinceNanos <= PROMPT_CLOSE_NANOS) {
+        closedByServer++;
+      }
     }
     closed(c);
   }

@@ -40,6 +40,11 @@ final class Exchange implements ConnectionPool.Waiter {
 
   private boolean done;
   private boolean retried;
+  private long handedAt;
+
+  /** How soon after taking a reused connection its close counts as stale rather than failed. */
+  static final long STALE_WINDOW_NANOS = 1_000_000_000L;
+
   private long timerId = -1;
   private RequestOptions options;
   private ConnectionPool.Conn conn;
@@ -121,6 +126,7 @@ final class Exchange implements ConnectionPool.Waiter {
       return;
     }
     conn = c;
+    handedAt = System.nanoTime();
     c.http.request(options).onComplete(this::onRequest);
   }
 
@@ -311,7 +317,9 @@ final class Exchange implements ConnectionPool.Waiter {
         || retried
         || conn == null
         || response != null
-        || isTimeout(cause)
+        || runner.pool.shuttingDown()
+        || System.nanoTime() - handedAt > STALE_WINDOW_NANOS
+        || !closedConnection(cause)
         || !ConnectionPool.reused(conn)) {
       return false;
     }
@@ -388,6 +396,23 @@ final class Exchange implements ConnectionPool.Waiter {
             usagePrompt,
             usageCompletion,
             serverTiming));
+  }
+
+  /** Whether {@code t} says the connection was closed (not a decode, TLS or timeout failure). */
+  static boolean closedConnection(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof io.vertx.core.http.HttpClosedException
+          || c instanceof java.nio.channels.ClosedChannelException) {
+        return true;
+      }
+      String m = c.getMessage();
+      if (c instanceof java.io.IOException
+          && m != null
+          && (m.contains("Connection reset") || m.contains("Broken pipe"))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

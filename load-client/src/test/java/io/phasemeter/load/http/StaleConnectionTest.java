@@ -167,11 +167,13 @@ class StaleConnectionTest {
       // Each request either found its connection closed in time (a fresh one was opened) or went
       // out on it before the close was seen: never answered, retried once on a fresh connection.
       assertThat(answered).hasValue(60);
-      assertThat(r.staleConnectionRetries()).isEqualTo(unanswered.get());
-      assertThat(r.connectionsOpened()).isEqualTo(connections.get());
-      assertThat(r.staleConnectionRetries() + r.connectionsClosedByServer())
-          .as("every connection but the last was closed by the server after its response")
-          .isEqualTo(59);
+      // A request the server read on a closing connection was resent; so was one written after
+      // the close, which the server never saw.
+      assertThat(r.staleConnectionRetries()).isGreaterThanOrEqualTo(unanswered.get());
+      assertThat(r.connectionsOpened()).isEqualTo(connections.get()).isEqualTo(60);
+      // Every connection was closed after its one response: the client either saw the close in
+      // time or resent; the last connection's close may or may not have arrived yet.
+      assertThat(r.staleConnectionRetries() + r.connectionsClosedByServer()).isBetween(59L, 60L);
       System.out.printf(
           "close after stream: 60 ok, %d stale retries, %d closes seen while idle, %d"
               + " connections%n",

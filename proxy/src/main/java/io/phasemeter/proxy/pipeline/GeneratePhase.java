@@ -126,6 +126,8 @@ final class GeneratePhase {
     private final List<UpstreamHost> tried = new ArrayList<>(2);
     private UpstreamHost current;
     private boolean staleRetried;
+    // Times the request was written to an upstream (a refused connect writes nothing).
+    private int sends;
     private HttpClientRequest upstreamRequest;
     private HttpClientResponse upstreamResponse;
     private long firstTokenTimer = -1;
@@ -217,6 +219,8 @@ final class GeneratePhase {
                 }
                 upstreamRequest = request;
                 boolean reused = !fresh && pool.reused(request);
+                long sentAt = ctx.now();
+                sends++;
                 MultiMap headers = request.headers();
                 boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
                 boolean trusted = forwarded.trusts(ctx.request().remoteAddress());
@@ -247,7 +251,7 @@ final class GeneratePhase {
                             return;
                           }
                           if (rr.failed()) {
-                            if (reused && staleConnection(host, rr.cause())) {
+                            if (reused && staleConnection(host, rr.cause(), sentAt)) {
                               return;
                             }
                             attemptFailed(host, connectFailure(rr.cause()), true);
@@ -267,12 +271,15 @@ final class GeneratePhase {
      *
      * @return whether the request was sent again
      */
-    private boolean staleConnection(UpstreamHost host, Throwable cause) {
+    private boolean staleConnection(UpstreamHost host, Throwable cause, long sentAt) {
       if (over
           || staleRetried
+          || pool.config().retries() == 0
+          || pool.config().external()
           || ctx.isCancelled()
           || ctx.response().headWritten()
-          || connectFailure(cause).kind() != ProxyFailure.Kind.UPSTREAM_DISCONNECTED) {
+          || ctx.now() - sentAt > STALE_WINDOW_NANOS
+          || !closedConnection(cause)) {
         return false;
       }
       staleRetried = true;
@@ -298,8 +305,11 @@ final class GeneratePhase {
         return;
       }
       endAttempt();
+      // At most retries + 1 sends of the request, and another upstream at most retries times; a
+      // stale connection's resend to the same upstream counts as a send, not as another upstream.
       if (retryable
           && new java.util.HashSet<>(tried).size() <= pool.config().retries()
+          && sends <= pool.config().retries()
           && !ctx.isCancelled()
           && !ctx.response().headWritten()) {
         UpstreamHost other = pool.choose(tried);
@@ -660,6 +670,26 @@ final class GeneratePhase {
       ctx.end(Phase.GENERATION);
       done.tryFail(failure);
     }
+  }
+
+  /** How soon after sending a closed pooled connection counts as stale rather than failed. */
+  static final long STALE_WINDOW_NANOS = 1_000_000_000L;
+
+  /** Whether {@code t} says the connection was closed (not a decode, TLS or timeout failure). */
+  static boolean closedConnection(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof io.vertx.core.http.HttpClosedException
+          || c instanceof java.nio.channels.ClosedChannelException) {
+        return true;
+      }
+      String m = c.getMessage();
+      if (c instanceof java.io.IOException
+          && m != null
+          && (m.contains("Connection reset") || m.contains("Broken pipe"))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */

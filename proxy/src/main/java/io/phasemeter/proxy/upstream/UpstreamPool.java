@@ -39,9 +39,13 @@ public final class UpstreamPool {
   private final AtomicLong retries = new AtomicLong();
   private final AtomicLong staleRetries = new AtomicLong();
   // Pooled connections that have carried a request, so a second request on one is known to reuse
-  // it. Bounded by the client's pool (slots + 8): each leaves the set when it closes.
+  // it. Held weakly: a connection the client's pool has let go of leaves the set with it.
   private final java.util.Set<io.vertx.core.http.HttpConnection> used =
-      java.util.concurrent.ConcurrentHashMap.newKeySet();
+      java.util.Collections.newSetFromMap(
+          com.github.benmanes.caffeine.cache.Caffeine.newBuilder()
+              .weakKeys()
+              .<io.vertx.core.http.HttpConnection, Boolean>build()
+              .asMap());
   private long healthTimer = -1;
   private volatile boolean closed;
 
@@ -214,11 +218,7 @@ public final class UpstreamPool {
     if (c == null) {
       return false;
     }
-    if (used.add(c)) {
-      c.closeHandler(v -> used.remove(c));
-      return false;
-    }
-    return true;
+    return !used.add(c);
   }
 
   /** Counts a retry on a fresh connection after a reused one turned out closed. */
