@@ -415,11 +415,9 @@ class K6Test {
     Path config = work.resolve("proxy.yaml");
     Files.writeString(
         config,
-        String.join(
-            "\n",
-            "listen: {host: 127.0.0.1, port: " + proxyPort + "}",
-            "admin: {host: 127.0.0.1, port: " + adminPort + ", token: \"\"}",
-            "auth: {enabled: false, keys_file: null}",
+        Procs.proxyConfig(
+            proxyPort,
+            adminPort,
             "pools:",
             "  - name: default",
             "    models: [" + model + "]",

@@ -24,6 +24,19 @@ final class Procs {
 
   private Procs() {}
 
+  /**
+   * A proxy config listening on {@code proxyPort} (admin on {@code adminPort}, no token, auth off),
+   * followed by {@code rest}: the {@code pools:} key and whatever else the test needs.
+   */
+  static String proxyConfig(int proxyPort, int adminPort, String... rest) {
+    List<String> lines = new ArrayList<>();
+    lines.add("listen: {host: 127.0.0.1, port: " + proxyPort + "}");
+    lines.add("admin: {host: 127.0.0.1, port: " + adminPort + ", token: \"\"}");
+    lines.add("auth: {enabled: false, keys_file: null}");
+    lines.addAll(List.of(rest));
+    return String.join("\n", lines);
+  }
+
   static String java() {
     return Path.of(System.getProperty("java.home"), "bin", "java").toString();
   }
