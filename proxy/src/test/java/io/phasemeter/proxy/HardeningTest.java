@@ -638,6 +638,14 @@ class HardeningTest extends ProxyTestBase {
     assertThat(r.status()).isEqualTo(400);
     assertThat(new JsonObject(r.text()).getJsonObject("error").getString("param"))
         .isEqualTo("temperature");
+    Response nested =
+        call(
+            "/v1/chat/completions",
+            "{\"model\":\"sim-llama\",\"messages\":[{\"role\":\"user\",\"content\":\"x\","
+                + "\"w\":[1,-1e400]}]}");
+    assertThat(nested.status()).isEqualTo(400);
+    assertThat(new JsonObject(nested.text()).getJsonObject("error").getString("param"))
+        .isEqualTo("messages[0].w[1]");
     assertThat(upstreamHeaders).isEmpty();
   }
 }

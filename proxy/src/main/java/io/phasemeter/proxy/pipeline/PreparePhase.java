@@ -119,7 +119,7 @@ final class PreparePhase {
     }
     JsonNode n = root.get("n");
     long choices = n == null || n.isNull() ? 1 : boundedInteger(n, "n", 1, MAX_CHOICES);
-    rejectNonFinite(root, "");
+    rejectNonFinite(root);
     if (ctx.apiKey != null) {
       // The output is bounded by max_tokens per choice; without it, by the pool's default.
       long output = ctx.maxTokens >= 0 ? ctx.maxTokens : defaultMaxTokens.applyAsLong(ctx.model);
@@ -187,32 +187,49 @@ final class PreparePhase {
 
   /**
    * Refuses a number JSON cannot carry back: {@code 1e400} parses as infinity, and re-written for
-   * the upstream it would become a string. {@code path} names where it was.
+   * the upstream it would become a string. The 400 names where it was.
    */
-  private static void rejectNonFinite(JsonNode node, String path) {
+  private static void rejectNonFinite(JsonNode root) {
+    String path = nonFinite(root);
+    if (path != null) {
+      String field = path.isEmpty() ? "body" : path;
+      field = field.length() > 100 ? field.substring(0, 100) + "…" : field;
+      throw ProxyFailure.ofParam(
+          ProxyFailure.Kind.INVALID_REQUEST, "'" + field + "' must be a finite number.", field);
+    }
+  }
+
+  /**
+   * The path below {@code node} of its first non-finite number ("" for {@code node} itself), or
+   * null when there is none. The path is built only on the way back from a find, so a valid body (a
+   * token-id prompt of thousands of numbers) costs a walk and nothing else.
+   */
+  private static String nonFinite(JsonNode node) {
     if (node.isFloatingPointNumber()) {
-      if (!Double.isFinite(node.asDouble()) && !node.isBigDecimal()) {
-        String field = path.isEmpty() ? "body" : path;
-        field = field.length() > 100 ? field.substring(0, 100) + "…" : field;
-        throw ProxyFailure.ofParam(
-            ProxyFailure.Kind.INVALID_REQUEST, "'" + field + "' must be a finite number.", field);
-      }
-    } else if (node.isObject()) {
+      return Double.isFinite(node.asDouble()) || node.isBigDecimal() ? null : "";
+    }
+    if (node.isObject()) {
       var it = node.fields();
       while (it.hasNext()) {
         var e = it.next();
-        if (e.getValue().isContainerNode() || e.getValue().isNumber()) {
-          rejectNonFinite(e.getValue(), path.isEmpty() ? e.getKey() : path + "." + e.getKey());
+        JsonNode v = e.getValue();
+        String below = v.isContainerNode() || v.isNumber() ? nonFinite(v) : null;
+        if (below != null) {
+          return below.isEmpty() || below.startsWith("[")
+              ? e.getKey() + below
+              : e.getKey() + "." + below;
         }
       }
     } else if (node.isArray()) {
       for (int i = 0; i < node.size(); i++) {
-        JsonNode e = node.get(i);
-        if (e.isContainerNode() || e.isNumber()) {
-          rejectNonFinite(e, path + "[" + i + "]");
+        JsonNode v = node.get(i);
+        String below = v.isContainerNode() || v.isNumber() ? nonFinite(v) : null;
+        if (below != null) {
+          return "[" + i + "]" + (below.isEmpty() || below.startsWith("[") ? below : "." + below);
         }
       }
     }
+    return null;
   }
 
   /**
