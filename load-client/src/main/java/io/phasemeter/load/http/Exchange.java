@@ -3,6 +3,7 @@ package io.phasemeter.load.http;
 import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.ErrorClass;
 import io.phasemeter.load.workload.RequestSpec;
+import io.phasemeter.proxy.upstream.StaleConnections;
 import io.vertx.core.AsyncResult;
 import io.vertx.core.Handler;
 import io.vertx.core.buffer.Buffer;
@@ -41,9 +42,6 @@ final class Exchange implements ConnectionPool.Waiter {
   private boolean done;
   private boolean retried;
   private long handedAt;
-
-  /** How soon after taking a reused connection its close counts as stale rather than failed. */
-  static final long STALE_WINDOW_NANOS = 1_000_000_000L;
 
   private long timerId = -1;
   private RequestOptions options;
@@ -318,8 +316,8 @@ final class Exchange implements ConnectionPool.Waiter {
         || conn == null
         || response != null
         || runner.pool.shuttingDown()
-        || System.nanoTime() - handedAt > STALE_WINDOW_NANOS
-        || !closedConnection(cause)
+        || System.nanoTime() - handedAt > StaleConnections.WINDOW_NANOS
+        || !StaleConnections.closedConnection(cause)
         || !ConnectionPool.reused(conn)) {
       return false;
     }
@@ -396,23 +394,6 @@ final class Exchange implements ConnectionPool.Waiter {
             usagePrompt,
             usageCompletion,
             serverTiming));
-  }
-
-  /** Whether {@code t} says the connection was closed (not a decode, TLS or timeout failure). */
-  static boolean closedConnection(Throwable t) {
-    for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof io.vertx.core.http.HttpClosedException
-          || c instanceof java.nio.channels.ClosedChannelException) {
-        return true;
-      }
-      String m = c.getMessage();
-      if (c instanceof java.io.IOException
-          && m != null
-          && (m.contains("Connection reset") || m.contains("Broken pipe"))) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /**

@@ -9,6 +9,7 @@ import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.opentelemetry.context.propagation.TextMapSetter;
 import io.phasemeter.proxy.upstream.SseEvent;
 import io.phasemeter.proxy.upstream.SseParser;
+import io.phasemeter.proxy.upstream.StaleConnections;
 import io.phasemeter.proxy.upstream.StreamChunk;
 import io.phasemeter.proxy.upstream.UpstreamHost;
 import io.phasemeter.proxy.upstream.UpstreamPool;
@@ -278,8 +279,8 @@ final class GeneratePhase {
           || pool.config().external()
           || ctx.isCancelled()
           || ctx.response().headWritten()
-          || ctx.now() - sentAt > STALE_WINDOW_NANOS
-          || !closedConnection(cause)) {
+          || ctx.now() - sentAt > StaleConnections.WINDOW_NANOS
+          || !StaleConnections.closedConnection(cause)) {
         return false;
       }
       staleRetried = true;
@@ -670,26 +671,6 @@ final class GeneratePhase {
       ctx.end(Phase.GENERATION);
       done.tryFail(failure);
     }
-  }
-
-  /** How soon after sending a closed pooled connection counts as stale rather than failed. */
-  static final long STALE_WINDOW_NANOS = 1_000_000_000L;
-
-  /** Whether {@code t} says the connection was closed (not a decode, TLS or timeout failure). */
-  static boolean closedConnection(Throwable t) {
-    for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof io.vertx.core.http.HttpClosedException
-          || c instanceof java.nio.channels.ClosedChannelException) {
-        return true;
-      }
-      String m = c.getMessage();
-      if (c instanceof java.io.IOException
-          && m != null
-          && (m.contains("Connection reset") || m.contains("Broken pipe"))) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */
