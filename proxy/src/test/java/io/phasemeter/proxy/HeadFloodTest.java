@@ -35,21 +35,19 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class HeadFloodTest {
   private static final int CONNECTIONS = 400;
-  private static final Pattern LISTENING = Pattern.compile("listening on http://[^:]+:(\\d+)");
-  private static final Pattern ADMIN = Pattern.compile("^admin: http://[^:]+:(\\d+)");
   private static final Pattern HEAP =
       Pattern.compile("(?m)^jvm_memory_used_bytes\\{area=\"heap\"[^}]*\\} (\\S+)$");
 
   @TempDir Path dir;
 
   private final Vertx vertx = Vertx.vertx();
+  private ProxyJvm proxy;
   private Process process;
-  private Path output;
 
   @AfterEach
   void tearDown() throws Exception {
-    if (process != null && process.isAlive()) {
-      process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    if (proxy != null) {
+      proxy.close();
     }
     vertx.close().await(10, TimeUnit.SECONDS);
   }
@@ -71,7 +69,6 @@ class HeadFloodTest {
             .listen(0, "127.0.0.1")
             .await(10, TimeUnit.SECONDS);
     Path yaml = dir.resolve("proxy.yaml");
-    output = dir.resolve("proxy.out");
     Files.writeString(
         yaml,
         "listen: {host: 127.0.0.1, port: 0}\n"
@@ -84,26 +81,11 @@ class HeadFloodTest {
             + "]\n"
             + "    health: {path: null}\n"
             + "limits: {max_concurrent_uploads: 512}\n");
-    String javaHome = System.getProperty("java.home");
-    process =
-        new ProcessBuilder(
-                Path.of(javaHome, "bin", "java").toString(),
-                "-Xmx256m",
-                "-XX:+ExitOnOutOfMemoryError",
-                "-cp",
-                System.getProperty("java.class.path"),
-                "io.phasemeter.proxy.ProxyMain",
-                "--config",
-                yaml.toString())
-            .redirectErrorStream(true)
-            .redirectOutput(output.toFile())
-            .start();
-    Awaitility.await()
-        .atMost(Duration.ofSeconds(60))
-        .until(() -> port(ADMIN) > 0 && port(LISTENING) > 0 || !process.isAlive());
-    assertThat(process.isAlive()).as("proxy started: %s", stdout()).isTrue();
-    int port = port(LISTENING);
-    int admin = port(ADMIN);
+    proxy =
+        ProxyJvm.start(yaml, dir.resolve("proxy.out"), "-Xmx256m", "-XX:+ExitOnOutOfMemoryError");
+    process = proxy.process;
+    int port = proxy.port;
+    int admin = proxy.adminPort;
     assertThat(post(port)).isEqualTo(200);
     long before = heapAfterGc(admin);
 
@@ -123,7 +105,7 @@ class HeadFloodTest {
       Awaitility.await()
           .atMost(Duration.ofSeconds(30))
           .until(() -> gauge(admin, "llm_request_uploads") == CONNECTIONS || !process.isAlive());
-      assertThat(process.isAlive()).as("alive under the flood: %s", stdout()).isTrue();
+      assertThat(process.isAlive()).as("alive under the flood: %s", proxy.stdout()).isTrue();
       assertThat(post(port)).as("a good request is served in the flood").isEqualTo(200);
       long during = heapAfterGc(admin);
       System.out.printf(
@@ -197,19 +179,5 @@ class HeadFloodTest {
     }
     assertThat(sum).as("heap gauges on /metrics").isPositive();
     return (long) sum;
-  }
-
-  private int port(Pattern p) throws IOException {
-    for (String line : stdout()) {
-      Matcher m = p.matcher(line);
-      if (m.find()) {
-        return Integer.parseInt(m.group(1));
-      }
-    }
-    return -1;
-  }
-
-  private List<String> stdout() throws IOException {
-    return Files.exists(output) ? Files.readAllLines(output) : List.of();
   }
 }

@@ -37,8 +37,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class SigtermTest {
   private static final int STREAMS = 50;
-  private static final Pattern LISTENING = Pattern.compile("listening on http://[^:]+:(\\d+)");
-  private static final Pattern ADMIN = Pattern.compile("^admin: http://[^:]+:(\\d+)");
   private static final Pattern DRAINED =
       Pattern.compile(
           "phasemeter-proxy: drained in (\\d+) ms: (\\d+) of (\\d+) in-flight requests finished,"
@@ -49,8 +47,7 @@ class SigtermTest {
   private Vertx vertx;
   private HttpClient client;
   private Context context;
-  private Process process;
-  private Path output;
+  private ProxyJvm proxy;
 
   @BeforeEach
   void setUp() {
@@ -63,8 +60,8 @@ class SigtermTest {
 
   @AfterEach
   void tearDown() throws Exception {
-    if (process != null && process.isAlive()) {
-      process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    if (proxy != null) {
+      proxy.close();
     }
     vertx.close().await(10, TimeUnit.SECONDS);
   }
@@ -84,7 +81,6 @@ class SigtermTest {
             .listen(0, "127.0.0.1")
             .await(10, TimeUnit.SECONDS);
     Path yaml = dir.resolve("proxy.yaml");
-    output = dir.resolve("proxy.out");
     Files.writeString(
         yaml,
         "listen: {host: 127.0.0.1, port: 0}\n"
@@ -98,26 +94,10 @@ class SigtermTest {
             + "    slots: 64\n"
             + "    health: {path: null}\n"
             + "drain: {timeout: 2s}\n");
-    String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    process =
-        new ProcessBuilder(
-                javaBin,
-                "-cp",
-                System.getProperty("java.class.path"),
-                "io.phasemeter.proxy.ProxyMain",
-                "--config",
-                yaml.toString())
-            // To a file: Process.destroy() closes the pipes, and the drain lines come after it.
-            .redirectErrorStream(true)
-            .redirectOutput(output.toFile())
-            .start();
-
-    Awaitility.await()
-        .atMost(Duration.ofSeconds(60))
-        .until(() -> port(ADMIN) > 0 && port(LISTENING) > 0 || !process.isAlive());
-    assertThat(process.isAlive()).as("proxy started: %s", stdout()).isTrue();
-    int port = port(LISTENING);
-    int adminPort = port(ADMIN);
+    proxy = ProxyJvm.start(yaml, dir.resolve("proxy.out"));
+    Process process = proxy.process;
+    int port = proxy.port;
+    int adminPort = proxy.adminPort;
 
     Seen feed =
         Seen.open(client, context, HttpMethod.GET, adminPort, "/admin/records/stream", null, null);
@@ -147,12 +127,12 @@ class SigtermTest {
         .atMost(Duration.ofSeconds(10))
         .until(() -> get(adminPort, "/health/ready").status == 503);
     release.complete();
-    assertThat(process.waitFor(30, TimeUnit.SECONDS)).as("exited: %s", stdout()).isTrue();
+    assertThat(process.waitFor(30, TimeUnit.SECONDS)).as("exited: %s", proxy.stdout()).isTrue();
     long wallMs = (System.nanoTime() - signalledAt) / 1_000_000;
-    assertThat(process.exitValue()).as("exit status; output: %s", stdout()).isZero();
+    assertThat(process.exitValue()).as("exit status; output: %s", proxy.stdout()).isZero();
 
     // What the process said.
-    List<String> stdout = stdout();
+    List<String> stdout = proxy.stdout();
     assertThat(stdout).anyMatch(l -> l.startsWith("phasemeter-proxy: draining: not ready"));
     Matcher drained =
         stdout.stream()
@@ -200,20 +180,6 @@ class SigtermTest {
         assertThat(rec.getString("outcome")).isEqualTo("success");
       }
     }
-  }
-
-  private List<String> stdout() throws java.io.IOException {
-    return Files.exists(output) ? Files.readAllLines(output) : List.of();
-  }
-
-  private int port(Pattern p) throws java.io.IOException {
-    for (String line : stdout()) {
-      Matcher m = p.matcher(line);
-      if (m.find()) {
-        return Integer.parseInt(m.group(1));
-      }
-    }
-    return -1;
   }
 
   private record Got(int status, String body) {}

@@ -1,0 +1,86 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.awaitility.Awaitility;
+
+/**
+ * {@code phasemeter proxy} ({@link ProxyMain}) in a JVM of its own, as users run it, for the tests
+ * where the process itself is at stake (signals, its heap). Its output goes to a file: {@code
+ * Process.destroy()} closes the pipes, and lines written after it (the drain's) must not be lost.
+ */
+final class ProxyJvm implements AutoCloseable {
+  private static final Pattern LISTENING = Pattern.compile("listening on http://[^:]+:(\\d+)");
+  private static final Pattern ADMIN = Pattern.compile("^admin: http://[^:]+:(\\d+)");
+
+  final Process process;
+  final Path output;
+  final int port;
+  final int adminPort;
+
+  private ProxyJvm(Process process, Path output, int port, int adminPort) {
+    this.process = process;
+    this.output = output;
+    this.port = port;
+    this.adminPort = adminPort;
+  }
+
+  /**
+   * Starts {@code java [jvmArgs] -cp <this classpath> ProxyMain --config config}, its output into
+   * {@code output}, and returns once it has printed both listeners' ports.
+   */
+  static ProxyJvm start(Path config, Path output, String... jvmArgs) throws Exception {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.addAll(List.of(jvmArgs));
+    cmd.addAll(
+        List.of(
+            "-cp",
+            System.getProperty("java.class.path"),
+            "io.phasemeter.proxy.ProxyMain",
+            "--config",
+            config.toString()));
+    Process p =
+        new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile()).start();
+    Awaitility.await()
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> port(output, ADMIN) > 0 && port(output, LISTENING) > 0 || !p.isAlive());
+    assertThat(p.isAlive()).as("proxy started: %s", lines(output)).isTrue();
+    return new ProxyJvm(p, output, port(output, LISTENING), port(output, ADMIN));
+  }
+
+  /** What the process has printed so far. */
+  List<String> stdout() throws IOException {
+    return lines(output);
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    if (process.isAlive()) {
+      process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    }
+  }
+
+  private static List<String> lines(Path output) throws IOException {
+    return Files.exists(output) ? Files.readAllLines(output) : List.of();
+  }
+
+  private static int port(Path output, Pattern p) throws IOException {
+    for (String line : lines(output)) {
+      Matcher m = p.matcher(line);
+      if (m.find()) {
+        return Integer.parseInt(m.group(1));
+      }
+    }
+    return -1;
+  }
+}
