@@ -44,24 +44,7 @@ class HardeningTest extends ProxyTestBase {
   private final List<MultiMap> upstreamHeaders = new CopyOnWriteArrayList<>();
 
   private int echoBackend() throws Exception {
-    return startBackend(
-        req -> {
-          upstreamHeaders.add(MultiMap.caseInsensitiveMultiMap().addAll(req.headers()));
-          req.body()
-              .onSuccess(
-                  b -> {
-                    if (b.toString().contains("\"stream\":true")) {
-                      req.response()
-                          .setChunked(true)
-                          .putHeader("content-type", "text/event-stream")
-                          .end(VllmScript.stream(false));
-                    } else {
-                      req.response()
-                          .putHeader("content-type", "application/json")
-                          .end(VllmScript.COMPLETION);
-                    }
-                  });
-        });
+    return startVllmBackend(upstreamHeaders);
   }
 
   private ProxyConfig withKey(ProxyConfig cfg, long rpm, long tpm) throws Exception {

@@ -40,25 +40,7 @@ class HostileInputTest extends ProxyTestBase {
 
   @BeforeEach
   void start() throws Exception {
-    int port =
-        startBackend(
-            req -> {
-              upstreamHeaders.add(MultiMap.caseInsensitiveMultiMap().addAll(req.headers()));
-              req.body()
-                  .onSuccess(
-                      b -> {
-                        if (b.toString().contains("\"stream\":true")) {
-                          req.response()
-                              .setChunked(true)
-                              .putHeader("content-type", "text/event-stream")
-                              .end(VllmScript.stream(false));
-                        } else {
-                          req.response()
-                              .putHeader("content-type", "application/json")
-                              .end(VllmScript.COMPLETION);
-                        }
-                      });
-            });
+    int port = startVllmBackend(upstreamHeaders);
     ProxyConfig cfg =
         config(port, 4, "    timeouts: {connect: 1s, first_token: 2s, idle: 500ms}\n")
             .withLimits(new ProxyConfig.Limits(64 * 1024, Duration.ofMillis(RECEIVE_TIMEOUT_MS)));

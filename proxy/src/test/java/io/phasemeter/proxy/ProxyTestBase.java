@@ -229,6 +229,31 @@ public abstract class ProxyTestBase {
                     }));
   }
 
+  /**
+   * An upstream that answers like vLLM: a whole stream when the request streams, else a whole
+   * completion; the headers of each request it got go into {@code headers}, in arrival order.
+   */
+  protected int startVllmBackend(List<MultiMap> headers) throws Exception {
+    return startBackend(
+        req -> {
+          headers.add(MultiMap.caseInsensitiveMultiMap().addAll(req.headers()));
+          req.body()
+              .onSuccess(
+                  b -> {
+                    if (b.toString().contains("\"stream\":true")) {
+                      req.response()
+                          .setChunked(true)
+                          .putHeader("content-type", "text/event-stream")
+                          .end(VllmScript.stream(false));
+                    } else {
+                      req.response()
+                          .putHeader("content-type", "application/json")
+                          .end(VllmScript.COMPLETION);
+                    }
+                  });
+        });
+  }
+
   /** Starts a scripted upstream on a free port. */
   protected int startBackend(Handler<HttpServerRequest> handler) throws Exception {
     HttpServer server =
