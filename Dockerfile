@@ -16,12 +16,14 @@ WORKDIR /src
 # The poms and the wrapper first, so dependency downloads stay cached while sources change.
 COPY .mvn/ .mvn/
 COPY mvnw pom.xml ./
+COPY core/pom.xml core/
 COPY simulator/pom.xml simulator/
 COPY proxy/pom.xml proxy/
 COPY load-client/pom.xml load-client/
 COPY accuracy/pom.xml accuracy/
 COPY bench/pom.xml bench/
 RUN ./mvnw -B -q -pl proxy,load-client -am dependency:go-offline -Dspotless.check.skip=true
+COPY core/src/ core/src/
 COPY simulator/src/ simulator/src/
 COPY proxy/src/ proxy/src/
 COPY load-client/src/ load-client/src/

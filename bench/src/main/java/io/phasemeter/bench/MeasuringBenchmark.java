@@ -2,6 +2,7 @@ package io.phasemeter.bench;
 
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Tracer;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.RequestContext;
@@ -9,7 +10,6 @@ import io.phasemeter.proxy.pipeline.RequestCycle;
 import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.phasemeter.proxy.telemetry.PresetIdGenerator;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;

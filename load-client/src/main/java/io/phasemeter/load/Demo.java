@@ -1,6 +1,6 @@
 package io.phasemeter.load;
 
-import io.phasemeter.load.workload.Durations;
+import io.phasemeter.core.Durations;
 import io.phasemeter.proxy.PhasemeterProxy;
 import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ConfigLoader;
@@ -124,7 +124,7 @@ public final class Demo implements Callable<Integer> {
               + " req/s of 512-token prompts and 64-token answers; the pool serves about 10 req/s,"
               + " so the later steps queue on purpose.");
       stdout.flush();
-      Duration step = Durations.parse("--step-duration", stepDuration);
+      Duration step = Durations.parsePositive("--step-duration", stepDuration);
       LoadOptions o =
           new LoadOptions(
               URI.create("http://127.0.0.1:" + proxy.port()),
@@ -148,7 +148,7 @@ public final class Demo implements Callable<Integer> {
               dir,
               1,
               Duration.ofSeconds(90),
-              Durations.parse("--report-interval", reportInterval),
+              Durations.parsePositive("--report-interval", reportInterval),
               Duration.ofSeconds(3),
               false,
               5,

@@ -1,6 +1,6 @@
 package io.phasemeter.load;
 
-import io.phasemeter.load.workload.Durations;
+import io.phasemeter.core.Durations;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
@@ -294,12 +294,13 @@ public final class LoadMain implements Callable<Integer> {
           burstiness,
           concurrency,
           steps,
-          stepDuration == null ? null : Durations.parse("--step-duration", stepDuration),
+          stepDuration == null ? null : Durations.parsePositive("--step-duration", stepDuration),
           duration == null
               ? (steps.isEmpty()
                   ? null
-                  : Durations.parse("--step-duration", stepDuration).multipliedBy(steps.size()))
-              : Durations.parse("--duration", duration),
+                  : Durations.parsePositive("--step-duration", stepDuration)
+                      .multipliedBy(steps.size()))
+              : Durations.parsePositive("--duration", duration),
           maxInFlight,
           profile,
           inputTokens,
@@ -309,12 +310,14 @@ public final class LoadMain implements Callable<Integer> {
           budgets,
           out == null ? defaultOut("run") : out,
           seed,
-          Durations.parse("--timeout", timeout),
-          Durations.parse("--report-interval", reportInterval),
-          Durations.parse("--join-grace", joinGrace),
+          Durations.parsePositive("--timeout", timeout),
+          Durations.parsePositive("--report-interval", reportInterval),
+          Durations.parsePositive("--join-grace", joinGrace),
           chat,
           warmup,
-          warmupDuration == null ? null : Durations.parse("--warmup-duration", warmupDuration),
+          warmupDuration == null
+              ? null
+              : Durations.parsePositive("--warmup-duration", warmupDuration),
           joinSampledOnly,
           onOff("--connection-reuse", connectionReuse));
     }

@@ -1,6 +1,7 @@
 package io.phasemeter.proxy;
 
 import io.opentelemetry.api.OpenTelemetry;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.admin.AdminServer;
 import io.phasemeter.proxy.budget.BudgetTracker;
 import io.phasemeter.proxy.budget.Budgets;
@@ -14,7 +15,6 @@ import io.phasemeter.proxy.pipeline.SlotPool;
 import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.phasemeter.proxy.telemetry.RecordFeed;

@@ -1,10 +1,10 @@
 package io.phasemeter.proxy;
 
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.vertx.core.Vertx;

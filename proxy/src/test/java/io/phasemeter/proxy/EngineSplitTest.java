@@ -68,8 +68,7 @@ class EngineSplitTest extends ProxyTestBase {
             t.sampling(),
             t.records(),
             t.perUpstreamMetrics(),
-            new ProxyConfig.EngineSpans(
-                enabled, io.phasemeter.proxy.config.Durations.parse(wait), 1000)),
+            new ProxyConfig.EngineSpans(enabled, io.phasemeter.core.Durations.parse(wait), 1000)),
         base.budgets(),
         base.drain());
   }

@@ -3,9 +3,9 @@ package io.phasemeter.proxy;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.opentelemetry.sdk.trace.data.SpanData;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.HashKeyMain;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.vertx.core.MultiMap;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.json.JsonObject;

@@ -2,7 +2,7 @@ package io.phasemeter.proxy.pipeline;
 
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
-import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.core.NanoClock;
 
 /**
  * A finished streamed request with every phase timed, for the record-rendering benchmark. Lives in

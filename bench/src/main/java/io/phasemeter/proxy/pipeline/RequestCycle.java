@@ -3,9 +3,9 @@ package io.phasemeter.proxy.pipeline;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.telemetry.NanoClock;
 
 /**
  * One non-streamed chat request's life as the pipeline records it, without the network: every phase

@@ -1,7 +1,7 @@
 package io.phasemeter.load.campaign;
 
+import io.phasemeter.core.Durations;
 import io.phasemeter.load.LoadRun;
-import io.phasemeter.load.workload.Durations;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -158,8 +158,8 @@ public final class CampaignCommand implements Callable<Integer> {
               coldCmd,
               serverUrl == null ? null : httpUrl("--server-url", serverUrl),
               startCmd == null ? 0 : startPairs,
-              Durations.parse("--ready-timeout", readyTimeout),
-              Durations.parse("--join-grace", joinGrace));
+              Durations.parsePositive("--ready-timeout", readyTimeout),
+              Durations.parsePositive("--join-grace", joinGrace));
       if (proxyConfig != null && !Files.isReadable(proxyConfig)) {
         throw new IllegalArgumentException("--proxy-config " + proxyConfig + ": not readable");
       }

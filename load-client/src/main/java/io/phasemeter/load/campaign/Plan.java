@@ -3,7 +3,7 @@ package io.phasemeter.load.campaign;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
-import io.phasemeter.load.workload.Durations;
+import io.phasemeter.core.Durations;
 import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -269,7 +269,7 @@ public record Plan(
       return fallback;
     }
     try {
-      return Durations.parse(key, t);
+      return Durations.parsePositive(key, t);
     } catch (IllegalArgumentException e) {
       throw error(file, key, "must be a duration such as 500ms, 30s or 2m, got '" + t + "'");
     }

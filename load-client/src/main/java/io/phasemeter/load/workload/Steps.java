@@ -1,5 +1,6 @@
 package io.phasemeter.load.workload;
 
+import io.phasemeter.core.Durations;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,7 +19,7 @@ public final class Steps {
     if (rates == null || rates.isBlank()) {
       throw new IllegalArgumentException("--steps must list at least one rate, e.g. 2,4,8");
     }
-    Duration duration = Durations.parse("--step-duration", stepDuration);
+    Duration duration = Durations.parsePositive("--step-duration", stepDuration);
     List<Step> steps = new ArrayList<>();
     for (String part : rates.split(",", -1)) {
       String p = part.trim();

@@ -3,6 +3,7 @@ package io.phasemeter.load.workload;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.phasemeter.core.Durations;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
@@ -18,11 +19,11 @@ class StepsTest {
 
   @Test
   void durationsTakeMillisecondsSecondsMinutesHoursAndCompounds() {
-    assertThat(Durations.parse("--d", "500ms")).isEqualTo(Duration.ofMillis(500));
-    assertThat(Durations.parse("--d", "2m")).isEqualTo(Duration.ofMinutes(2));
-    assertThat(Durations.parse("--d", "1h")).isEqualTo(Duration.ofHours(1));
-    assertThat(Durations.parse("--d", "1m30s")).isEqualTo(Duration.ofSeconds(90));
-    assertThat(Durations.parse("--d", "1.5s")).isEqualTo(Duration.ofMillis(1500));
+    assertThat(Durations.parsePositive("--d", "500ms")).isEqualTo(Duration.ofMillis(500));
+    assertThat(Durations.parsePositive("--d", "2m")).isEqualTo(Duration.ofMinutes(2));
+    assertThat(Durations.parsePositive("--d", "1h")).isEqualTo(Duration.ofHours(1));
+    assertThat(Durations.parsePositive("--d", "1m30s")).isEqualTo(Duration.ofSeconds(90));
+    assertThat(Durations.parsePositive("--d", "1.5s")).isEqualTo(Duration.ofMillis(1500));
   }
 
   @Test
@@ -33,6 +34,7 @@ class StepsTest {
     assertThatThrownBy(() -> Steps.parse("", "10s")).hasMessageContaining("--steps");
     assertThatThrownBy(() -> Steps.parse("2", "10")).hasMessageContaining("--step-duration");
     assertThatThrownBy(() -> Steps.parse("2", "0s")).hasMessageContaining("--step-duration");
-    assertThatThrownBy(() -> Steps.parse("2", "10 s")).hasMessageContaining("--step-duration");
+    assertThatThrownBy(() -> Steps.parse("2", "10 parsecs"))
+        .hasMessageContaining("--step-duration");
   }
 }

@@ -149,10 +149,7 @@ public final class AdminServer {
               Duration window;
               try {
                 String w = rc.request().getParam("window");
-                window =
-                    w == null
-                        ? Duration.ofMinutes(1)
-                        : io.phasemeter.proxy.config.Durations.parse(w);
+                window = w == null ? Duration.ofMinutes(1) : io.phasemeter.core.Durations.parse(w);
               } catch (IllegalArgumentException e) {
                 error(rc.response(), 400, e.getMessage());
                 return;

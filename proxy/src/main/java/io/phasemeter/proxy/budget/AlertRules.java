@@ -3,7 +3,7 @@ package io.phasemeter.proxy.budget;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
-import io.phasemeter.proxy.config.Durations;
+import io.phasemeter.core.Durations;
 import java.io.IOException;
 import java.math.BigDecimal;
 import java.nio.file.Files;

@@ -2,8 +2,8 @@ package io.phasemeter.proxy.gateway;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigException;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

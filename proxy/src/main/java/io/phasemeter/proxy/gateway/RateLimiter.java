@@ -2,7 +2,7 @@ package io.phasemeter.proxy.gateway;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
-import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.core.NanoClock;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.Executor;

@@ -14,6 +14,7 @@ import io.opentelemetry.sdk.trace.SpanProcessor;
 import io.opentelemetry.sdk.trace.export.BatchSpanProcessor;
 import io.opentelemetry.sdk.trace.export.SpanExporter;
 import io.opentelemetry.sdk.trace.samplers.Sampler;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.SpanDeferral;
 import java.util.Map;

@@ -1,7 +1,7 @@
 package io.phasemeter.proxy.upstream;
 
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;

@@ -1,6 +1,6 @@
 package io.phasemeter.proxy.gateway;
 
-import io.phasemeter.proxy.telemetry.NanoClock;
+import io.phasemeter.core.NanoClock;
 import java.time.Duration;
 
 /** A clock the test advances by hand. */

@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.context.Context;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Vertx;
 import java.util.List;

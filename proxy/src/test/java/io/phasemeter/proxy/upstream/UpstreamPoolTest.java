@@ -3,9 +3,9 @@ package io.phasemeter.proxy.upstream;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.netty.channel.ConnectTimeoutException;
+import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.telemetry.NanoClock;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientRequest;

@@ -1,4 +1,4 @@
-package io.phasemeter.proxy.config;
+package io.phasemeter.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -59,5 +59,24 @@ class DurationsTest {
 
     assertThat(Durations.format(d)).isEqualTo(text);
     assertThat(Durations.parse(Durations.format(d))).isEqualTo(d);
+  }
+
+  @Test
+  void addsParts() {
+    assertThat(Durations.parse("1m30s")).isEqualTo(Duration.ofSeconds(90));
+    assertThat(Durations.parse("1h 0m 0.5s")).isEqualTo(Duration.ofMillis(3_600_500));
+  }
+
+  @Test
+  void aPositiveDurationNamesTheFlagWhenItIsNotOne() {
+    assertThat(Durations.parsePositive("--duration", "10s")).isEqualTo(Duration.ofSeconds(10));
+    for (String bad : new String[] {"0s", "0", "10", "ten", ""}) {
+      assertThatThrownBy(() -> Durations.parsePositive("--duration", bad))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessage(
+              "--duration must be a positive duration such as 500ms, 10s, 2m or 1m30s, got '"
+                  + bad
+                  + "'");
+    }
   }
 }

@@ -1,4 +1,4 @@
-package io.phasemeter.proxy.telemetry;
+package io.phasemeter.core;
 
 import java.time.Instant;
 

@@ -1,4 +1,4 @@
-package io.phasemeter.proxy.telemetry;
+package io.phasemeter.core;
 
 /**
  * The proxy's only time source: a monotonic nanosecond reading plus its mapping to epoch time for
