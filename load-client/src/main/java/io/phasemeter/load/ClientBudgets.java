@@ -3,12 +3,14 @@ package io.phasemeter.load;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.phasemeter.core.Phases;
 import io.phasemeter.load.report.PhaseStats;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -21,28 +23,12 @@ import java.util.Map;
  * load client's own because it talks to the proxy only over HTTP.)
  */
 public final class ClientBudgets {
-  /** A budget's key in limits_ms → the PhaseStats name it reads. */
-  private static final Map<String, String> PHASES = new LinkedHashMap<>();
-
-  /** Who to page, per phase key, for BREACH lines. */
-  private static final Map<String, String> OWNERS = new LinkedHashMap<>();
-
-  static {
-    for (String same : PhaseStats.NAMES) {
-      PHASES.put(same, same);
-    }
-    PHASES.put("ttft", "server_ttft");
-    PHASES.put("total", "server_root");
-    OWNERS.put("network_envelope", "network");
-    OWNERS.put("ttft_envelope", "network");
-    OWNERS.put("transport_setup", "network");
-    OWNERS.put("receive", "network (client upload)");
-    OWNERS.put("gateway", "gateway");
-    OWNERS.put("write", "gateway");
-    OWNERS.put("unattributed", "gateway");
-    OWNERS.put("queue", "inference-pool capacity");
-    OWNERS.put("schedule_lag", "load client (it could not keep its schedule)");
-  }
+  /** The keys limits_ms may name, for the error message. */
+  private static final List<String> KNOWN_KEYS =
+      Arrays.stream(Phases.values())
+          .filter(p -> p.canonical().reported())
+          .map(Phases::key)
+          .toList();
 
   /** One budget. */
   public record Budget(
@@ -106,7 +92,7 @@ public final class ClientBudgets {
       for (Iterator<Map.Entry<String, JsonNode>> it = b.path("limits_ms").fields();
           it.hasNext(); ) {
         Map.Entry<String, JsonNode> e = it.next();
-        if (!PHASES.containsKey(e.getKey())) {
+        if (budgetPhase(e.getKey()) == null) {
           throw new IllegalArgumentException(
               where
                   + " ("
@@ -114,7 +100,7 @@ public final class ClientBudgets {
                   + ").limits_ms."
                   + e.getKey()
                   + ": unknown phase (known: "
-                  + PHASES.keySet()
+                  + KNOWN_KEYS
                   + ")");
         }
         if (!e.getValue().isNumber() || e.getValue().asDouble() <= 0) {
@@ -155,7 +141,7 @@ public final class ClientBudgets {
     List<BudgetResult> out = new ArrayList<>();
     for (Budget b : forModel(model)) {
       for (Map.Entry<String, Double> e : b.limitsMs().entrySet()) {
-        double observed = stats.quantileMs(PHASES.get(e.getKey()), b.quantile());
+        double observed = stats.quantileMs(budgetPhase(e.getKey()).canonical().key(), b.quantile());
         boolean breached = !Double.isNaN(observed) && observed > e.getValue();
         out.add(new BudgetResult(b.name(), e.getKey(), e.getValue(), observed, breached));
       }
@@ -184,52 +170,51 @@ public final class ClientBudgets {
     return out;
   }
 
-  /** Phases that add up other phases; a breach of one is attributed to its largest part. */
-  private static final Map<String, List<String>> PARTS =
-      Map.of(
-          "client_total",
-              List.of("network_envelope", "gateway", "receive", "queue", "generation", "write"),
-          "total", List.of("gateway", "receive", "queue", "generation", "write"),
-          "server_root", List.of("gateway", "receive", "queue", "generation", "write"),
-          "client_ttft", List.of("ttft_envelope", "gateway", "receive", "queue", "generation"),
-          "ttft", List.of("gateway", "receive", "queue", "generation"),
-          "server_ttft", List.of("gateway", "receive", "queue", "generation"));
-
   /**
    * The phase that broke a budget: the phase itself, or for a sum (total, TTFT) the part with the
    * largest value at the same quantile. TTFT's generation part is the time to the first token, so
    * it is bounded by server TTFT minus the other parts.
    */
   public static String culprit(String phase, double quantile, PhaseStats stats) {
-    List<String> parts = PARTS.get(phase);
-    if (parts == null) {
+    Phases sum = budgetPhase(phase);
+    if (sum == null || sum.parts().isEmpty()) {
       return phase;
     }
     String best = phase;
     double bestMs = -1;
-    for (String part : parts) {
-      double ms = stats.quantileMs(part, quantile);
-      if (part.equals("generation") && (phase.endsWith("ttft"))) {
-        double ttft = stats.quantileMs(PHASES.get(phase), quantile);
+    for (Phases part : sum.parts()) {
+      double ms = stats.quantileMs(part.key(), quantile);
+      if (part == Phases.GENERATION && sum.toFirstToken()) {
+        double ttft = stats.quantileMs(sum.canonical().key(), quantile);
         double others = 0;
-        for (String o : parts) {
-          if (!o.equals("generation") && !Double.isNaN(stats.quantileMs(o, quantile))) {
-            others += stats.quantileMs(o, quantile);
+        for (Phases o : sum.parts()) {
+          if (o != Phases.GENERATION && !Double.isNaN(stats.quantileMs(o.key(), quantile))) {
+            others += stats.quantileMs(o.key(), quantile);
           }
         }
         ms = Math.min(ms, ttft - others);
       }
       if (!Double.isNaN(ms) && ms > bestMs) {
         bestMs = ms;
-        best = part;
+        best = part.key();
       }
     }
     return best;
   }
 
-  /** Who to page for a breach of {@code phase}. */
+  /** Who to page for a breach of {@code phase}: the catalogue's owner. */
   public static String owner(String phase) {
-    return OWNERS.getOrDefault(phase, "inference pool / model server");
+    Phases p = Phases.fromKey(phase).orElse(null);
+    return p == null ? "inference pool / model server" : p.owner();
+  }
+
+  /**
+   * The catalogue entry a {@code limits_ms} key names, or null: every reported phase and the two
+   * older names (ttft, total), not the gateway's parts (the load client sees only their sum).
+   */
+  private static Phases budgetPhase(String key) {
+    Phases p = Phases.fromKey(key).orElse(null);
+    return p != null && p.canonical().reported() ? p : null;
   }
 
   private static String sha256(byte[] bytes) {

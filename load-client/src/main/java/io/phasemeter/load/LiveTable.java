@@ -1,5 +1,6 @@
 package io.phasemeter.load;
 
+import io.phasemeter.core.Phases;
 import io.phasemeter.load.report.PhaseStats;
 import java.io.PrintWriter;
 import java.util.List;
@@ -7,26 +8,15 @@ import java.util.Locale;
 
 /** The compact table printed every few seconds while a run goes: window and cumulative. */
 final class LiveTable {
-  /** The phases shown, in pipeline order; rows without data are skipped. */
+  /**
+   * The phases shown, in the catalogue's report order; the request's own root and upload are in the
+   * report, not here, and rows without data are skipped.
+   */
   static final List<String> ROWS =
-      List.of(
-          "client_total",
-          "client_ttft",
-          "network_envelope",
-          "ttft_envelope",
-          "gateway",
-          "queue",
-          "generation",
-          "engine_queue",
-          "prefill",
-          "decode",
-          "write",
-          "unattributed",
-          "server_ttft",
-          "tpot",
-          "itl",
-          "transport_setup",
-          "schedule_lag");
+      Phases.inReportOrder().stream()
+          .filter(p -> p != Phases.SERVER_ROOT && p != Phases.RECEIVE)
+          .map(Phases::key)
+          .toList();
 
   private LiveTable() {}
 

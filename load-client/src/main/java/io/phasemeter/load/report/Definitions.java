@@ -1,5 +1,6 @@
 package io.phasemeter.load.report;
 
+import io.phasemeter.core.Phases;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -24,30 +25,14 @@ final class Definitions {
 
   private static Map<String, String> terms() {
     Map<String, String> m = new LinkedHashMap<>();
-    m.put("client_total", "E2EL: intended start to the last byte read (client clock)");
-    m.put("client_ttft", "TTFT: intended start to the first content-bearing event parsed");
-    m.put("transport_setup", "waiting for a connection plus connecting (and TLS)");
-    m.put("network_envelope", "client_total - server_root, per request, after the join");
-    m.put("ttft_envelope", "client_ttft - server_ttft, per request, after the join");
-    m.put("server_root", "the proxy's root span: headers parsed to the last byte handed over");
-    m.put("server_ttft", "proxy root start to the first content chunk written to the client");
-    m.put("gateway", "auth + prepare + route, in the proxy");
-    m.put("receive", "reading the request body in the proxy (client upload)");
-    m.put("queue", "waiting for an inference slot in the proxy");
-    m.put("generation", "the upstream request: started to last upstream byte");
-    m.put(
-        "engine_queue",
-        "inside generation: waiting in the engine's own scheduler queue (vLLM's span)");
-    m.put("prefill", "inside generation: the engine's prefill, scheduled to first token");
-    m.put("decode", "inside generation: the engine's decode, first to last token");
-    m.put(
-        "engine_coverage",
-        "joined successful records that got the engine's span / those that waited for one");
-    m.put("write", "the response tail after the upstream's last byte");
-    m.put("unattributed", "server_root minus the sum of its phases");
-    m.put("tpot", "(t_last_token - t_first_token) / (n - 1), client side, vLLM's definition");
-    m.put("itl", "each gap between content events, client side");
-    m.put("schedule_lag", "actual start minus intended start, over every started request");
+    for (Phases p : Phases.inReportOrder()) {
+      m.put(p.key(), p.meaning());
+      if (p == Phases.DECODE) {
+        m.put(
+            "engine_coverage",
+            "joined successful records that got the engine's span / those that waited for one");
+      }
+    }
     m.put("request_throughput", "successful requests / run duration (vLLM's request throughput)");
     m.put(
         "output_token_throughput", "usage.completion_tokens of successful requests / run duration");

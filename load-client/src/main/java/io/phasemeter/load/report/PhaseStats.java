@@ -1,5 +1,6 @@
 package io.phasemeter.load.report;
 
+import io.phasemeter.core.Phases;
 import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.Pair;
 import io.phasemeter.load.ServerRecord;
@@ -33,28 +34,8 @@ import org.HdrHistogram.Histogram;
  */
 public final class PhaseStats {
 
-  /** Every phase name, in the order reports show them (DESIGN.md §7). */
-  public static final List<String> NAMES =
-      List.of(
-          "client_total",
-          "client_ttft",
-          "transport_setup",
-          "network_envelope",
-          "ttft_envelope",
-          "server_root",
-          "server_ttft",
-          "gateway",
-          "receive",
-          "queue",
-          "generation",
-          "engine_queue",
-          "prefill",
-          "decode",
-          "write",
-          "unattributed",
-          "tpot",
-          "itl",
-          "schedule_lag");
+  /** Every phase name, in the order reports show them: the catalogue's ({@link Phases}). */
+  public static final List<String> NAMES = Phases.reportedKeys();
 
   private static final Set<String> NAME_SET =
       Collections.unmodifiableSet(new LinkedHashSet<>(NAMES));

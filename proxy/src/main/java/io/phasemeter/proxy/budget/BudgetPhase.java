@@ -1,39 +1,41 @@
 package io.phasemeter.proxy.budget;
 
+import io.phasemeter.core.Phases;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.stream.Collectors;
 
 /**
- * The phase keys a budget may limit ({@code limits_ms} in budgets.yaml), and where each one is
- * observed. Server-side phases have a Prometheus histogram on the proxy's admin port and get an
- * alert rule; client-only phases exist only after the load client joins its own observation with
- * the proxy's record, so only the load client can judge them.
+ * The phase keys a budget may limit ({@code limits_ms} in budgets.yaml): every phase of the {@link
+ * Phases} catalogue except the gateway's three parts, with the histogram that observes it.
+ * Server-side phases have a Prometheus histogram on the proxy's admin port and get an alert rule;
+ * client-only phases exist only after the load client joins its own observation with the proxy's
+ * record, so only the load client can judge them.
  */
 public enum BudgetPhase {
-  GATEWAY("gateway", PhaseMetric.PHASE, "gateway", Owner.GATEWAY),
-  RECEIVE("receive", PhaseMetric.PHASE, "receive", Owner.CLIENT_UPLOAD),
-  QUEUE("queue", PhaseMetric.PHASE, "queue", Owner.CAPACITY),
-  GENERATION("generation", PhaseMetric.PHASE, "generation", Owner.MODEL),
+  GATEWAY(Phases.GATEWAY, PhaseMetric.PHASE),
+  RECEIVE(Phases.RECEIVE, PhaseMetric.PHASE),
+  QUEUE(Phases.QUEUE, PhaseMetric.PHASE),
+  GENERATION(Phases.GENERATION, PhaseMetric.PHASE),
   // Inside generation, from the engine's own span (telemetry.engine_spans).
-  ENGINE_QUEUE("engine_queue", PhaseMetric.PHASE, "engine_queue", Owner.ENGINE_CAPACITY),
-  PREFILL("prefill", PhaseMetric.PHASE, "prefill", Owner.MODEL),
-  DECODE("decode", PhaseMetric.PHASE, "decode", Owner.MODEL),
-  WRITE("write", PhaseMetric.PHASE, "write", Owner.GATEWAY),
-  UNATTRIBUTED("unattributed", PhaseMetric.PHASE, "unattributed", Owner.GATEWAY),
-  TTFT("ttft", PhaseMetric.TTFT, null, Owner.MODEL),
-  SERVER_TTFT("server_ttft", PhaseMetric.TTFT, null, Owner.MODEL),
-  TOTAL("total", PhaseMetric.REQUEST, null, Owner.MODEL),
-  SERVER_ROOT("server_root", PhaseMetric.REQUEST, null, Owner.MODEL),
-  TPOT("tpot", PhaseMetric.TPOT, null, Owner.MODEL),
-  ITL("itl", PhaseMetric.ITL, null, Owner.MODEL),
-  NETWORK_ENVELOPE("network_envelope", null, null, Owner.NETWORK),
-  TTFT_ENVELOPE("ttft_envelope", null, null, Owner.NETWORK),
-  CLIENT_TOTAL("client_total", null, null, Owner.END_TO_END),
-  CLIENT_TTFT("client_ttft", null, null, Owner.END_TO_END),
-  TRANSPORT_SETUP("transport_setup", null, null, Owner.NETWORK),
-  SCHEDULE_LAG("schedule_lag", null, null, Owner.LOAD_CLIENT);
+  ENGINE_QUEUE(Phases.ENGINE_QUEUE, PhaseMetric.PHASE),
+  PREFILL(Phases.PREFILL, PhaseMetric.PHASE),
+  DECODE(Phases.DECODE, PhaseMetric.PHASE),
+  WRITE(Phases.WRITE, PhaseMetric.PHASE),
+  UNATTRIBUTED(Phases.UNATTRIBUTED, PhaseMetric.PHASE),
+  TTFT(Phases.TTFT, PhaseMetric.TTFT),
+  SERVER_TTFT(Phases.SERVER_TTFT, PhaseMetric.TTFT),
+  TOTAL(Phases.TOTAL, PhaseMetric.REQUEST),
+  SERVER_ROOT(Phases.SERVER_ROOT, PhaseMetric.REQUEST),
+  TPOT(Phases.TPOT, PhaseMetric.TPOT),
+  ITL(Phases.ITL, PhaseMetric.ITL),
+  NETWORK_ENVELOPE(Phases.NETWORK_ENVELOPE, null),
+  TTFT_ENVELOPE(Phases.TTFT_ENVELOPE, null),
+  CLIENT_TOTAL(Phases.CLIENT_TOTAL, null),
+  CLIENT_TTFT(Phases.CLIENT_TTFT, null),
+  TRANSPORT_SETUP(Phases.TRANSPORT_SETUP, null),
+  SCHEDULE_LAG(Phases.SCHEDULE_LAG, null);
 
   /** The histograms the proxy exports for server-side phases (DESIGN.md §4). */
   private enum PhaseMetric {
@@ -50,32 +52,14 @@ public enum BudgetPhase {
     }
   }
 
-  /** Who to page; the words appear in alert labels and annotations. */
-  private static final class Owner {
-    static final String GATEWAY = "gateway";
-    // DESIGN.md §2: receive is the client's upload, network-bound, not the gateway's work.
-    static final String CLIENT_UPLOAD = "network (client upload)";
-    static final String CAPACITY = "inference-pool capacity";
-    static final String MODEL = "inference pool / model server";
-    // The proxy admitted more than the engine runs at once: the engine's scheduler queue.
-    static final String ENGINE_CAPACITY = "model server capacity (its own scheduler queue)";
-    static final String NETWORK = "network";
-    static final String END_TO_END = "end to end (see the phase breakdown)";
-    static final String LOAD_CLIENT = "load client (it could not keep its schedule)";
-
-    private Owner() {}
-  }
-
+  private final Phases entry;
   private final String key;
   private final PhaseMetric metric;
-  private final String phaseLabel;
-  private final String owner;
 
-  BudgetPhase(String key, PhaseMetric metric, String phaseLabel, String owner) {
-    this.key = key;
+  BudgetPhase(Phases entry, PhaseMetric metric) {
+    this.entry = entry;
+    this.key = entry.key();
     this.metric = metric;
-    this.phaseLabel = phaseLabel;
-    this.owner = owner;
   }
 
   /** The key as written in {@code limits_ms}. */
@@ -106,8 +90,8 @@ public enum BudgetPhase {
    */
   public String matcher() {
     requireServerSide();
-    if (phaseLabel != null) {
-      return "llm_phase=\"" + phaseLabel + "\"";
+    if (metric == PhaseMetric.PHASE) {
+      return "llm_phase=\"" + key + "\"";
     }
     // Latency budgets are over successful requests (DESIGN.md §2); the error rate is its own gate.
     return metric == PhaseMetric.REQUEST ? "outcome=\"success\"" : "";
@@ -115,7 +99,12 @@ public enum BudgetPhase {
 
   /** Who owns this phase when it breaks its budget. */
   public String owner() {
-    return owner;
+    return entry.owner();
+  }
+
+  /** The phase's entry in the catalogue. */
+  public Phases entry() {
+    return entry;
   }
 
   /** The phase for a {@code limits_ms} key, if there is one. */

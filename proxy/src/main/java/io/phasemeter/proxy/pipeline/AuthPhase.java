@@ -1,7 +1,7 @@
 package io.phasemeter.proxy.pipeline;
 
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
+import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.gateway.ApiKey;
 import io.phasemeter.proxy.gateway.Decision;
 import io.phasemeter.proxy.gateway.KeyStore;
@@ -21,7 +21,6 @@ import java.util.Map;
  * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
  */
 final class AuthPhase {
-  private static final AttributeKey<String> AUTH = AttributeKey.stringKey("llm.auth");
 
   static final String PRIORITY_HEADER = "x-priority";
 
@@ -40,25 +39,25 @@ final class AuthPhase {
     MultiMap headers = ctx.request().headers();
     if (keys == null) {
       ctx.priority = requestedPriority(headers, Priority.HIGH, Priority.NORMAL);
-      span.setAttribute(AUTH, "disabled");
+      span.setAttribute(SpanAttributes.AUTH, "disabled");
       ctx.end(Phase.AUTH);
       return;
     }
     Verification v = verify(headers);
     if (v instanceof Verification.Missing) {
-      span.setAttribute(AUTH, "missing");
+      span.setAttribute(SpanAttributes.AUTH, "missing");
       throw ProxyFailure.of(
           ProxyFailure.Kind.INVALID_API_KEY,
           "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.");
     }
     if (!(v instanceof Verification.Verified verified)) {
-      span.setAttribute(AUTH, "invalid");
+      span.setAttribute(SpanAttributes.AUTH, "invalid");
       throw ProxyFailure.of(
           ProxyFailure.Kind.INVALID_API_KEY,
           "Incorrect API key provided. Ask your gateway's operator for a valid key.");
     }
     ApiKey key = verified.key();
-    span.setAttribute(AUTH, "verified");
+    span.setAttribute(SpanAttributes.AUTH, "verified");
     span.setAttribute("llm.key_name", key.name());
     ctx.apiKey = key;
     ctx.keyName = key.name();

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.StatusCode;
+import io.phasemeter.core.SpanAttributes;
 import io.vertx.core.Future;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpServerResponse;
@@ -141,7 +142,7 @@ public final class ErrorResponder {
     for (Phase p : Phase.all()) {
       if (ctx.isOpen(p) && p != Phase.WRITE) {
         Span s = ctx.span(p);
-        s.setAttribute(RequestContext.ERROR_TYPE, code);
+        s.setAttribute(SpanAttributes.ERROR_TYPE, code);
         if (isError) {
           s.setStatus(StatusCode.ERROR);
         }

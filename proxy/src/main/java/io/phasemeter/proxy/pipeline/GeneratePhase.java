@@ -1,12 +1,12 @@
 package io.phasemeter.proxy.pipeline;
 
 import io.netty.channel.ConnectTimeoutException;
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.opentelemetry.context.propagation.TextMapSetter;
+import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.upstream.SseEvent;
 import io.phasemeter.proxy.upstream.SseParser;
 import io.phasemeter.proxy.upstream.StaleConnections;
@@ -40,14 +40,6 @@ import java.util.function.Consumer;
  * reset, 502 or 503) is retried once on another upstream; the phase spans both attempts.
  */
 final class GeneratePhase {
-  private static final AttributeKey<Boolean> STREAMING = AttributeKey.booleanKey("llm.streaming");
-  private static final AttributeKey<Long> MAX_TOKENS =
-      AttributeKey.longKey("gen_ai.request.max_tokens");
-  private static final AttributeKey<String> SERVER_ADDRESS =
-      AttributeKey.stringKey("server.address");
-  private static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
-  static final AttributeKey<String> UPSTREAM_ERROR_TYPE =
-      AttributeKey.stringKey("llm.upstream.error_type");
 
   /**
    * The largest token count an upstream's usage may report; beyond it (or negative) the usage is
@@ -153,9 +145,9 @@ final class GeneratePhase {
 
     Future<Void> start() {
       Span span = ctx.begin(Phase.GENERATION);
-      span.setAttribute(STREAMING, ctx.stream);
+      span.setAttribute(SpanAttributes.STREAMING, ctx.stream);
       if (ctx.maxTokens >= 0) {
-        span.setAttribute(MAX_TOKENS, ctx.maxTokens);
+        span.setAttribute(SpanAttributes.GEN_AI_REQUEST_MAX_TOKENS, ctx.maxTokens);
       }
       ctx.onCancel(
           () ->
@@ -201,8 +193,8 @@ final class GeneratePhase {
       current = host;
       ctx.upstream = host.address();
       ctx.upstreamAttempts = tried.size();
-      span.setAttribute(SERVER_ADDRESS, host.address().host());
-      span.setAttribute(SERVER_PORT, (long) host.address().port());
+      span.setAttribute(SpanAttributes.SERVER_ADDRESS, host.address().host());
+      span.setAttribute(SpanAttributes.SERVER_PORT, (long) host.address().port());
       (fresh ? pool.openFresh(host, ctx.route().path()) : pool.open(host, ctx.route().path()))
           .onComplete(
               ar -> {
@@ -645,10 +637,10 @@ final class GeneratePhase {
       ctx.releaseSlot();
       if (upstreamErrorType != null) {
         Span span = ctx.span(Phase.GENERATION);
-        span.setAttribute(RequestContext.ERROR_TYPE, ProxyFailure.Kind.UPSTREAM_ERROR.code());
-        span.setAttribute(UPSTREAM_ERROR_TYPE, upstreamErrorType);
+        span.setAttribute(SpanAttributes.ERROR_TYPE, ProxyFailure.Kind.UPSTREAM_ERROR.code());
+        span.setAttribute(SpanAttributes.UPSTREAM_ERROR_TYPE, upstreamErrorType);
         span.setStatus(io.opentelemetry.api.trace.StatusCode.ERROR);
-        ctx.rootSpan().setAttribute(UPSTREAM_ERROR_TYPE, upstreamErrorType);
+        ctx.rootSpan().setAttribute(SpanAttributes.UPSTREAM_ERROR_TYPE, upstreamErrorType);
         ctx.failUpstream();
       }
       ctx.annotateGeneration();
@@ -666,7 +658,7 @@ final class GeneratePhase {
       endAttempt();
       ctx.releaseSlot();
       Span span = ctx.span(Phase.GENERATION);
-      span.setAttribute(RequestContext.ERROR_TYPE, failure.kind().code());
+      span.setAttribute(SpanAttributes.ERROR_TYPE, failure.kind().code());
       ctx.annotateGeneration();
       ctx.end(Phase.GENERATION);
       done.tryFail(failure);

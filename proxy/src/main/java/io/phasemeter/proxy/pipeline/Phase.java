@@ -1,32 +1,44 @@
 package io.phasemeter.proxy.pipeline;
 
 import io.opentelemetry.api.trace.SpanKind;
+import io.phasemeter.core.Phases;
 
-/** The phases of one request, in pipeline order (DESIGN.md §2). Names are a stable contract. */
+/**
+ * The steps of the pipeline, in the order a request passes them (docs/design.md §2), each with its
+ * child span; names and meanings come from the {@link Phases} catalogue.
+ */
 public enum Phase {
-  AUTH("auth", "auth.check", SpanKind.INTERNAL),
-  RECEIVE("receive", "request.receive", SpanKind.INTERNAL),
-  PREPARE("prepare", "request.prepare", SpanKind.INTERNAL),
-  ROUTE("route", "route.select", SpanKind.INTERNAL),
-  QUEUE("queue", "inference.acquire_slot", SpanKind.INTERNAL),
-  GENERATION("generation", "inference.generate", SpanKind.CLIENT),
-  WRITE("write", "response.write", SpanKind.INTERNAL);
+  AUTH(Phases.AUTH, "auth.check", SpanKind.INTERNAL),
+  RECEIVE(Phases.RECEIVE, "request.receive", SpanKind.INTERNAL),
+  PREPARE(Phases.PREPARE, "request.prepare", SpanKind.INTERNAL),
+  ROUTE(Phases.ROUTE, "route.select", SpanKind.INTERNAL),
+  QUEUE(Phases.QUEUE, "inference.acquire_slot", SpanKind.INTERNAL),
+  GENERATION(Phases.GENERATION, "inference.generate", SpanKind.CLIENT),
+  WRITE(Phases.WRITE, "response.write", SpanKind.INTERNAL);
 
   private static final Phase[] VALUES = values();
 
-  private final String label;
+  private final Phases entry;
   private final String spanName;
   private final SpanKind kind;
 
-  Phase(String label, String spanName, SpanKind kind) {
-    this.label = label;
+  Phase(Phases entry, String spanName, SpanKind kind) {
+    if (entry.source() != Phases.Source.PIPELINE) {
+      throw new IllegalArgumentException(entry + " is not a pipeline phase");
+    }
+    this.entry = entry;
     this.spanName = spanName;
     this.kind = kind;
   }
 
   /** The {@code llm.phase} value, also the key in records and {@code Server-Timing}. */
   public String label() {
-    return label;
+    return entry.key();
+  }
+
+  /** The phase's entry in the catalogue. */
+  public Phases entry() {
+    return entry;
   }
 
   /** The child span's name. */

@@ -1,7 +1,7 @@
 package io.phasemeter.proxy.pipeline;
 
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
+import io.phasemeter.core.SpanAttributes;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 
@@ -11,21 +11,14 @@ import io.vertx.core.Promise;
  * waiting leaves the queue at once.
  */
 final class QueuePhase {
-  private static final AttributeKey<String> MODEL = AttributeKey.stringKey("llm.model");
-  private static final AttributeKey<String> POOL = AttributeKey.stringKey("llm.pool");
-  private static final AttributeKey<String> PRIORITY = AttributeKey.stringKey("llm.priority");
-  private static final AttributeKey<Long> DEPTH_AT_ENTRY =
-      AttributeKey.longKey("llm.queue.depth_at_entry");
-  private static final AttributeKey<String> QUEUE_OUTCOME =
-      AttributeKey.stringKey("llm.queue.outcome");
 
   Future<Void> acquire(RequestContext ctx, SlotPool slots) {
     Span span = ctx.begin(Phase.QUEUE);
-    span.setAttribute(MODEL, ctx.modelLabel);
-    span.setAttribute(POOL, ctx.pool.name());
-    span.setAttribute(PRIORITY, ctx.priority.label());
+    span.setAttribute(SpanAttributes.MODEL, ctx.modelLabel);
+    span.setAttribute(SpanAttributes.POOL, ctx.pool.name());
+    span.setAttribute(SpanAttributes.PRIORITY, ctx.priority.label());
     SlotPool.Ticket ticket = slots.acquire(ctx.priority);
-    span.setAttribute(DEPTH_AT_ENTRY, (long) ticket.depthAtEntry());
+    span.setAttribute(SpanAttributes.QUEUE_DEPTH_AT_ENTRY, (long) ticket.depthAtEntry());
     ctx.onCancel(ticket::cancel);
     Promise<Void> done = Promise.promise();
     ticket
@@ -35,19 +28,19 @@ final class QueuePhase {
               if (ar.succeeded()) {
                 if (ctx.isFinished() || ctx.isCancelled()) {
                   ar.result().release();
-                  span.setAttribute(QUEUE_OUTCOME, "cancelled");
+                  span.setAttribute(SpanAttributes.QUEUE_OUTCOME, "cancelled");
                   ctx.end(Phase.QUEUE);
                   done.tryFail(
                       ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
                   return;
                 }
                 ctx.slot = ar.result();
-                span.setAttribute(QUEUE_OUTCOME, "acquired");
+                span.setAttribute(SpanAttributes.QUEUE_OUTCOME, "acquired");
                 ctx.end(Phase.QUEUE);
                 done.complete();
               } else {
                 ProxyFailure f = ErrorResponder.classify(ar.cause());
-                span.setAttribute(QUEUE_OUTCOME, queueOutcome(f.kind()));
+                span.setAttribute(SpanAttributes.QUEUE_OUTCOME, queueOutcome(f.kind()));
                 ctx.end(Phase.QUEUE);
                 done.fail(f);
               }

@@ -1,12 +1,12 @@
 package io.phasemeter.proxy.pipeline;
 
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
+import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.Priority;
 import io.vertx.core.buffer.Buffer;
@@ -23,32 +23,6 @@ import java.util.concurrent.TimeUnit;
 public final class RequestContext {
   private static final org.slf4j.Logger LOG =
       org.slf4j.LoggerFactory.getLogger(RequestContext.class);
-  static final AttributeKey<String> LLM_PHASE = AttributeKey.stringKey("llm.phase");
-  static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
-  private static final AttributeKey<List<String>> FINISH_REASONS =
-      AttributeKey.stringArrayKey("gen_ai.response.finish_reasons");
-  private static final AttributeKey<String> HTTP_METHOD =
-      AttributeKey.stringKey("http.request.method");
-  private static final AttributeKey<String> HTTP_ROUTE = AttributeKey.stringKey("http.route");
-  private static final AttributeKey<String> URL_PATH = AttributeKey.stringKey("url.path");
-  private static final AttributeKey<String> OPERATION =
-      AttributeKey.stringKey("gen_ai.operation.name");
-  private static final AttributeKey<String> REQUEST_MODEL =
-      AttributeKey.stringKey("gen_ai.request.model");
-  private static final AttributeKey<String> POOL = AttributeKey.stringKey("llm.pool");
-  private static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
-  private static final AttributeKey<Long> STATUS_CODE =
-      AttributeKey.longKey("http.response.status_code");
-  private static final AttributeKey<Boolean> STREAMING = AttributeKey.booleanKey("llm.streaming");
-  private static final AttributeKey<Double> SERVER_TTFT_MS =
-      AttributeKey.doubleKey("llm.server_ttft_ms");
-  private static final AttributeKey<Double> TPOT_MS = AttributeKey.doubleKey("llm.tpot_ms");
-  private static final AttributeKey<Double> ITL_MEAN_MS = AttributeKey.doubleKey("llm.itl_mean_ms");
-  private static final AttributeKey<Double> ITL_MAX_MS = AttributeKey.doubleKey("llm.itl_max_ms");
-  private static final AttributeKey<Long> INPUT_TOKENS =
-      AttributeKey.longKey("gen_ai.usage.input_tokens");
-  private static final AttributeKey<Long> OUTPUT_TOKENS =
-      AttributeKey.longKey("gen_ai.usage.output_tokens");
 
   private static final Phase[] PHASES = Phase.all();
 
@@ -149,10 +123,10 @@ public final class RequestContext {
             .setParent(parent)
             .setSpanKind(SpanKind.SERVER)
             .setStartTimestamp(clock.toEpochNanos(rootStart), TimeUnit.NANOSECONDS)
-            .setAttribute(HTTP_METHOD, "POST")
-            .setAttribute(HTTP_ROUTE, route.path())
-            .setAttribute(URL_PATH, route.path())
-            .setAttribute(OPERATION, route.operation())
+            .setAttribute(SpanAttributes.HTTP_REQUEST_METHOD, "POST")
+            .setAttribute(SpanAttributes.HTTP_ROUTE, route.path())
+            .setAttribute(SpanAttributes.URL_PATH, route.path())
+            .setAttribute(SpanAttributes.GEN_AI_OPERATION_NAME, route.operation())
             .startSpan();
     this.rootContext = parent.with(rootSpan);
     // A root that records nothing (telemetry off) keeps the no-op spans: nothing to defer.
@@ -189,7 +163,7 @@ public final class RequestContext {
               name,
               phase.kind(),
               clock.toEpochNanos(at),
-              LLM_PHASE,
+              SpanAttributes.PHASE,
               phase.label());
     } else {
       span =
@@ -198,7 +172,7 @@ public final class RequestContext {
               .setParent(rootContext)
               .setSpanKind(phase.kind())
               .setStartTimestamp(clock.toEpochNanos(at), TimeUnit.NANOSECONDS)
-              .setAttribute(LLM_PHASE, phase.label())
+              .setAttribute(SpanAttributes.PHASE, phase.label())
               .startSpan();
     }
     phaseSpans[i] = span;
@@ -381,35 +355,35 @@ public final class RequestContext {
   }
 
   private void annotateRoot() {
-    rootSpan.setAttribute(REQUEST_MODEL, modelLabel);
+    rootSpan.setAttribute(SpanAttributes.GEN_AI_REQUEST_MODEL, modelLabel);
     if (pool != null) {
-      rootSpan.setAttribute(POOL, pool.name());
+      rootSpan.setAttribute(SpanAttributes.POOL, pool.name());
     }
-    rootSpan.setAttribute(OUTCOME, outcome.label());
+    rootSpan.setAttribute(SpanAttributes.OUTCOME, outcome.label());
     if (status > 0) {
-      rootSpan.setAttribute(STATUS_CODE, (long) status);
+      rootSpan.setAttribute(SpanAttributes.HTTP_RESPONSE_STATUS_CODE, (long) status);
     }
-    rootSpan.setAttribute(STREAMING, stream);
+    rootSpan.setAttribute(SpanAttributes.STREAMING, stream);
     if (firstTokenAt >= 0) {
-      rootSpan.setAttribute(SERVER_TTFT_MS, serverTtftNanos() / 1e6);
+      rootSpan.setAttribute(SpanAttributes.SERVER_TTFT_MS, serverTtftNanos() / 1e6);
     }
     long tpot = tpotNanos();
     if (tpot >= 0) {
-      rootSpan.setAttribute(TPOT_MS, tpot / 1e6);
+      rootSpan.setAttribute(SpanAttributes.TPOT_MS, tpot / 1e6);
     }
     if (contentChunks > 1) {
       rootSpan.setAttribute(
           "llm.itl_mean_ms", (lastTokenAt - firstTokenAt) / 1e6 / (contentChunks - 1));
-      rootSpan.setAttribute(ITL_MAX_MS, itlMaxNanos / 1e6);
+      rootSpan.setAttribute(SpanAttributes.ITL_MAX_MS, itlMaxNanos / 1e6);
     }
     if (inputTokens >= 0) {
-      rootSpan.setAttribute(INPUT_TOKENS, inputTokens);
+      rootSpan.setAttribute(SpanAttributes.GEN_AI_USAGE_INPUT_TOKENS, inputTokens);
     }
     if (outputTokens >= 0) {
-      rootSpan.setAttribute(OUTPUT_TOKENS, outputTokens);
+      rootSpan.setAttribute(SpanAttributes.GEN_AI_USAGE_OUTPUT_TOKENS, outputTokens);
     }
     if (errorType != null) {
-      rootSpan.setAttribute(ERROR_TYPE, errorType);
+      rootSpan.setAttribute(SpanAttributes.ERROR_TYPE, errorType);
       if (outcome != Outcome.CLIENT_ERROR && outcome != Outcome.CANCELLED) {
         rootSpan.setStatus(StatusCode.ERROR);
       }
@@ -450,13 +424,13 @@ public final class RequestContext {
       return;
     }
     if (inputTokens >= 0) {
-      gen.setAttribute(INPUT_TOKENS, inputTokens);
+      gen.setAttribute(SpanAttributes.GEN_AI_USAGE_INPUT_TOKENS, inputTokens);
     }
     if (outputTokens >= 0) {
-      gen.setAttribute(OUTPUT_TOKENS, outputTokens);
+      gen.setAttribute(SpanAttributes.GEN_AI_USAGE_OUTPUT_TOKENS, outputTokens);
     }
     if (finishReason != null) {
-      gen.setAttribute(FINISH_REASONS, List.of(finishReason));
+      gen.setAttribute(SpanAttributes.GEN_AI_RESPONSE_FINISH_REASONS, List.of(finishReason));
     }
   }
 

@@ -1,6 +1,5 @@
 package io.phasemeter.proxy.telemetry;
 
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.context.Context;
@@ -8,6 +7,7 @@ import io.opentelemetry.sdk.common.CompletableResultCode;
 import io.opentelemetry.sdk.trace.ReadWriteSpan;
 import io.opentelemetry.sdk.trace.ReadableSpan;
 import io.opentelemetry.sdk.trace.SpanProcessor;
+import io.phasemeter.core.SpanAttributes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -33,7 +33,6 @@ import java.util.concurrent.atomic.LongAdder;
  * counted.
  */
 public final class ExportDecisionSpanProcessor implements SpanProcessor {
-  private static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
   private static final Duration MAX_AGE = Duration.ofMinutes(15);
 
   private final SpanProcessor delegate;
@@ -225,7 +224,7 @@ public final class ExportDecisionSpanProcessor implements SpanProcessor {
   private boolean keep(ReadableSpan root) {
     // The proxy's roots always say their outcome, and set status ERROR only with a failed one;
     // only a root without an outcome (not the proxy's) has its status copied out.
-    String outcome = root.getAttribute(OUTCOME);
+    String outcome = root.getAttribute(SpanAttributes.OUTCOME);
     boolean failed =
         outcome != null
             ? !outcome.equals("success")

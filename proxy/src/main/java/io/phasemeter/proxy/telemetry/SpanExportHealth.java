@@ -1,6 +1,5 @@
 package io.phasemeter.proxy.telemetry;
 
-import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.sdk.common.CompletableResultCode;
 import io.opentelemetry.sdk.metrics.InstrumentType;
 import io.opentelemetry.sdk.metrics.SdkMeterProvider;
@@ -12,6 +11,7 @@ import io.opentelemetry.sdk.metrics.export.CollectionRegistration;
 import io.opentelemetry.sdk.metrics.export.MetricReader;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.SpanExporter;
+import io.phasemeter.core.SpanAttributes;
 import java.util.Collection;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
@@ -23,7 +23,6 @@ import java.util.concurrent.atomic.LongAdder;
  * exports take.
  */
 public final class SpanExportHealth implements MetricReader {
-  private static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
 
   private volatile CollectionRegistration registration = CollectionRegistration.noop();
   private final SdkMeterProvider meterProvider;
@@ -114,7 +113,8 @@ public final class SpanExportHealth implements MetricReader {
         continue;
       }
       for (PointData p : md.getData().getPoints()) {
-        if (errorType != null && !errorType.equals(p.getAttributes().get(ERROR_TYPE))) {
+        if (errorType != null
+            && !errorType.equals(p.getAttributes().get(SpanAttributes.ERROR_TYPE))) {
           continue;
         }
         if (p instanceof LongPointData lp) {

@@ -1,0 +1,66 @@
+package io.phasemeter.core;
+
+import io.opentelemetry.api.common.AttributeKey;
+import java.util.List;
+
+/**
+ * Every attribute the proxy puts on its spans (docs/design.md §3), declared once. Names follow the
+ * OpenTelemetry semantic conventions (HTTP, server, GenAI) where one exists, {@code llm.*}
+ * otherwise. No attribute carries a prompt, a completion or a key.
+ */
+public final class SpanAttributes {
+  private SpanAttributes() {}
+
+  // The root (SERVER) span.
+  public static final AttributeKey<String> HTTP_REQUEST_METHOD =
+      AttributeKey.stringKey("http.request.method");
+  public static final AttributeKey<String> HTTP_ROUTE = AttributeKey.stringKey("http.route");
+  public static final AttributeKey<String> URL_PATH = AttributeKey.stringKey("url.path");
+  public static final AttributeKey<Long> HTTP_RESPONSE_STATUS_CODE =
+      AttributeKey.longKey("http.response.status_code");
+  public static final AttributeKey<String> GEN_AI_OPERATION_NAME =
+      AttributeKey.stringKey("gen_ai.operation.name");
+  public static final AttributeKey<String> GEN_AI_REQUEST_MODEL =
+      AttributeKey.stringKey("gen_ai.request.model");
+  public static final AttributeKey<Long> GEN_AI_REQUEST_MAX_TOKENS =
+      AttributeKey.longKey("gen_ai.request.max_tokens");
+  public static final AttributeKey<List<String>> GEN_AI_RESPONSE_FINISH_REASONS =
+      AttributeKey.stringArrayKey("gen_ai.response.finish_reasons");
+  public static final AttributeKey<Long> GEN_AI_USAGE_INPUT_TOKENS =
+      AttributeKey.longKey("gen_ai.usage.input_tokens");
+  public static final AttributeKey<Long> GEN_AI_USAGE_OUTPUT_TOKENS =
+      AttributeKey.longKey("gen_ai.usage.output_tokens");
+  public static final AttributeKey<String> ERROR_TYPE = AttributeKey.stringKey("error.type");
+  public static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("llm.outcome");
+  public static final AttributeKey<String> POOL = AttributeKey.stringKey("llm.pool");
+  public static final AttributeKey<Boolean> STREAMING = AttributeKey.booleanKey("llm.streaming");
+  public static final AttributeKey<Double> SERVER_TTFT_MS =
+      AttributeKey.doubleKey("llm.server_ttft_ms");
+  public static final AttributeKey<Double> TPOT_MS = AttributeKey.doubleKey("llm.tpot_ms");
+  public static final AttributeKey<Double> ITL_MEAN_MS = AttributeKey.doubleKey("llm.itl_mean_ms");
+  public static final AttributeKey<Double> ITL_MAX_MS = AttributeKey.doubleKey("llm.itl_max_ms");
+
+  // Every phase span.
+  /** The phase's name from {@link Phases}. */
+  public static final AttributeKey<String> PHASE = AttributeKey.stringKey("llm.phase");
+
+  // auth.check
+  public static final AttributeKey<String> AUTH = AttributeKey.stringKey("llm.auth");
+
+  // inference.acquire_slot
+  public static final AttributeKey<String> MODEL = AttributeKey.stringKey("llm.model");
+  public static final AttributeKey<String> PRIORITY = AttributeKey.stringKey("llm.priority");
+  public static final AttributeKey<Long> QUEUE_DEPTH_AT_ENTRY =
+      AttributeKey.longKey("llm.queue.depth_at_entry");
+  public static final AttributeKey<String> QUEUE_OUTCOME =
+      AttributeKey.stringKey("llm.queue.outcome");
+
+  // inference.generate (CLIENT)
+  public static final AttributeKey<String> SERVER_ADDRESS =
+      AttributeKey.stringKey("server.address");
+  public static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
+
+  /** The upstream's own error type, from an allowlist; anything else is {@code other}. */
+  public static final AttributeKey<String> UPSTREAM_ERROR_TYPE =
+      AttributeKey.stringKey("llm.upstream.error_type");
+}
