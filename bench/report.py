@@ -18,6 +18,19 @@ OUT = sys.argv[1]
 R = {"targets": []}
 
 
+def _baseline():
+    try:
+        for line in open(os.path.join(OUT, "conditions.txt")):
+            if line.startswith("baseline="):
+                return line.strip().split("=", 1)[1]
+    except OSError:
+        pass
+    return "?"
+
+
+BASELINE = _baseline()
+
+
 def q(values, p):
     if not values:
         return None
@@ -149,7 +162,7 @@ if sat:
     print("load in every JVM: the JVM warming, not a request's cost.\n")
     print("| target | req/s (median) | rounds | proxy CPU µs/request | without JIT µs/request | non-2xx |")
     print("|---|---|---|---|---|---|")
-    for t in ["stub", "nginx", "bare", "pm_on", "pm_off"]:
+    for t in ["stub", "nginx", "bare", "pm_on", "pm_off", "pm_base"]:
         if t in sat:
             e = sat[t]
             print(
@@ -173,6 +186,15 @@ if sat:
     if sat.get("pm_on", {}).get("cpu_us") and sat.get("pm_off", {}).get("cpu_us"):
         c = sat["pm_on"]["cpu_us"] / sat["pm_off"]["cpu_us"]
         target("telemetry cost: CPU per request on / off (whole process)", c, "<= 1.10", c <= 1.10)
+    # BENCH_BASELINE: the same proxy built from an earlier commit, same rounds, same machine.
+    rb = ratio("pm_on", "pm_base")
+    if rb is not None:
+        target(f"regression: throughput, this commit / baseline {BASELINE}", rb, ">= 0.95", rb >= 0.95,
+               "noise between interleaved rounds on this machine is a few per cent")
+    if sat.get("pm_on", {}).get("cpu_nojit_us") and sat.get("pm_base", {}).get("cpu_nojit_us"):
+        c = sat["pm_on"]["cpu_nojit_us"] / sat["pm_base"]["cpu_nojit_us"]
+        target(f"regression: CPU per request without JIT, this commit / baseline {BASELINE}", c,
+               "<= 1.05", c <= 1.05)
     if sat.get("pm_on", {}).get("cpu_nojit_us") and sat.get("pm_off", {}).get("cpu_nojit_us"):
         c = sat["pm_on"]["cpu_nojit_us"] / sat["pm_off"]["cpu_nojit_us"]
         target("telemetry cost: CPU per request on / off (without JIT compiler threads)", c,
@@ -222,7 +244,7 @@ if cl:
     print("| target | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy's own root p99 ms |")
     print("|---|---|---|---|---|---|---|")
     base = cl.get("stub")
-    for t in ["stub", "nginx", "bare", "pm_on", "pm_off"]:
+    for t in ["stub", "nginx", "bare", "pm_on", "pm_off", "pm_base"]:
         if t in cl:
             e = cl[t]
             a50 = None if not base or e["p50_median"] is None else e["p50_median"] - base["p50_median"]
@@ -238,6 +260,11 @@ if cl:
         target(f"closed loop (~{rate:.0f} req/s): added p50 (ms)", pm["added_p50"], "<= 0.3", pm["added_p50"] <= 0.3,
                "stands in for the 2,000 req/s open-model figure, which the load client cannot produce here")
         target(f"closed loop (~{rate:.0f} req/s): added p99 (ms)", pm["added_p99"], "<= 1.0", pm["added_p99"] <= 1.0)
+        old = cl.get("pm_base")
+        if old and old.get("added_p50") is not None:
+            d = pm["added_p50"] - old["added_p50"]
+            target(f"regression: closed-loop added p50, this commit - baseline {BASELINE} (ms)", d,
+                   "<= 0.05", d <= 0.05)
         bare = cl.get("bare")
         if bare and bare.get("added_p99") is not None:
             print(f"(context) closed loop: added p99 over the bare vertx-http-proxy's, same run: "
