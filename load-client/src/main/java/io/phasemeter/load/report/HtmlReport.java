@@ -1,6 +1,6 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.BudgetResult;
+import io.phasemeter.load.budget.BudgetResult;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

@@ -1,9 +1,9 @@
 package io.phasemeter.load.report;
 
 import io.phasemeter.core.Phases;
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.ServerRecord;
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ServerRecord;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
