@@ -13,7 +13,6 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
 /**
@@ -51,7 +50,7 @@ public final class LiveReport implements AutoCloseable {
   private final Supplier<Status> status;
   private final Object statsLock = new Object();
   private final PhaseStats cumulative = new PhaseStats();
-  private final AtomicReference<PhaseStats> window = new AtomicReference<>(new PhaseStats());
+  private final PhaseWindow window = new PhaseWindow();
   private final AtomicLong notable = new AtomicLong();
   private final AtomicLong notableSuppressed = new AtomicLong();
   private long lastPrintNanos;
@@ -81,7 +80,7 @@ public final class LiveReport implements AutoCloseable {
   public void add(Pair pair) {
     synchronized (statsLock) {
       cumulative.add(pair);
-      window.get().add(pair);
+      window.add(pair);
     }
   }
 
@@ -89,7 +88,7 @@ public final class LiveReport implements AutoCloseable {
   public void addItl(long nanos) {
     synchronized (statsLock) {
       cumulative.addItl(nanos);
-      window.get().addItl(nanos);
+      window.addItl(nanos);
     }
   }
 
@@ -247,17 +246,17 @@ public final class LiveReport implements AutoCloseable {
   }
 
   /**
-   * One live table, on the reporter's own thread. Only swapping the window and copying the run's
-   * figures hold the lock that every finished request takes; the quantiles, the budgets and the
-   * formatting happen outside it. Printed under that lock on a timer of the event loops, the table
-   * once held the loop that reads the responses for 50 ms (bench at 2,000 req/s: 300 requests late
-   * at every table).
+   * One live table, on the reporter's own thread. Only swapping the window (its Recorders' interval
+   * histograms) and copying the run's figures hold the lock that every finished request takes; the
+   * quantiles, the budgets and the formatting happen outside it. Printed under that lock on a timer
+   * of the event loops, the table once held the loop that reads the responses for 50 ms (bench at
+   * 2,000 req/s: 300 requests late at every table).
    */
   private void printLive() {
     PhaseStats w;
     PhaseStats all;
     synchronized (statsLock) {
-      w = window.getAndSet(new PhaseStats());
+      w = window.interval();
       all = cumulative.copy();
     }
     long nowNanos = System.nanoTime();
