@@ -87,13 +87,6 @@ final class HtmlReport {
       .grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px}
       figure{margin:0;background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:8px}
       figcaption{font-weight:600;margin:0 0 4px 4px}
-      svg.chart{display:block;max-width:100%;height:auto}
-      svg text{font-family:inherit}
-      .tick{font-size:11px;fill:#4a5563}.axis{font-size:12px;fill:#1d2430}
-      .note{font-size:11px;fill:#8e1c14}
-      .legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:4px 4px 2px;font-size:12px}
-      .sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:4px;
-        vertical-align:-2px}
       .muted{color:#5b6573;font-size:12px}
       """;
 
@@ -120,6 +113,7 @@ final class HtmlReport {
         .append(model == null ? "" : " \u2014 " + Html.esc(model))
         .append("</title><style>")
         .append(CSS)
+        .append(Html.CHART_CSS)
         .append("</style></head><body><main>");
     verdict();
     budgets();
@@ -298,15 +292,7 @@ final class HtmlReport {
   }
 
   private void legend(List<String> names, List<String> colors) {
-    b.append("<div class=\"legend\">");
-    for (int i = 0; i < names.size(); i++) {
-      b.append("<span><span class=\"sw\" style=\"background:")
-          .append(colors.get(i))
-          .append("\"></span>")
-          .append(Html.esc(names.get(i)))
-          .append("</span>");
-    }
-    b.append("</div>");
+    b.append(Html.legend(names, colors));
   }
 
   // ---------------------------------------------------------------- CDFs
