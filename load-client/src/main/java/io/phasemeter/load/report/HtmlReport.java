@@ -1,5 +1,6 @@
 package io.phasemeter.load.report;
 
+import io.phasemeter.core.Phases;
 import io.phasemeter.load.budget.BudgetResult;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -41,7 +42,7 @@ final class HtmlReport {
 
   /** Inside generation, from the engine's own spans: shown only when there are some. */
   private static final java.util.Set<String> ENGINE_PHASES =
-      java.util.Set.of("engine_queue", "prefill", "decode");
+      java.util.Set.copyOf(PhaseStats.ENGINE);
 
   /** Section ids, in page order; a test checks each is there. */
   static final List<String> SECTIONS =
@@ -304,9 +305,7 @@ final class HtmlReport {
         .append(" envelope) is drawn on a linear axis instead, zero marked.</p>")
         .append("<div class=\"grid2\">");
     cdf("End to end", List.of("client_total", "client_ttft", "server_root", "server_ttft"));
-    cdf(
-        "Inside the proxy",
-        List.of("gateway", "receive", "queue", "generation", "write", "unattributed"));
+    cdf("Inside the proxy", withUnattributed(Phases.SERVER_ROOT.parts()));
     cdf("Per token", List.of("tpot", "itl"));
     cdf(
         "Envelopes and client overhead",
@@ -684,9 +683,17 @@ final class HtmlReport {
 
   // ---------------------------------------------------------------- slowest
 
-  private static final List<String> PARTS =
-      List.of(
-          "network_envelope", "gateway", "receive", "queue", "generation", "write", "unattributed");
+  /**
+   * A request's end-to-end time in the order of its life: the catalogue's parts of client_total.
+   */
+  private static final List<String> PARTS = withUnattributed(Phases.CLIENT_TOTAL.parts());
+
+  /** The catalogue's parts of a sum, then what the proxy's phases leave unattributed. */
+  private static List<String> withUnattributed(List<Phases> parts) {
+    List<String> keys = new ArrayList<>(PhaseStats.keys(parts));
+    keys.add(Phases.UNATTRIBUTED.key());
+    return List.copyOf(keys);
+  }
 
   private void slowest() {
     b.append("<section id=\"slowest\"><h2>The slowest requests, reconciled</h2>");

@@ -37,6 +37,27 @@ public final class PhaseStats {
   /** Every phase name, in the order reports show them: the catalogue's ({@link Phases}). */
   public static final List<String> NAMES = Phases.reportedKeys();
 
+  /**
+   * The proxy's own phases a record carries by name (its {@code phases} map), in report order: the
+   * catalogue's pipeline phases that have a row; auth, prepare and route are summed as gateway.
+   */
+  static final List<String> PIPELINE = keys(Phases.Source.PIPELINE);
+
+  /** The engine's split of generation, from its own spans, in report order. */
+  static final List<String> ENGINE = keys(Phases.Source.ENGINE);
+
+  private static List<String> keys(Phases.Source source) {
+    return Phases.inReportOrder().stream()
+        .filter(p -> p.source() == source)
+        .map(Phases::key)
+        .toList();
+  }
+
+  /** The keys of {@code phases}, in their order. */
+  static List<String> keys(List<Phases> phases) {
+    return phases.stream().map(Phases::key).toList();
+  }
+
   private static final Set<String> NAME_SET =
       Collections.unmodifiableSet(new LinkedHashSet<>(NAMES));
 
@@ -143,12 +164,12 @@ public final class PhaseStats {
     finite(sink, "unattributed", s.unattributedMs());
     if (s.phasesMs() != null) {
       finite(sink, "gateway", s.gatewayMs());
-      for (String phase : List.of("receive", "queue", "generation", "write")) {
+      for (String phase : PIPELINE) {
         finite(sink, phase, s.phasesMs().get(phase));
       }
       // The engine's split of generation; an external provider's generation is never split.
       if (!s.external() && s.engineStatus() != null && s.engineStatus().equals("matched")) {
-        for (String phase : List.of("engine_queue", "prefill", "decode")) {
+        for (String phase : ENGINE) {
           finite(sink, phase, s.phasesMs().get(phase));
         }
       }
