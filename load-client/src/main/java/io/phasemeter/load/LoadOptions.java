@@ -1,5 +1,9 @@
 package io.phasemeter.load;
 
+import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.Mix;
+import io.phasemeter.load.workload.Profile;
+import io.phasemeter.load.workload.Workload;
 import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -114,5 +118,54 @@ public record LoadOptions(
           + " s";
     }
     return "open model, " + a + ", " + rate + " req/s";
+  }
+
+  /** Exact lengths (token-id prompts) unless --chat; from --mix, --profile or custom lengths. */
+  public Workload workload() {
+    if (chat) {
+      return Workload.chat(model, outputTokens > 0 ? outputTokens : 128, stream, seed);
+    }
+    if (mix != null) {
+      return Workload.completions(model, Mix.parse(mix), stream, seed);
+    }
+    return Workload.completions(model, lengths(), stream, seed);
+  }
+
+  /** The named or custom profile of lengths; DOC_QA when neither is given. */
+  Profile lengths() {
+    if (profile != null) {
+      return Profile.named(profile);
+    }
+    if (inputTokens > 0 && outputTokens > 0) {
+      return Profile.custom(inputTokens, outputTokens);
+    }
+    if (inputTokens > 0 || outputTokens > 0) {
+      throw new IllegalArgumentException("--input-tokens and --output-tokens go together");
+    }
+    return Profile.DOC_QA;
+  }
+
+  /** The workload in words, for the start line and the report's conditions. */
+  public String workloadText() {
+    String lengths;
+    if (chat) {
+      lengths = "chat, free text";
+    } else if (mix != null) {
+      lengths = "mix " + mix;
+    } else {
+      Profile p = lengths();
+      lengths = p.name() + " (" + p.inputTokens() + " in / " + p.outputTokens() + " out)";
+    }
+    return lengths + (stream ? ", streamed" : ", whole responses");
+  }
+
+  /** The arrival process of one open-model step at {@code rate}, seeded per step. */
+  public Arrivals arrivals(double rate, int step) {
+    long s = seed * 31 + step;
+    return switch (arrival) {
+      case "poisson" -> Arrivals.poisson(rate, s);
+      case "gamma" -> Arrivals.gamma(rate, burstiness, s);
+      default -> Arrivals.constant(rate);
+    };
   }
 }

@@ -1,5 +1,7 @@
 package io.phasemeter.load;
 
+import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.budget.ClientBudgets;
 import io.phasemeter.load.report.PhaseStats;
 import io.phasemeter.load.report.RunMerge;
 import java.io.IOException;

@@ -44,6 +44,6 @@ class LoadClientJvmOptionsTest {
     // This test JVM runs without -XX:+ExplicitGCInvokesConcurrent: System.gc() would be a full
     // collection, so the client must not call it before its clock.
     assertThat(Files.readString(FILE)).contains("-XX:+ExplicitGCInvokesConcurrent");
-    assertThat(LoadRun.youngCollectionOnRequest()).isFalse();
+    assertThat(io.phasemeter.load.schedule.WarmUp.youngCollectionOnRequest()).isFalse();
   }
 }

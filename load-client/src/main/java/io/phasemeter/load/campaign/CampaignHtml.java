@@ -1,6 +1,8 @@
 package io.phasemeter.load.campaign;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.phasemeter.load.report.Html;
+import io.phasemeter.load.report.Svg;
 import io.phasemeter.load.workload.Profile;
 import java.util.ArrayList;
 import java.util.List;
@@ -38,8 +40,10 @@ final class CampaignHtml {
                 + "table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;"
                 + "padding:3px 7px;text-align:right;vertical-align:top}th{background:#f3f3f3}"
                 + "td.l,th.l{text-align:left}.bad{color:#b00020}.note{color:#555;max-width:900px}"
-                + "svg{background:#fff;border:1px solid #ddd;margin:4px}.grid line{stroke:#eee}"
+                + "figure{display:inline-block;background:#fff;border:1px solid #ddd;margin:4px;"
+                + "padding:8px;width:560px}figcaption{font-weight:600;margin:0 0 4px 4px}"
                 + "code{background:#f6f6f6;padding:0 3px}")
+        .append(Html.CHART_CSS)
         .append("</style></head><body>");
     h.append("<h1>Phasemeter campaign: ").append(esc(plan.model())).append("</h1>");
     h.append("<p class=\"note\">")
@@ -222,14 +226,11 @@ final class CampaignHtml {
     return new Series(name, pts);
   }
 
-  /** A line chart with 95 % interval bars (a point with one valid run has no bar). */
+  /**
+   * A line chart with 95 % interval bars (a point with one valid run has no bar), drawn with the
+   * reports' {@link Svg}.
+   */
   static String chart(String title, String xTitle, String yTitle, List<Series> series) {
-    int w = 560;
-    int hgt = 300;
-    int left = 70;
-    int right = 20;
-    int top = 28;
-    int bottom = 46;
     double xmin = Double.MAX_VALUE;
     double xmax = -Double.MAX_VALUE;
     double ymax = 0;
@@ -241,124 +242,39 @@ final class CampaignHtml {
         ymax = Math.max(ymax, hi);
       }
     }
-    StringBuilder b = new StringBuilder();
-    b.append(
-        String.format(
-            Locale.ROOT,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\""
-                + " aria-label=\"%s\"><text x=\"%d\" y=\"18\" font-size=\"13\">%s</text>",
-            w,
-            hgt,
-            esc(title),
-            left,
-            esc(title)));
+    StringBuilder b = new StringBuilder("<figure><figcaption>").append(esc(title));
+    b.append("</figcaption>");
     if (xmin == Double.MAX_VALUE) {
-      return b.append("<text x=\"80\" y=\"150\">no valid runs</text></svg>").toString();
+      return b.append("<p>no valid runs</p></figure>").toString();
     }
     if (xmax == xmin) {
       xmin -= 1;
       xmax += 1;
     }
-    xmin = Math.min(0, xmin);
-    double ymaxNice = ymax <= 0 ? 1 : niceCeil(ymax * 1.05);
-    double fxmin = xmin;
-    double fxmax = xmax;
-    java.util.function.DoubleUnaryOperator px =
-        x -> left + (x - fxmin) / (fxmax - fxmin) * (w - left - right);
-    java.util.function.DoubleUnaryOperator py =
-        y -> hgt - bottom - y / ymaxNice * (hgt - top - bottom);
-    b.append("<g class=\"grid\">");
-    for (int i = 0; i <= 4; i++) {
-      double y = ymaxNice * i / 4;
-      b.append(
-          String.format(
-              Locale.ROOT,
-              "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
-                  + "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>",
-              left,
-              w - right,
-              py.applyAsDouble(y),
-              py.applyAsDouble(y),
-              left - 4,
-              py.applyAsDouble(y) + 4,
-              tick(y)));
-    }
-    for (Series s : series) {
-      for (Pt p : s.points()) {
-        b.append(
-            String.format(
-                Locale.ROOT,
-                "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%s</text>",
-                px.applyAsDouble(p.x()),
-                hgt - bottom + 15,
-                tick(p.x())));
-      }
-    }
-    b.append("</g>");
-    b.append(
-        String.format(
-            Locale.ROOT,
-            "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">%s</text>"
-                + "<text x=\"14\" y=\"%d\" font-size=\"12\" transform=\"rotate(-90 14 %d)\""
-                + " text-anchor=\"middle\">%s</text>",
-            (left + w - right) / 2,
-            hgt - 8,
-            esc(xTitle),
-            (top + hgt - bottom) / 2,
-            (top + hgt - bottom) / 2,
-            esc(yTitle)));
+    Svg.Axis x = Svg.Axis.linear(Math.min(0, xmin), xmax, xTitle, CampaignHtml::tick);
+    Svg.Axis y =
+        new Svg.Axis(0, ymax <= 0 ? 1 : niceCeil(ymax * 1.05), false, yTitle, CampaignHtml::tick);
+    Svg svg = new Svg(560, 300, x, y, title);
     for (int si = 0; si < series.size(); si++) {
       Series s = series.get(si);
       String color = COLORS[si % COLORS.length];
-      StringBuilder path = new StringBuilder();
+      double[] xs = s.points().stream().mapToDouble(Pt::x).toArray();
+      double[] ys = s.points().stream().mapToDouble(p -> p.y().mean()).toArray();
+      svg.polyline(xs, ys, color, 1.5, null, s.name());
       for (Pt p : s.points()) {
-        double x = px.applyAsDouble(p.x());
-        double y = py.applyAsDouble(p.y().mean());
-        path.append(path.length() == 0 ? "M" : " L")
-            .append(String.format(Locale.ROOT, "%.1f %.1f", x, y));
         if (Double.isFinite(p.y().half())) {
-          double lo = py.applyAsDouble(Math.max(0, p.y().low()));
-          double hi = py.applyAsDouble(p.y().high());
-          b.append(
-              String.format(
-                  Locale.ROOT,
-                  "<path d=\"M%.1f %.1f V%.1f M%.1f %.1f H%.1f M%.1f %.1f H%.1f\" stroke=\"%s\""
-                      + " fill=\"none\"/>",
-                  x,
-                  lo,
-                  hi,
-                  x - 4,
-                  lo,
-                  x + 4,
-                  x - 4,
-                  hi,
-                  x + 4,
-                  color));
+          double lo = Math.max(0, p.y().low());
+          svg.line(svg.px(p.x()), svg.py(lo), svg.px(p.x()), svg.py(p.y().high()), color, 1, null);
         }
-        b.append(
-            String.format(
-                Locale.ROOT,
-                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s: %s</title></circle>",
-                x,
-                y,
-                color,
-                esc(s.name()),
-                tick(p.x()),
-                esc(format(p.y()))));
+        svg.dot(p.x(), p.y().mean(), color, s.name() + " " + tick(p.x()) + ": " + format(p.y()));
       }
-      b.append(
-          String.format(
-              Locale.ROOT,
-              "<path d=\"%s\" stroke=\"%s\" fill=\"none\" stroke-width=\"1.5\"/>"
-                  + "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\">%s</text>",
-              path,
-              color,
-              w - right - 200,
-              top + 12 + 13 * si,
-              color,
-              esc(s.name())));
     }
-    return b.append("</svg>").toString();
+    List<String> colors = new ArrayList<>();
+    for (int si = 0; si < series.size(); si++) {
+      colors.add(COLORS[si % COLORS.length]);
+    }
+    b.append(svg).append(Html.legend(series.stream().map(Series::name).toList(), colors));
+    return b.append("</figure>").toString();
   }
 
   private static double niceCeil(double v) {
@@ -411,18 +327,7 @@ final class CampaignHtml {
         .append("</code></td></tr>");
   }
 
-  static String esc(Object o) {
-    String s = String.valueOf(o);
-    StringBuilder b = new StringBuilder(s.length());
-    for (char c : s.toCharArray()) {
-      switch (c) {
-        case '<' -> b.append("&lt;");
-        case '>' -> b.append("&gt;");
-        case '&' -> b.append("&amp;");
-        case '"' -> b.append("&quot;");
-        default -> b.append(c);
-      }
-    }
-    return b.toString();
+  private static String esc(Object o) {
+    return Html.esc(o);
   }
 }

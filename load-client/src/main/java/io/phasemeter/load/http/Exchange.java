@@ -1,7 +1,5 @@
 package io.phasemeter.load.http;
 
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.ErrorClass;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.proxy.upstream.StaleConnections;
 import io.vertx.core.AsyncResult;

@@ -1,6 +1,5 @@
 package io.phasemeter.load.http;
 
-import io.phasemeter.load.ClientResult;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.Context;
 import io.vertx.core.Future;

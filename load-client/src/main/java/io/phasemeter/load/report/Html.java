@@ -2,12 +2,27 @@ package io.phasemeter.load.report;
 
 import java.util.Locale;
 
-/** Escaping and number formats shared by the page and its charts. */
-final class Html {
+/**
+ * The HTML side of the reports' one toolkit (with {@link Svg}): escaping, number formats and the
+ * style of charts, for the run report and the campaign report alike.
+ */
+public final class Html {
+  /** The style {@link Svg} charts rely on; each page adds its own around it. */
+  public static final String CHART_CSS =
+      """
+      svg.chart{display:block;max-width:100%;height:auto}
+      svg text{font-family:inherit}
+      .tick{font-size:11px;fill:#4a5563}.axis{font-size:12px;fill:#1d2430}
+      svg .note{font-size:11px;fill:#8e1c14}
+      .legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:4px 4px 2px;font-size:12px}
+      .sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:4px;
+        vertical-align:-2px}
+      """;
+
   private Html() {}
 
   /** Escapes text for element content and quoted attributes (HTML and XML alike). */
-  static String esc(Object o) {
+  public static String esc(Object o) {
     String s = String.valueOf(o);
     StringBuilder b = new StringBuilder(s.length() + 16);
     for (int i = 0; i < s.length(); i++) {
@@ -29,6 +44,22 @@ final class Html {
       }
     }
     return b.toString();
+  }
+
+  /**
+   * A chart's legend: a colour swatch and a name per series, {@code colors} in the order of {@code
+   * names}; {@code names} are escaped.
+   */
+  public static String legend(java.util.List<String> names, java.util.List<String> colors) {
+    StringBuilder b = new StringBuilder("<div class=\"legend\">");
+    for (int i = 0; i < names.size(); i++) {
+      b.append("<span><span class=\"sw\" style=\"background:")
+          .append(colors.get(i))
+          .append("\"></span>")
+          .append(esc(names.get(i)))
+          .append("</span>");
+    }
+    return b.append("</div>").toString();
   }
 
   /** Milliseconds for a table: three significant figures or so; an en dash when unknown. */
@@ -58,7 +89,8 @@ final class Html {
     return trim(v) + " ms";
   }
 
-  static String trim(double v) {
+  /** A number with at most three decimals and no trailing zeros. */
+  public static String trim(double v) {
     String s = String.format(Locale.ROOT, "%.3f", v);
     s = s.replaceAll("0+$", "");
     return s.endsWith(".") ? s.substring(0, s.length() - 1) : s;

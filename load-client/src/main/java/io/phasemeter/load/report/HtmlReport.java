@@ -1,6 +1,7 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.BudgetResult;
+import io.phasemeter.core.Phases;
+import io.phasemeter.load.budget.BudgetResult;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -41,7 +42,7 @@ final class HtmlReport {
 
   /** Inside generation, from the engine's own spans: shown only when there are some. */
   private static final java.util.Set<String> ENGINE_PHASES =
-      java.util.Set.of("engine_queue", "prefill", "decode");
+      java.util.Set.copyOf(PhaseStats.ENGINE);
 
   /** Section ids, in page order; a test checks each is there. */
   static final List<String> SECTIONS =
@@ -87,13 +88,6 @@ final class HtmlReport {
       .grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px}
       figure{margin:0;background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:8px}
       figcaption{font-weight:600;margin:0 0 4px 4px}
-      svg.chart{display:block;max-width:100%;height:auto}
-      svg text{font-family:inherit}
-      .tick{font-size:11px;fill:#4a5563}.axis{font-size:12px;fill:#1d2430}
-      .note{font-size:11px;fill:#8e1c14}
-      .legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:4px 4px 2px;font-size:12px}
-      .sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:4px;
-        vertical-align:-2px}
       .muted{color:#5b6573;font-size:12px}
       """;
 
@@ -120,6 +114,7 @@ final class HtmlReport {
         .append(model == null ? "" : " \u2014 " + Html.esc(model))
         .append("</title><style>")
         .append(CSS)
+        .append(Html.CHART_CSS)
         .append("</style></head><body><main>");
     verdict();
     budgets();
@@ -298,15 +293,7 @@ final class HtmlReport {
   }
 
   private void legend(List<String> names, List<String> colors) {
-    b.append("<div class=\"legend\">");
-    for (int i = 0; i < names.size(); i++) {
-      b.append("<span><span class=\"sw\" style=\"background:")
-          .append(colors.get(i))
-          .append("\"></span>")
-          .append(Html.esc(names.get(i)))
-          .append("</span>");
-    }
-    b.append("</div>");
+    b.append(Html.legend(names, colors));
   }
 
   // ---------------------------------------------------------------- CDFs
@@ -318,9 +305,7 @@ final class HtmlReport {
         .append(" envelope) is drawn on a linear axis instead, zero marked.</p>")
         .append("<div class=\"grid2\">");
     cdf("End to end", List.of("client_total", "client_ttft", "server_root", "server_ttft"));
-    cdf(
-        "Inside the proxy",
-        List.of("gateway", "receive", "queue", "generation", "write", "unattributed"));
+    cdf("Inside the proxy", withUnattributed(Phases.SERVER_ROOT.parts()));
     cdf("Per token", List.of("tpot", "itl"));
     cdf(
         "Envelopes and client overhead",
@@ -698,9 +683,17 @@ final class HtmlReport {
 
   // ---------------------------------------------------------------- slowest
 
-  private static final List<String> PARTS =
-      List.of(
-          "network_envelope", "gateway", "receive", "queue", "generation", "write", "unattributed");
+  /**
+   * A request's end-to-end time in the order of its life: the catalogue's parts of client_total.
+   */
+  private static final List<String> PARTS = withUnattributed(Phases.CLIENT_TOTAL.parts());
+
+  /** The catalogue's parts of a sum, then what the proxy's phases leave unattributed. */
+  private static List<String> withUnattributed(List<Phases> parts) {
+    List<String> keys = new ArrayList<>(PhaseStats.keys(parts));
+    keys.add(Phases.UNATTRIBUTED.key());
+    return List.copyOf(keys);
+  }
 
   private void slowest() {
     b.append("<section id=\"slowest\"><h2>The slowest requests, reconciled</h2>");

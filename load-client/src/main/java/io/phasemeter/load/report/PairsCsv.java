@@ -1,8 +1,8 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.ServerRecord;
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ServerRecord;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

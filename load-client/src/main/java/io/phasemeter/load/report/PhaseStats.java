@@ -1,9 +1,9 @@
 package io.phasemeter.load.report;
 
 import io.phasemeter.core.Phases;
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.ServerRecord;
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ServerRecord;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -37,6 +37,27 @@ public final class PhaseStats {
   /** Every phase name, in the order reports show them: the catalogue's ({@link Phases}). */
   public static final List<String> NAMES = Phases.reportedKeys();
 
+  /**
+   * The proxy's own phases a record carries by name (its {@code phases} map), in report order: the
+   * catalogue's pipeline phases that have a row; auth, prepare and route are summed as gateway.
+   */
+  static final List<String> PIPELINE = keys(Phases.Source.PIPELINE);
+
+  /** The engine's split of generation, from its own spans, in report order. */
+  static final List<String> ENGINE = keys(Phases.Source.ENGINE);
+
+  private static List<String> keys(Phases.Source source) {
+    return Phases.inReportOrder().stream()
+        .filter(p -> p.source() == source)
+        .map(Phases::key)
+        .toList();
+  }
+
+  /** The keys of {@code phases}, in their order. */
+  static List<String> keys(List<Phases> phases) {
+    return phases.stream().map(Phases::key).toList();
+  }
+
   private static final Set<String> NAME_SET =
       Collections.unmodifiableSet(new LinkedHashSet<>(NAMES));
 
@@ -64,6 +85,16 @@ public final class PhaseStats {
   /** An empty instance; allocates no histogram until a value arrives. */
   public PhaseStats() {}
 
+  /**
+   * An instance holding one live window's distributions (see {@link PhaseWindow}); its request
+   * counters are zero.
+   */
+  static PhaseStats ofWindow(Map<String, SignedHistogram> histograms) {
+    PhaseStats stats = new PhaseStats();
+    stats.histograms.putAll(histograms);
+    return stats;
+  }
+
   /** An empty instance. */
   public static PhaseStats create() {
     return new PhaseStats();
@@ -82,45 +113,83 @@ public final class PhaseStats {
   public synchronized void add(Pair pair) {
     ClientResult c = pair.client();
     started++;
-    if (c.intendedNanos() >= 0 && c.actualNanos() >= 0) {
-      record("schedule_lag", c.scheduleLagNanos() / 1e6);
-    }
     if (pair.joined()) {
       joined++;
+    }
+    if (c.ok()) {
+      ok++;
+      if (pair.joined()) {
+        joinedOk++;
+        ServerRecord s = pair.server();
+        if (s.phasesMs() != null && !s.external() && s.engineStatus() != null) {
+          engineExpected++;
+          if (s.engineStatus().equals("matched")) {
+            engineMatched++;
+          }
+        }
+      }
+    }
+    values(pair, (name, ms) -> histogram(name).recordMs(ms));
+  }
+
+  /** Where one request's per-phase values go: a run's histograms or a live window's recorders. */
+  interface ValueSink {
+    void record(String phase, double ms);
+  }
+
+  /**
+   * Hands every per-phase value of one finished request to {@code sink}, in milliseconds: what
+   * {@link #add} records, and what the live window records (DESIGN.md §2).
+   */
+  static void values(Pair pair, ValueSink sink) {
+    ClientResult c = pair.client();
+    if (c.intendedNanos() >= 0 && c.actualNanos() >= 0) {
+      finite(sink, "schedule_lag", c.scheduleLagNanos() / 1e6);
     }
     if (!c.ok()) {
       return;
     }
-    ok++;
-    recordNanos("client_total", c.totalNanos());
-    recordNanos("client_ttft", c.ttftNanos());
-    recordNanos("transport_setup", c.transportSetupNanos());
-    recordNanos("tpot", c.tpotNanos());
+    nanos(sink, "client_total", c.totalNanos());
+    nanos(sink, "client_ttft", c.ttftNanos());
+    nanos(sink, "transport_setup", c.transportSetupNanos());
+    nanos(sink, "tpot", c.tpotNanos());
     if (!pair.joined()) {
       return;
     }
-    joinedOk++;
     ServerRecord s = pair.server();
-    record("network_envelope", pair.networkEnvelopeMs());
-    record("ttft_envelope", pair.ttftEnvelopeMs());
-    record("server_root", s.rootMs());
-    record("server_ttft", s.serverTtftMs());
-    record("unattributed", s.unattributedMs());
+    finite(sink, "network_envelope", pair.networkEnvelopeMs());
+    finite(sink, "ttft_envelope", pair.ttftEnvelopeMs());
+    finite(sink, "server_root", s.rootMs());
+    finite(sink, "server_ttft", s.serverTtftMs());
+    finite(sink, "unattributed", s.unattributedMs());
     if (s.phasesMs() != null) {
-      record("gateway", s.gatewayMs());
-      for (String phase : List.of("receive", "queue", "generation", "write")) {
-        record(phase, s.phasesMs().get(phase));
+      finite(sink, "gateway", s.gatewayMs());
+      for (String phase : PIPELINE) {
+        finite(sink, phase, s.phasesMs().get(phase));
       }
       // The engine's split of generation; an external provider's generation is never split.
-      if (!s.external() && s.engineStatus() != null) {
-        engineExpected++;
-        if (s.engineStatus().equals("matched")) {
-          engineMatched++;
-          for (String phase : List.of("engine_queue", "prefill", "decode")) {
-            record(phase, s.phasesMs().get(phase));
-          }
+      if (!s.external() && s.engineStatus() != null && s.engineStatus().equals("matched")) {
+        for (String phase : ENGINE) {
+          finite(sink, phase, s.phasesMs().get(phase));
         }
       }
+    }
+  }
+
+  /** An inter-token gap in milliseconds, as {@link #addItl} records it; null when negative. */
+  static Double itlMs(long nanos) {
+    return nanos >= 0 ? nanos / 1e6 : null;
+  }
+
+  private static void nanos(ValueSink sink, String name, long nanos) {
+    if (nanos >= 0) {
+      sink.record(name, nanos / 1e6);
+    }
+  }
+
+  private static void finite(ValueSink sink, String name, Double ms) {
+    if (ms != null && Double.isFinite(ms)) {
+      sink.record(name, ms);
     }
   }
 
@@ -139,7 +208,10 @@ public final class PhaseStats {
 
   /** Adds one inter-token gap, in nanoseconds. */
   public synchronized void addItl(long nanos) {
-    recordNanos("itl", nanos);
+    Double ms = itlMs(nanos);
+    if (ms != null) {
+      histogram("itl").recordMs(ms);
+    }
   }
 
   /** Adds everything {@code other} holds to this instance (e.g. a window into the cumulative). */
@@ -262,18 +334,6 @@ public final class PhaseStats {
     this.ok += ok;
     this.joined += joined;
     this.joinedOk += joinedOk;
-  }
-
-  private void recordNanos(String name, long nanos) {
-    if (nanos >= 0) {
-      histogram(name).recordMs(nanos / 1e6);
-    }
-  }
-
-  private void record(String name, Double ms) {
-    if (ms != null && Double.isFinite(ms)) {
-      histogram(name).recordMs(ms);
-    }
   }
 
   private SignedHistogram existing(String name) {

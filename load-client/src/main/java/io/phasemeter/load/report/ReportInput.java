@@ -1,8 +1,8 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.BudgetResult;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.StepInfo;
+import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.schedule.StepInfo;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;

@@ -1,7 +1,7 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.StepInfo;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.schedule.StepInfo;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;

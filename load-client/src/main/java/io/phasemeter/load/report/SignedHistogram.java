@@ -26,12 +26,30 @@ final class SignedHistogram {
   private double minMs = Double.NaN;
   private double maxMs = Double.NaN;
 
+  SignedHistogram() {}
+
+  /**
+   * One interval of a {@link SignedRecorder}: its two sides (nanoseconds, as {@link #recordMs}
+   * records them) and its exact extremes, NaN when it is empty.
+   */
+  SignedHistogram(Histogram positive, Histogram negative, double minMs, double maxMs) {
+    this.positive = positive;
+    this.negative = negative;
+    this.minMs = minMs;
+    this.maxMs = maxMs;
+  }
+
+  /** The nanoseconds {@link #recordMs} records for {@code ms}: magnitude and sign. */
+  static long nanos(double ms) {
+    return Math.round(ms * 1e6);
+  }
+
   /** Records one value in milliseconds; NaN and infinities are ignored. */
   void recordMs(double ms) {
     if (!Double.isFinite(ms)) {
       return;
     }
-    long nanos = Math.round(ms * 1e6);
+    long nanos = nanos(ms);
     if (nanos < 0) {
       if (negative == null) {
         negative = new Histogram(SIGNIFICANT_DIGITS);

@@ -6,7 +6,7 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.phasemeter.load.BudgetResult;
+import io.phasemeter.load.budget.BudgetResult;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;

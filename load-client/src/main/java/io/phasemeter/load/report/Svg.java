@@ -7,19 +7,20 @@ import java.util.function.DoubleFunction;
 
 /**
  * A small inline-SVG chart: one plot area, linear or logarithmic axes with grid lines, and
- * primitives in data coordinates. Output is XML-well-formed so the page stays parseable.
+ * primitives in data coordinates. Output is XML-well-formed so the page stays parseable. The run
+ * report and the campaign report draw every chart with it; {@link Html#CHART_CSS} styles it.
  */
-final class Svg {
+public final class Svg {
 
   /** One axis: its domain, scale and how its tick labels read. */
-  static final class Axis {
+  public static final class Axis {
     final double min;
     final double max;
     final boolean log;
     final String title;
     final DoubleFunction<String> format;
 
-    Axis(double min, double max, boolean log, String title, DoubleFunction<String> format) {
+    public Axis(double min, double max, boolean log, String title, DoubleFunction<String> format) {
       if (log) {
         min = Math.pow(10, Math.floor(Math.log10(min)));
         max = Math.pow(10, Math.ceil(Math.log10(Math.max(max, min * 10))));
@@ -34,7 +35,7 @@ final class Svg {
     }
 
     /** A linear axis whose ends are rounded out to tick steps. */
-    static Axis linear(double min, double max, String title, DoubleFunction<String> format) {
+    public static Axis linear(double min, double max, String title, DoubleFunction<String> format) {
       if (!(max > min)) {
         max = min + 1;
       }
@@ -44,7 +45,7 @@ final class Svg {
     }
 
     /** A seconds axis from 0 to exactly {@code end}: a run does not end on a round number. */
-    static Axis time(double end, String title) {
+    public static Axis time(double end, String title) {
       return new Axis(0, end, false, title, Html::trim);
     }
 
@@ -104,7 +105,7 @@ final class Svg {
   private final Axis x;
   private final Axis y;
 
-  Svg(int width, int height, Axis x, Axis y, String ariaLabel) {
+  public Svg(int width, int height, Axis x, Axis y, String ariaLabel) {
     this.width = width;
     this.height = height;
     this.x = x;
@@ -122,11 +123,11 @@ final class Svg {
     axes();
   }
 
-  double px(double v) {
+  public double px(double v) {
     return LEFT + x.fraction(v) * (width - LEFT - RIGHT);
   }
 
-  double py(double v) {
+  public double py(double v) {
     return height - BOTTOM - y.fraction(v) * (height - TOP - BOTTOM);
   }
 
@@ -172,7 +173,8 @@ final class Svg {
             Html.esc(y.title)));
   }
 
-  void line(double x1, double y1, double x2, double y2, String color, double w, String dash) {
+  public void line(
+      double x1, double y1, double x2, double y2, String color, double w, String dash) {
     sb.append(
         String.format(
             Locale.ROOT,
@@ -187,7 +189,7 @@ final class Svg {
             dash == null ? "" : " stroke-dasharray=\"" + dash + "\""));
   }
 
-  void text(double px, double py, String s, String anchor, String cls) {
+  public void text(double px, double py, String s, String anchor, String cls) {
     sb.append(
         String.format(
             Locale.ROOT,
@@ -200,7 +202,8 @@ final class Svg {
   }
 
   /** A line through data points; non-finite points break it into pieces. */
-  void polyline(double[] xs, double[] ys, String color, double w, String dash, String title) {
+  public void polyline(
+      double[] xs, double[] ys, String color, double w, String dash, String title) {
     StringBuilder pts = new StringBuilder();
     for (int i = 0; i <= xs.length; i++) {
       boolean ok = i < xs.length && Double.isFinite(xs[i]) && Double.isFinite(ys[i]);
@@ -223,7 +226,7 @@ final class Svg {
   }
 
   /** A point marker with a tooltip. */
-  void dot(double xv, double yv, String color, String title) {
+  public void dot(double xv, double yv, String color, String title) {
     if (!Double.isFinite(xv) || !Double.isFinite(yv)) {
       return;
     }
@@ -239,7 +242,7 @@ final class Svg {
   }
 
   /** A filled polygon through data points (px already mapped by the caller via data coords). */
-  void area(double[] xs, double[] lower, double[] upper, String color, String title) {
+  public void area(double[] xs, double[] lower, double[] upper, String color, String title) {
     StringBuilder pts = new StringBuilder();
     for (int i = 0; i < xs.length; i++) {
       pts.append(String.format(Locale.ROOT, "%.1f,%.1f ", px(xs[i]), py(upper[i])));
@@ -258,7 +261,7 @@ final class Svg {
   }
 
   /** A rectangle between two data corners. */
-  void box(double x0, double y0, double x1, double y1, String color, String title) {
+  public void box(double x0, double y0, double x1, double y1, String color, String title) {
     double a = px(x0);
     double b = px(x1);
     double c = py(y0);
@@ -277,7 +280,7 @@ final class Svg {
   }
 
   /** A note inside the plot area, top left. */
-  void note(String s) {
+  public void note(String s) {
     text(LEFT + 8, TOP + 16, s, "start", "note");
   }
 

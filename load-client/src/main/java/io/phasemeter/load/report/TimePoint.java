@@ -1,7 +1,7 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.ServerRecord;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ServerRecord;
 import java.util.ArrayList;
 import java.util.List;
 

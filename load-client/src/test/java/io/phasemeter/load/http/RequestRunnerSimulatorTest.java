@@ -2,8 +2,6 @@ package io.phasemeter.load.http;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.ErrorClass;
 import io.phasemeter.load.workload.Profile;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.TraceIds;

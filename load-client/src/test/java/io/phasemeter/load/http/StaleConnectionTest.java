@@ -3,8 +3,6 @@ package io.phasemeter.load.http;
 import static io.phasemeter.load.http.RequestRunnerSimulatorTest.await;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.ErrorClass;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;

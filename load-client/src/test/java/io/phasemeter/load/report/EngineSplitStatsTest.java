@@ -2,10 +2,10 @@ package io.phasemeter.load.report;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.phasemeter.load.ErrorClass;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.RecordFeedClient;
-import io.phasemeter.load.ServerRecord;
+import io.phasemeter.load.http.ErrorClass;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.RecordFeedClient;
+import io.phasemeter.load.join.ServerRecord;
 import org.junit.jupiter.api.Test;
 
 /**

@@ -1,9 +1,9 @@
 package io.phasemeter.load.report;
 
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.ErrorClass;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.ServerRecord;
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ServerRecord;
 import java.util.HashMap;
 import java.util.Map;
 

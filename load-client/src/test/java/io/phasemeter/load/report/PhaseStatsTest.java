@@ -6,8 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;
 
-import io.phasemeter.load.ErrorClass;
-import io.phasemeter.load.Pair;
+import io.phasemeter.load.http.ErrorClass;
+import io.phasemeter.load.join.Pair;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;

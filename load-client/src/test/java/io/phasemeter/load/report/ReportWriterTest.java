@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.phasemeter.load.Pair;
+import io.phasemeter.load.join.Pair;
 import java.io.ByteArrayInputStream;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
@@ -209,7 +209,8 @@ class ReportWriterTest {
     ReportInput in =
         new ReportInput(
             pairs,
-            List.of(new io.phasemeter.load.StepInfo(0, -1, 4, 0, Fixtures.ns(4900), 50, 0)),
+            List.of(
+                new io.phasemeter.load.schedule.StepInfo(0, -1, 4, 0, Fixtures.ns(4900), 50, 0)),
             0,
             Fixtures.ns(6000),
             Map.of("model", "m"),

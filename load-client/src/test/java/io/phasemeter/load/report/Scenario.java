@@ -2,11 +2,11 @@ package io.phasemeter.load.report;
 
 import static io.phasemeter.load.report.Fixtures.ns;
 
-import io.phasemeter.load.BudgetResult;
-import io.phasemeter.load.ClientResult;
-import io.phasemeter.load.ErrorClass;
-import io.phasemeter.load.Pair;
-import io.phasemeter.load.StepInfo;
+import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.schedule.StepInfo;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.schedule;
 
 /**
  * One load step (a whole run is one step unless {@code --steps} is given).

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.schedule;
 
 import io.phasemeter.load.workload.Arrivals;
 import java.util.concurrent.locks.LockSupport;

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.http;
 
 /**
  * One request as the load client measured it, on the client's monotonic clock. Durations are in

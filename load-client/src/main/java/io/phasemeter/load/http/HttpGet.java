@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.http;
 
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
@@ -9,12 +9,12 @@ import java.net.URI;
 import java.util.concurrent.TimeUnit;
 
 /** A small blocking GET for the few admin calls made outside the hot path. */
-final class HttpGet {
+public final class HttpGet {
   private HttpGet() {}
 
-  record Result(int status, String body) {}
+  public record Result(int status, String body) {}
 
-  static Result get(Vertx vertx, URI uri, String token) throws Exception {
+  public static Result get(Vertx vertx, URI uri, String token) throws Exception {
     HttpClient client = vertx.createHttpClient();
     Promise<Result> done = Promise.promise();
     vertx

@@ -1,17 +1,19 @@
-package io.phasemeter.load;
+package io.phasemeter.load.join;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** Client results and proxy records pair on the trace id, whichever comes first. */
-class JoinerTest {
+public class JoinerTest {
   private static final String PREFIX = "00000000000abcde";
 
-  static ClientResult client(String traceId, long totalMs) {
+  public static ClientResult client(String traceId, long totalMs) {
     return new ClientResult(
         1,
         traceId,

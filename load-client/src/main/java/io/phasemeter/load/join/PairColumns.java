@@ -1,5 +1,7 @@
-package io.phasemeter.load;
+package io.phasemeter.load.join;
 
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.workload.TraceIds;
 import java.util.ArrayList;
 import java.util.List;

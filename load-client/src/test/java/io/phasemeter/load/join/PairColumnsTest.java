@@ -1,7 +1,9 @@
-package io.phasemeter.load;
+package io.phasemeter.load.join;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.workload.TraceIds;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.join;
 
 import java.util.Map;
 

@@ -1,4 +1,6 @@
-package io.phasemeter.load;
+package io.phasemeter.load.join;
+
+import io.phasemeter.load.http.ClientResult;
 
 /**
  * A client observation joined with the proxy's record of the same request (same trace id), or alone

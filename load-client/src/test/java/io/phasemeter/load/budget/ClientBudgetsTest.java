@@ -1,8 +1,12 @@
-package io.phasemeter.load;
+package io.phasemeter.load.budget;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ServerRecord;
 import io.phasemeter.load.report.PhaseStats;
 import java.nio.file.Files;
 import java.nio.file.Path;

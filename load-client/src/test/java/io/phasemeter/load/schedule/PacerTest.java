@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.schedule;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

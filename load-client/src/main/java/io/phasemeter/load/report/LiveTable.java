@@ -1,13 +1,14 @@
-package io.phasemeter.load;
+package io.phasemeter.load.report;
 
 import io.phasemeter.core.Phases;
-import io.phasemeter.load.report.PhaseStats;
+import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.budget.ClientBudgets;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.Locale;
 
 /** The compact table printed every few seconds while a run goes: window and cumulative. */
-final class LiveTable {
+public final class LiveTable {
   /**
    * The phases shown, in the catalogue's report order; the request's own root and upload are in the
    * report, not here, and rows without data are skipped.
@@ -20,7 +21,7 @@ final class LiveTable {
 
   private LiveTable() {}
 
-  static void print(
+  public static void print(
       PrintWriter out,
       String header,
       PhaseStats window,
@@ -72,7 +73,7 @@ final class LiveTable {
    * One BREACH line; {@code culprit} is the phase that broke it (the phase itself, or the largest
    * part of a sum such as total or TTFT), and it decides whom to page.
    */
-  static String breachLine(BudgetResult b, String culprit) {
+  public static String breachLine(BudgetResult b, String culprit) {
     boolean rate = b.phase().equals("error_rate") || b.phase().equals("join_coverage");
     String because = culprit == null || culprit.equals(b.phase()) ? "" : ", mostly " + culprit;
     return String.format(

@@ -1,5 +1,6 @@
-package io.phasemeter.load;
+package io.phasemeter.load.join;
 
+import io.phasemeter.load.http.ClientResult;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.http;
 
 /** How a request ended, from the client's side; everything but {@link #NONE} is a failure. */
 public enum ErrorClass {

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.budget;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;

@@ -1,4 +1,4 @@
-package io.phasemeter.load;
+package io.phasemeter.load.budget;
 
 /**
  * One budgeted phase judged over a run.

@@ -1,0 +1,305 @@
+package io.phasemeter.load.report;
+
+import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.join.Pair;
+import java.io.PrintWriter;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+
+/**
+ * What a run shows while it goes: the live table every report interval (the window since the last
+ * table and the whole run so far), the SLOW and FAIL lines of notable requests, and the final
+ * table. Owns the run's cumulative statistics, which the budgets are judged on at the end.
+ */
+public final class LiveReport implements AutoCloseable {
+  /** At most this many SLOW/FAIL lines per report interval; the rest are counted. */
+  private static final int NOTABLE_LINES = 10;
+
+  /**
+   * What the run reports of itself in a table's header line.
+   *
+   * @param step the current step in words
+   * @param sent requests started
+   * @param done requests finished
+   * @param inFlight requests started and not finished
+   * @param dropped iterations dropped at the in-flight cap
+   * @param staleRetries requests sent once more after a stale connection
+   * @param joining whether the run joins with the proxy's records (--admin)
+   */
+  public record Status(
+      String step,
+      long sent,
+      long done,
+      int inFlight,
+      long dropped,
+      long staleRetries,
+      boolean joining) {}
+
+  private final PrintWriter out;
+  private final ClientBudgets budgets;
+  private final String model;
+  private final Supplier<Status> status;
+  private final Object statsLock = new Object();
+  private final PhaseStats cumulative = new PhaseStats();
+  private final PhaseWindow window = new PhaseWindow();
+  private final AtomicLong notable = new AtomicLong();
+  private final AtomicLong notableSuppressed = new AtomicLong();
+  private long lastPrintNanos;
+  private long lastPrintDone;
+  private long runStart;
+
+  /**
+   * The live table's thread, which also prints the SLOW and FAIL lines: the event loop that reads
+   * the responses never writes to the terminal.
+   */
+  private final ScheduledExecutorService reporter =
+      Executors.newSingleThreadScheduledExecutor(
+          r -> {
+            Thread t = new Thread(r, "phasemeter-live-table");
+            t.setDaemon(true);
+            return t;
+          });
+
+  public LiveReport(PrintWriter out, ClientBudgets budgets, String model, Supplier<Status> status) {
+    this.out = out;
+    this.budgets = budgets;
+    this.model = model;
+    this.status = status;
+  }
+
+  /** One finished request, joined or alone: into the window and the whole run. */
+  public void add(Pair pair) {
+    synchronized (statsLock) {
+      cumulative.add(pair);
+      window.add(pair);
+    }
+  }
+
+  /** One inter-token gap of a measured request, in nanoseconds. */
+  public void addItl(long nanos) {
+    synchronized (statsLock) {
+      cumulative.addItl(nanos);
+      window.addItl(nanos);
+    }
+  }
+
+  /** The SLOW threshold of the measured run, read from its cumulative statistics. */
+  public SlowThreshold slowThreshold() {
+    return new SlowThreshold(cumulative);
+  }
+
+  /**
+   * Prints a table of the warm-up's figures to nowhere after {@code delay}: the first real table
+   * then runs compiled code. Its first run, class loading and all, coincided with 400 ms of late
+   * requests in one bench run at 2,000 req/s.
+   */
+  public void rehearseAfter(Duration delay, PhaseStats warmUp) {
+    reporter.schedule(
+        () -> {
+          try {
+            PhaseStats all = warmUp.copy();
+            printTable(new PrintWriter(java.io.Writer.nullWriter()), 0, 0, 1, all, all);
+          } catch (RuntimeException e) {
+            // Only a rehearsal: the real tables report their own failures.
+          }
+        },
+        delay.toNanos(),
+        TimeUnit.NANOSECONDS);
+  }
+
+  /** The clock starts: a table every {@code interval} (at least a second) from now. */
+  public void start(long runStartNanos, Duration interval) {
+    runStart = runStartNanos;
+    lastPrintNanos = runStartNanos;
+    long period = Math.max(1000, interval.toMillis());
+    reporter.scheduleAtFixedRate(this::printLiveSafely, period, period, TimeUnit.MILLISECONDS);
+  }
+
+  /** Lines already handed to the reporter are printed; the periodic table stops. */
+  public void stop() throws InterruptedException {
+    reporter.shutdown();
+    reporter.awaitTermination(10, TimeUnit.SECONDS);
+  }
+
+  /** Stops the reporter's thread at once, whichever way the run ended. */
+  @Override
+  public void close() {
+    reporter.shutdownNow();
+  }
+
+  /**
+   * Failed requests, and very slow ones, are printed with their trace id; nothing else is. At most
+   * {@link #NOTABLE_LINES} per report interval are formatted and printed, by the reporter's thread;
+   * the rest are only counted. A GC pause or a stall makes hundreds of requests SLOW at once:
+   * formatting and printing each on the event loop (as this once did) made the stall longer.
+   */
+  public void notable(ClientResult r, SlowThreshold threshold) {
+    double p99 = r.ok() ? threshold.p99Ms() : Double.NaN;
+    if (r.ok() && !SlowThreshold.slow(r, p99)) {
+      return;
+    }
+    if (notable.incrementAndGet() > NOTABLE_LINES) {
+      notableSuppressed.incrementAndGet();
+      return;
+    }
+    try {
+      reporter.execute(() -> printLine(notableLine(r, p99)));
+    } catch (RejectedExecutionException e) {
+      // The run has ended (a response after the in-flight deadline): counted, not printed.
+      notableSuppressed.incrementAndGet();
+    }
+  }
+
+  /** The SLOW or FAIL line of a notable request. */
+  static String notableLine(ClientResult r, double p99Ms) {
+    if (!r.ok()) {
+      return "  FAIL trace="
+          + r.traceId()
+          + " class="
+          + r.error()
+          + " status="
+          + r.status()
+          + (r.invalidReason() == null ? "" : " reason=" + r.invalidReason());
+    }
+    return String.format(
+        Locale.ROOT,
+        "  SLOW trace=%s client_total=%.1f ms (> 2 × p99 %.1f ms)",
+        r.traceId(),
+        r.totalNanos() / 1e6,
+        p99Ms);
+  }
+
+  /** The run's statistics so far; read them once the run has ended. */
+  public PhaseStats cumulative() {
+    return cumulative;
+  }
+
+  /** Share of successful requests that joined a proxy record; 1 when none succeeded. */
+  public double coverage() {
+    double c;
+    synchronized (statsLock) {
+      c = cumulative.joinCoverage();
+    }
+    return Double.isNaN(c) ? 1.0 : c;
+  }
+
+  /** The last table: the whole run, with its breaches. */
+  public void printFinal() {
+    long suppressed = notableSuppressed.getAndSet(0);
+    synchronized (statsLock) {
+      LiveTable.print(
+          out,
+          "final (whole run):"
+              + (suppressed > 0
+                  ? "  (" + suppressed + " more slow/failed since the last table not printed)"
+                  : ""),
+          cumulative,
+          cumulative,
+          budgets.judgeLatency(model, cumulative).stream().filter(BudgetResult::breached).toList(),
+          this::culprit);
+    }
+  }
+
+  /** The phase behind a breach, judged on the whole run at the budget's quantile. */
+  public String culprit(BudgetResult b) {
+    synchronized (statsLock) {
+      return culprit(b, cumulative);
+    }
+  }
+
+  private String culprit(BudgetResult b, PhaseStats stats) {
+    double q =
+        budgets.forModel(model).stream()
+            .filter(x -> x.name().equals(b.name()))
+            .mapToDouble(ClientBudgets.Budget::quantile)
+            .findFirst()
+            .orElse(0.95);
+    return ClientBudgets.culprit(b.phase(), q, stats);
+  }
+
+  private void printLine(String line) {
+    synchronized (out) {
+      out.println(line);
+      out.flush();
+    }
+  }
+
+  private void printLiveSafely() {
+    try {
+      printLive();
+    } catch (RuntimeException e) {
+      // A failed table must not stop the next ones (a scheduled task that throws is cancelled).
+      synchronized (out) {
+        out.println("phasemeter load: live table failed: " + e);
+        out.flush();
+      }
+    }
+  }
+
+  /**
+   * One live table, on the reporter's own thread. Only swapping the window (its Recorders' interval
+   * histograms) and copying the run's figures hold the lock that every finished request takes; the
+   * quantiles, the budgets and the formatting happen outside it. Printed under that lock on a timer
+   * of the event loops, the table once held the loop that reads the responses for 50 ms (bench at
+   * 2,000 req/s: 300 requests late at every table).
+   */
+  private void printLive() {
+    PhaseStats w;
+    PhaseStats all;
+    synchronized (statsLock) {
+      w = window.interval();
+      all = cumulative.copy();
+    }
+    long nowNanos = System.nanoTime();
+    long done = status.get().done();
+    double windowSeconds = Math.max(1e-3, (nowNanos - lastPrintNanos) / 1e9);
+    double achieved = (done - lastPrintDone) / windowSeconds;
+    lastPrintNanos = nowNanos;
+    lastPrintDone = done;
+    long suppressed = notableSuppressed.getAndSet(0);
+    notable.set(0);
+    synchronized (out) {
+      printTable(out, (nowNanos - runStart) / 1e9, achieved, suppressed, w, all);
+    }
+  }
+
+  private void printTable(
+      PrintWriter to,
+      double elapsed,
+      double achieved,
+      long suppressed,
+      PhaseStats w,
+      PhaseStats all) {
+    List<BudgetResult> breaches =
+        budgets.judgeLatency(model, all).stream().filter(BudgetResult::breached).toList();
+    double coverage = all.joinCoverage();
+    Status s = status.get();
+    String header =
+        String.format(
+            Locale.ROOT,
+            "[%6.1fs] %s  achieved %.2f req/s  sent %d  done %d  in-flight %d  drops %d%s  join %s%s",
+            elapsed,
+            s.step(),
+            achieved,
+            s.sent(),
+            s.done(),
+            s.inFlight(),
+            s.dropped(),
+            s.staleRetries() > 0 ? "  stale-conn retries " + s.staleRetries() : "",
+            !s.joining()
+                ? "-"
+                : String.format(
+                    Locale.ROOT, "%.1f%%", 100 * (Double.isNaN(coverage) ? 1.0 : coverage)),
+            suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
+    LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all));
+  }
+}

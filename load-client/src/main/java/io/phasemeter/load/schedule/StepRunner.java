@@ -1,0 +1,199 @@
+package io.phasemeter.load.schedule;
+
+import io.phasemeter.load.http.RequestRunner;
+import io.phasemeter.load.report.Connections;
+import io.phasemeter.load.workload.Arrivals;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import java.net.URI;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Starts the requests of a run on time, step by step: from a clock in the open model ({@link
+ * Pacer}), or keeping N in flight in the closed model. Counts what is in flight and what was
+ * dropped at the in-flight cap, and what the connections did.
+ */
+public final class StepRunner implements AutoCloseable {
+  private final Vertx vertx;
+  private final RequestRunner runner;
+  private final int maxInFlight;
+  private final int totalSteps;
+  private final AtomicInteger inFlight = new AtomicInteger();
+  private final AtomicLong droppedTotal = new AtomicLong();
+  private volatile String stepText = "";
+  private volatile Connections connectionsAtStart;
+
+  /**
+   * @param totalSteps how many steps the run has, for the step's words in the live table
+   */
+  public StepRunner(
+      Vertx vertx,
+      URI url,
+      int maxInFlight,
+      Duration timeout,
+      boolean connectionReuse,
+      int totalSteps) {
+    this.vertx = vertx;
+    this.maxInFlight = maxInFlight;
+    this.totalSteps = totalSteps;
+    this.runner =
+        new RequestRunner(
+            vertx, url, Math.min(maxInFlight, 4096), timeout, gap -> {}, connectionReuse);
+  }
+
+  /**
+   * Open model: requests leave at their scheduled times, whatever the responses do. The calling
+   * thread paces the schedule ({@link Pacer}); the runner's event loop only sends and reads.
+   */
+  public StepInfo open(Series series, int index, double rate, Duration d, Arrivals arrivals) {
+    if (series.counted()) {
+      stepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
+    }
+    long start = System.nanoTime();
+    long end = start + d.toNanos();
+    Series.Prepared[] pending = new Series.Prepared[1];
+    Pacer.Launcher launcher =
+        new Pacer.Launcher() {
+          @Override
+          public boolean launch(long intended) {
+            if (inFlight.get() >= maxInFlight) {
+              if (series.counted()) {
+                droppedTotal.incrementAndGet();
+              }
+              return false;
+            }
+            Series.Prepared p = pending[0] != null ? pending[0] : series.build();
+            pending[0] = null;
+            series.issue();
+            start(series, p, intended, index, null);
+            return true;
+          }
+
+          @Override
+          public void prepare() {
+            if (pending[0] == null) {
+              pending[0] = series.build();
+            }
+          }
+        };
+    long[] counts = new Pacer(System::nanoTime, Pacer.PARK).run(arrivals, start, end, launcher);
+    return new StepInfo(index, rate, 0, start, end, counts[0], counts[1]);
+  }
+
+  /** Closed model: N requests in flight, each followed at once by the next. */
+  public Future<StepInfo> closed(Series series, int index, int concurrency, Duration d) {
+    Promise<StepInfo> done = Promise.promise();
+    Context ctx = vertx.getOrCreateContext();
+    if (series.counted()) {
+      stepText = stepText(index, "concurrency " + concurrency);
+    }
+    AtomicLong sent = new AtomicLong();
+    AtomicInteger running = new AtomicInteger(concurrency);
+    ctx.runOnContext(
+        v -> {
+          long start = System.nanoTime();
+          long end = start + d.toNanos();
+          for (int w = 0; w < concurrency; w++) {
+            Runnable[] loop = new Runnable[1];
+            loop[0] =
+                () -> {
+                  long now = System.nanoTime();
+                  if (now >= end) {
+                    if (running.decrementAndGet() == 0) {
+                      done.complete(
+                          new StepInfo(index, -1, concurrency, start, end, sent.get(), 0));
+                    }
+                    return;
+                  }
+                  sent.incrementAndGet();
+                  Series.Prepared p = series.build();
+                  series.issue();
+                  start(series, p, now, index, () -> ctx.runOnContext(x -> loop[0].run()));
+                };
+            loop[0].run();
+          }
+        });
+    return done.future();
+  }
+
+  /** Waits until nothing is in flight, or until {@code deadlineNanos} (client clock). */
+  public void drain(long deadlineNanos) throws InterruptedException {
+    while (inFlight.get() > 0 && System.nanoTime() < deadlineNanos) {
+      Thread.sleep(20);
+    }
+  }
+
+  /** Requests started and not yet finished. */
+  public int inFlight() {
+    return inFlight.get();
+  }
+
+  /** Iterations of the measured run dropped at the in-flight cap, so far. */
+  public long dropped() {
+    return droppedTotal.get();
+  }
+
+  /** The current step in words, for the live table. */
+  public String stepText() {
+    return stepText;
+  }
+
+  /** The clock starts now: the warm-up's connections are not the run's. */
+  public void startTheClock() {
+    connectionsAtStart = connectionCounts();
+  }
+
+  /** What the run's connections did since the clock started (not during the warm-up). */
+  public Connections connections() {
+    Connections now = connectionCounts();
+    Connections base = connectionsAtStart;
+    return base == null
+        ? now
+        : new Connections(
+            now.reuse(),
+            now.opened() - base.opened(),
+            now.closedByServer() - base.closedByServer(),
+            now.staleRetries() - base.staleRetries());
+  }
+
+  @Override
+  public void close() {
+    runner.close();
+  }
+
+  private Connections connectionCounts() {
+    return new Connections(
+        runner.connectionReuse(),
+        runner.connectionsOpened(),
+        runner.connectionsClosedByServer(),
+        runner.staleConnectionRetries());
+  }
+
+  private String stepText(int index, String what) {
+    return "step " + (index + 1) + "/" + totalSteps + " (" + what + ")";
+  }
+
+  private void start(Series series, Series.Prepared p, long intended, int step, Runnable then) {
+    inFlight.incrementAndGet();
+    runner.run(
+        p.seq(),
+        p.spec(),
+        p.traceId(),
+        p.traceparent(),
+        step,
+        intended,
+        series.itl(),
+        r -> {
+          inFlight.decrementAndGet();
+          series.done(r);
+          if (then != null) {
+            then.run();
+          }
+        });
+  }
+}

@@ -1,0 +1,142 @@
+package io.phasemeter.load.schedule;
+
+import io.phasemeter.load.LoadOptions;
+import io.phasemeter.load.http.RequestRunner;
+import io.phasemeter.load.join.Joiner;
+import io.phasemeter.load.report.LiveReport;
+import io.phasemeter.load.report.PhaseStats;
+import io.phasemeter.load.report.SlowThreshold;
+import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.TraceIds;
+import io.phasemeter.load.workload.Workload;
+import java.io.PrintWriter;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/** What runs before the clock starts, so that JIT, connections and garbage stay out of the run. */
+public final class WarmUp {
+  private WarmUp() {}
+
+  /**
+   * Sends {@code --warmup} requests one by one before the clock starts, under a different trace-id
+   * prefix so their records are ignored: JIT and connection set-up stay out of the figures.
+   */
+  public static void oneByOne(io.vertx.core.Vertx vertx, LoadOptions o, Workload w, PrintWriter out)
+      throws Exception {
+    if (o.warmup() <= 0) {
+      return;
+    }
+    TraceIds warm = TraceIds.random();
+    RequestRunner warmRunner =
+        new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {}, o.connectionReuse());
+    try {
+      for (int i = 1; i <= o.warmup(); i++) {
+        warmRunner
+            .run(-i, w.request(-i), warm.traceId(i), warm.traceparent(i), 0, System.nanoTime())
+            .await(o.timeout().toMillis() + 5000, TimeUnit.MILLISECONDS);
+      }
+    } finally {
+      warmRunner.close();
+    }
+    out.println("phasemeter load: " + o.warmup() + " warm-up requests sent (not counted)");
+  }
+
+  /**
+   * Runs the first step's load for {@code --warmup-duration} before the clock starts (an open
+   * model's rate rising linearly from 0 to the first step's, a closed model's concurrency), through
+   * the same pacing, connections and bookkeeping as the run, so that the JIT compiles what the run
+   * will execute and the pool opens what it will need. Nothing of it is counted: its requests carry
+   * another trace-id prefix (their records are ignored) and their results go to statistics that are
+   * thrown away. The clock starts as the warm-up's schedule ends, after at most the one collection
+   * of {@link #collectBeforeTheClock} (tens of milliseconds); warm-up requests still in flight then
+   * finish uncounted.
+   */
+  public static void atLoad(
+      StepRunner steps, LoadOptions o, Workload workload, LiveReport live, PrintWriter out)
+      throws Exception {
+    Duration d = o.warmupDuration();
+    if (d.isZero()) {
+      return;
+    }
+    PhaseStats discarded = new PhaseStats();
+    TraceIds ids = TraceIds.random();
+    Joiner alone = new Joiner(String.format("%016x", ids.instanceId()), 0, discarded::add);
+    SlowThreshold slow = new SlowThreshold(discarded);
+    Series warm =
+        Series.warmUp(
+            ids,
+            o.warmup(),
+            workload,
+            discarded::addItl,
+            r -> {
+              if (r.ok()) {
+                // The same threshold work as a measured request, so that the run starts compiled.
+                SlowThreshold.slow(r, slow.p99Ms());
+              }
+              alone.alone(r);
+            });
+    live.rehearseAfter(Duration.ofNanos(d.toNanos() / 2), discarded);
+    StepInfo s;
+    double rate = 0;
+    if (o.concurrency() > 0) {
+      s = steps.closed(warm, 0, o.concurrency(), d).await();
+    } else {
+      // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
+      // never starts the run already behind.
+      rate = o.steps().isEmpty() ? o.rate() : o.steps().get(0);
+      s = steps.open(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
+    }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: warm-up at load for %.1f s%s: %d requests sent, %d dropped (not"
+                + " counted)",
+            d.toNanos() / 1e9,
+            rate > 0 ? String.format(Locale.ROOT, " (rising to %.2f req/s)", rate) : "",
+            s.sent(),
+            s.dropped()));
+    out.flush();
+  }
+
+  /**
+   * Collects the client's young generation once, between the warm-up and the clock, so that the run
+   * starts with an empty eden: the warm-up leaves it part full, and a young pause in the first
+   * seconds of the run (10-30 ms at 5,000 req/s) makes every request due during it leave late. Only
+   * with G1 and {@code -XX:+ExplicitGCInvokesConcurrent} (both in config/load-client.jvm): {@code
+   * System.gc()} is then a young pause that starts a concurrent cycle, and returns when the cycle
+   * ends (25-45 ms in all at 5,000 req/s on a 2-core VM, during which nothing is sent). A full
+   * collection there instead once left the first 0.6 s of a run at 5,000 req/s up to 68 ms late, so
+   * with any other collector or without the flag nothing is collected. Warm-up requests still in
+   * flight wait for it; none is counted. How long it took goes into the report's conditions ({@code
+   * client_gc_before_clock_ms}, null when skipped).
+   */
+  public static void collectBeforeTheClock(Map<String, Object> conditions) {
+    if (!youngCollectionOnRequest()) {
+      conditions.put("client_gc_before_clock_ms", null);
+      return;
+    }
+    long t0 = System.nanoTime();
+    System.gc();
+    conditions.put("client_gc_before_clock_ms", Math.round((System.nanoTime() - t0) / 1e4) / 100.0);
+  }
+
+  /** Whether {@code System.gc()} is G1's young pause plus a concurrent cycle here. */
+  public static boolean youngCollectionOnRequest() {
+    try {
+      boolean g1 =
+          java.lang.management.ManagementFactory.getGarbageCollectorMXBeans().stream()
+              .anyMatch(b -> b.getName().startsWith("G1 "));
+      return g1
+          && Boolean.parseBoolean(
+              java.lang.management.ManagementFactory.getPlatformMXBean(
+                      com.sun.management.HotSpotDiagnosticMXBean.class)
+                  .getVMOption("ExplicitGCInvokesConcurrent")
+                  .getValue());
+    } catch (RuntimeException e) {
+      // Not HotSpot, or no such option: leave the collector alone.
+      return false;
+    }
+  }
+}
