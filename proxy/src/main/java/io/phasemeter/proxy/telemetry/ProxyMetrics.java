@@ -14,6 +14,7 @@ import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
 import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.phasemeter.core.Phases;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.ApiRoute;
@@ -453,15 +454,15 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
         return phaseTimer(PHASES[slot].label());
       }
       if (slot == GATEWAY) {
-        return phaseTimer("gateway");
+        return phaseTimer(Phases.GATEWAY.key());
       } else if (slot == UNATTRIBUTED) {
-        return phaseTimer("unattributed");
+        return phaseTimer(Phases.UNATTRIBUTED.key());
       } else if (slot == ENGINE_QUEUE) {
-        return phaseTimer("engine_queue");
+        return phaseTimer(Phases.ENGINE_QUEUE.key());
       } else if (slot == PREFILL) {
-        return phaseTimer("prefill");
+        return phaseTimer(Phases.PREFILL.key());
       } else if (slot == DECODE) {
-        return phaseTimer("decode");
+        return phaseTimer(Phases.DECODE.key());
       } else if (slot == TTFT) {
         return registerTimer(
             "gen_ai.server.time_to_first_token",
