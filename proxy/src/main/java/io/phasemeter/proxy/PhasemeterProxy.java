@@ -60,6 +60,11 @@ public final class PhasemeterProxy {
     return new Builder(vertx, config);
   }
 
+  /** What the proxy was built from (tests read its close list). */
+  ProxyRuntime runtime() {
+    return runtime;
+  }
+
   /** The public listener's bound port. */
   public int port() {
     return server.actualPort();
