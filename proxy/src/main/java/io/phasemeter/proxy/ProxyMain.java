@@ -104,16 +104,15 @@ public final class ProxyMain implements Callable<Integer> {
                   : budgets.budgets().size() + " from " + cfg.budgets()));
       return 0;
     }
-    ProxyMetrics metrics = ProxyMetrics.create();
     ProxyTelemetry telemetry;
     try {
-      telemetry = telemetry(cfg, System.getenv(), metrics);
+      telemetry = telemetry(cfg, System.getenv());
     } catch (ConfigException e) {
       // A bad OTEL_* variable is a configuration error like any other: one line, exit 2.
       err.println("phasemeter proxy: " + e.getMessage());
-      metrics.close();
       return 2;
     }
+    ProxyMetrics metrics = ProxyMetrics.create();
     Vertx vertx = Vertx.vertx();
     PhasemeterProxy proxy;
     try {
@@ -194,13 +193,11 @@ public final class ProxyMain implements Callable<Integer> {
 
   /**
    * The proxy's own telemetry as {@code phasemeter proxy} builds it ({@code OTEL_*} variables read
-   * from {@code env}), its export health published on {@code metrics}. The caller closes it.
+   * from {@code env}); the proxy publishes its export health. The caller closes it.
    */
-  static ProxyTelemetry telemetry(ProxyConfig cfg, Map<String, String> env, ProxyMetrics metrics) {
-    ProxyTelemetry telemetry =
-        ProxyTelemetry.create(cfg.telemetry(), env, PhasemeterProxy.version(), NanoClock.system());
-    telemetry.bindTo(metrics);
-    return telemetry;
+  static ProxyTelemetry telemetry(ProxyConfig cfg, Map<String, String> env) {
+    return ProxyTelemetry.create(
+        cfg.telemetry(), env, PhasemeterProxy.version(), NanoClock.system());
   }
 
   /**

@@ -78,8 +78,7 @@ class SpanExportTest extends ProxyTestBase {
     ProxyTelemetry telemetry =
         ProxyMain.telemetry(
             cfg,
-            Map.of("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:" + receiver.actualPort()),
-            metrics);
+            Map.of("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:" + receiver.actualPort()));
     proxy =
         ProxyMain.builder(vertx, cfg, telemetry, metrics, new Budgets(List.of()))
             .observer(ctx -> built.add(Built.of(ctx)))

@@ -2,6 +2,7 @@ package io.phasemeter.proxy.budget;
 
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
@@ -16,7 +17,7 @@ import org.HdrHistogram.Histogram;
  * /admin/stats} lists the same figures with the error rate. Client-only phases are left to the load
  * client.
  */
-public final class BudgetTracker {
+public final class BudgetTracker implements MeterBinder {
   /** The rolling series of failed requests (counted, for the error rate). */
   public static final String FAILED = "failed";
 
@@ -40,6 +41,7 @@ public final class BudgetTracker {
   }
 
   /** Registers one {@code llm_budget_ratio} gauge per budget and server-side phase. */
+  @Override
   public void bindTo(MeterRegistry registry) {
     for (Budget b : budgets.budgets()) {
       for (BudgetPhase p : b.phases()) {

@@ -1,5 +1,9 @@
 package io.phasemeter.proxy.engine;
 
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.opentelemetry.api.trace.SpanContext;
 import io.phasemeter.proxy.config.ProxyConfig;
 import java.util.ArrayList;
@@ -23,7 +27,7 @@ import java.util.function.LongSupplier;
  * (and a callback for every held record) to be exact. Caffeine's size eviction picks by frequency,
  * and its removal callbacks run when maintenance runs.
  */
-public final class EngineSpans {
+public final class EngineSpans implements MeterBinder {
   /** The request a held record belongs to: its labels and its generation span (for exemplars). */
   public record Request(String traceId, String model, String pool, SpanContext generation) {}
 
@@ -210,6 +214,48 @@ public final class EngineSpans {
         evictedTimings,
         records.size(),
         timings.size());
+  }
+
+  /**
+   * Registers {@code llm_engine_spans_total} by {@code result} ({@code matched}: a record got its
+   * engine span; {@code missing}: a record was published without one; {@code unmatched}: an engine
+   * span no record claimed in time), {@code llm_engine_spans_evicted_total} and {@code
+   * llm_engine_spans_held} by {@code held} ({@code records}, {@code timings}).
+   */
+  @Override
+  public void bindTo(MeterRegistry registry) {
+    String description = "Records matched with the engine's own span, or not";
+    FunctionCounter.builder("llm.engine.spans", this, e -> e.stats().matched())
+        .tag("result", "matched")
+        .description(description)
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans", this, e -> e.stats().missing())
+        .tag("result", "missing")
+        .description(description)
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans", this, e -> e.stats().unmatched())
+        .tag("result", "unmatched")
+        .description(description)
+        .register(registry);
+    String evicted =
+        "Held records or engine spans pushed out by telemetry.engine_spans.max_pending";
+    FunctionCounter.builder("llm.engine.spans.evicted", this, e -> e.stats().evictedRecords())
+        .tag("held", "records")
+        .description(evicted)
+        .register(registry);
+    FunctionCounter.builder("llm.engine.spans.evicted", this, e -> e.stats().evictedTimings())
+        .tag("held", "timings")
+        .description(evicted)
+        .register(registry);
+    String held = "Records waiting for their engine span, engine spans waiting for their record";
+    Gauge.builder("llm.engine.spans.held", this, e -> e.stats().heldRecords())
+        .tag("held", "records")
+        .description(held)
+        .register(registry);
+    Gauge.builder("llm.engine.spans.held", this, e -> e.stats().heldTimings())
+        .tag("held", "timings")
+        .description(held)
+        .register(registry);
   }
 
   /** How often {@link #expire()} should run: a tenth of the wait, between 10 ms and 1 s. */

@@ -2,6 +2,10 @@ package io.phasemeter.proxy.gateway;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigException;
 import java.io.IOException;
@@ -43,7 +47,7 @@ import java.util.concurrent.atomic.LongAdder;
  * <p>{@link #verify} and {@link #verifyKey} do no IO and may run on an event loop. {@link #reload}
  * and {@link #reloadIfChanged} read the file and must run on a worker thread.
  */
-public final class KeyStore {
+public final class KeyStore implements MeterBinder {
 
   /** The outcome of a reload. */
   public enum ReloadStatus {
@@ -285,6 +289,26 @@ public final class KeyStore {
   /** True when no key is configured, so every client is refused. */
   public boolean refusesEveryone() {
     return current.get().keys().isEmpty();
+  }
+
+  /**
+   * Registers {@code llm_auth_keys} (keys accepted now) and {@code llm_auth_reloads_total} by
+   * {@code result} ({@code reloaded}, {@code failed}: a bad file, the previous keys stay).
+   */
+  @Override
+  public void bindTo(MeterRegistry registry) {
+    Gauge.builder("llm.auth.keys", this, k -> k.stats().keys())
+        .strongReference(true)
+        .description("API keys accepted now")
+        .register(registry);
+    FunctionCounter.builder("llm.auth.reloads", this, k -> k.stats().reloads())
+        .tags("result", "reloaded")
+        .description("Keys file reloads")
+        .register(registry);
+    FunctionCounter.builder("llm.auth.reloads", this, k -> k.stats().failedReloads())
+        .tags("result", "failed")
+        .description("Keys file reloads")
+        .register(registry);
   }
 
   /** Counters since start. */

@@ -9,8 +9,6 @@ import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
-import io.phasemeter.proxy.gateway.KeyStore;
-import io.phasemeter.proxy.gateway.RateLimiter;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
 import io.vertx.core.MultiMap;
@@ -20,8 +18,6 @@ import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -73,34 +69,23 @@ public final class Pipeline {
   private final WritePhase write;
   private final ErrorResponder errors = new ErrorResponder();
   private final BodyBudget bodyBudget;
-  private final List<UpstreamPool> upstreamPools = new ArrayList<>();
-  private final Map<String, SlotPool> slotPools = new LinkedHashMap<>();
   private final Buffer modelsBody;
-  private final AtomicInteger inFlight = new AtomicInteger();
-  private final Map<String, AtomicInteger> inFlightByPool = new LinkedHashMap<>();
-  private final AtomicInteger unrouted = new AtomicInteger();
+  private final AtomicInteger inFlight;
+  private final Map<String, AtomicInteger> inFlightByPool;
+  private final AtomicInteger unrouted;
   private volatile boolean draining;
   private final Set<RequestContext> live = ConcurrentHashMap.newKeySet();
 
   /**
-   * Builds the pipeline; {@code providerKeys} holds, by pool name, the credential of pools whose
-   * upstream needs one (read from the pool's {@code api_key_env} by the caller); {@code keys} is
-   * null when auth is off; {@code deferral} is null when phase spans are SDK spans from the start
-   * (an OpenTelemetry instance given by the embedder), else it keeps them deferred until the root
-   * ends.
+   * A pipeline over {@code runtime}'s pools, keys and observers; the runtime owns them, registers
+   * their meters and closes them.
    */
-  public Pipeline(
-      Vertx vertx,
-      ProxyConfig config,
-      OpenTelemetry openTelemetry,
-      NanoClock clock,
-      List<RequestObserver> observers,
-      Map<String, String> providerKeys,
-      KeyStore keys,
-      RateLimiter limiter,
-      SpanDeferral deferral) {
-    this.deferral = deferral;
-    this.auth = new AuthPhase(keys, limiter);
+  public Pipeline(PipelineRuntime runtime) {
+    ProxyConfig config = runtime.config();
+    Vertx vertx = runtime.vertx();
+    OpenTelemetry openTelemetry = runtime.openTelemetry();
+    this.deferral = runtime.spanDeferral();
+    this.auth = new AuthPhase(runtime.keys(), runtime.limiter());
     this.prepare =
         new PreparePhase(
             auth,
@@ -108,32 +93,18 @@ public final class Pipeline {
               ProxyConfig.Pool p = config.poolFor(model);
               return p == null ? ProxyConfig.Pool.DEFAULT_MAX_TOKENS : p.defaultMaxTokens();
             });
-    this.clock = clock;
+    this.clock = runtime.clock();
     this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
     this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
-    this.observers = observers.toArray(new RequestObserver[0]);
-    for (ProxyConfig.Pool p : config.pools()) {
-      UpstreamPool upstreams = new UpstreamPool(vertx, p, clock, providerKeys.get(p.name()));
-      upstreams.startHealthChecks();
-      upstreamPools.add(upstreams);
-      slotPools.put(
-          p.name(),
-          new SlotPool(
-              p.name(),
-              p.slots(),
-              p.queue().max(),
-              p.queue().timeout(),
-              p.queue().maxOvertakes(),
-              vertx));
-      inFlightByPool.put(p.name(), new AtomicInteger());
-    }
-    this.bodyBudget =
-        new BodyBudget(
-            config.limits().maxConcurrentUploads(), config.limits().bufferedBodyBytesBound());
+    this.observers = runtime.observers().toArray(new RequestObserver[0]);
+    this.inFlight = runtime.inFlight().total();
+    this.inFlightByPool = runtime.inFlight().byPool();
+    this.unrouted = runtime.inFlight().unrouted();
+    this.bodyBudget = runtime.bodyBudget();
     this.receive =
         new ReceivePhase(
             vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout(), bodyBudget);
-    this.route = new RoutePhase(upstreamPools, slotPools);
+    this.route = new RoutePhase(runtime.upstreamPools(), runtime.slotPools());
     this.generate =
         new GeneratePhase(
             vertx, propagator, config.auth().enabled(), config.forwarded(), bodyBudget);
@@ -320,21 +291,6 @@ public final class Pipeline {
     return inFlight.get();
   }
 
-  /**
-   * Requests in flight per pool; requests not yet routed (or refused before routing) count under
-   * {@code none}.
-   */
-  public Map<String, AtomicInteger> inFlightByPool() {
-    Map<String, AtomicInteger> out = new LinkedHashMap<>(inFlightByPool);
-    out.put("none", unrouted);
-    return out;
-  }
-
-  /** The slot pool of each configured pool, by name. */
-  public Map<String, SlotPool> slotPools() {
-    return slotPools;
-  }
-
   /** From now on, new requests are refused with 503 {@code shutting_down}. */
   public void startDraining() {
     draining = true;
@@ -359,24 +315,5 @@ public final class Pipeline {
           });
     }
     return n;
-  }
-
-  /** The bounds on request bodies, and what is held against them now. */
-  public BodyBudget bodyBudget() {
-    return bodyBudget;
-  }
-
-  /** The upstream pools (health, ejections, retries). */
-  public List<UpstreamPool> upstreamPools() {
-    return List.copyOf(upstreamPools);
-  }
-
-  /** Closes the upstream clients. */
-  public Future<Void> close() {
-    List<Future<Void>> all = new ArrayList<>();
-    for (UpstreamPool p : upstreamPools) {
-      all.add(p.close());
-    }
-    return Future.all(all).mapEmpty();
   }
 }

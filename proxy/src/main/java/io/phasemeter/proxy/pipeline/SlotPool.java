@@ -1,5 +1,9 @@
 package io.phasemeter.proxy.pipeline;
 
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.proxy.gateway.Priority;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -18,7 +22,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * event loop, so state changes happen under the pool's lock and waiters are completed on their own
  * context.
  */
-public final class SlotPool {
+public final class SlotPool implements MeterBinder {
   private static final Priority[] LEVELS = Priority.values();
 
   private final String name;
@@ -53,6 +57,27 @@ public final class SlotPool {
     for (int i = 0; i < waiters.length; i++) {
       waiters[i] = new ArrayDeque<>();
     }
+  }
+
+  /**
+   * Registers {@code llm_queue_depth}, {@code llm_slots_in_use} and {@code llm_slots_capacity},
+   * labelled by the pool.
+   */
+  @Override
+  public void bindTo(MeterRegistry registry) {
+    Tags pool = Tags.of("llm.pool", name);
+    Gauge.builder("llm.queue.depth", this, SlotPool::queueDepth)
+        .tags(pool)
+        .description("Requests waiting for a slot")
+        .register(registry);
+    Gauge.builder("llm.slots.in_use", this, SlotPool::inUse)
+        .tags(pool)
+        .description("Upstream requests running")
+        .register(registry);
+    Gauge.builder("llm.slots.capacity", this, SlotPool::capacity)
+        .tags(pool)
+        .description("Configured slots")
+        .register(registry);
   }
 
   /** A granted slot; {@link #release()} is idempotent. */

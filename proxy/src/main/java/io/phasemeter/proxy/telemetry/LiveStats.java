@@ -1,5 +1,6 @@
 package io.phasemeter.proxy.telemetry;
 
+import io.phasemeter.core.Phases;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.Outcome;
@@ -18,17 +19,19 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 public final class LiveStats implements RequestObserver, EngineSpans.Observer {
   private static final Phase[] PHASES = Phase.all();
   // Series slots after the phases (0 .. phases-1).
+  // Named as budgets name them: "ttft" and "total" are the budget file's names for server_ttft and
+  // server_root. "failed" is no phase: the series failed requests are counted in.
   private static final String[] EXTRA = {
     "failed",
-    "total",
-    "ttft",
-    "tpot",
-    "gateway",
-    "unattributed",
-    "itl",
-    "engine_queue",
-    "prefill",
-    "decode"
+    Phases.TOTAL.key(),
+    Phases.TTFT.key(),
+    Phases.TPOT.key(),
+    Phases.GATEWAY.key(),
+    Phases.UNATTRIBUTED.key(),
+    Phases.ITL.key(),
+    Phases.ENGINE_QUEUE.key(),
+    Phases.PREFILL.key(),
+    Phases.DECODE.key()
   };
   private static final int FAILED = PHASES.length;
   private static final int TOTAL = FAILED + 1;

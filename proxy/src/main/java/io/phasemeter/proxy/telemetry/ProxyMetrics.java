@@ -2,9 +2,6 @@ package io.phasemeter.proxy.telemetry;
 
 import io.micrometer.core.instrument.Clock;
 import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.FunctionCounter;
-import io.micrometer.core.instrument.Gauge;
-import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
 import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
@@ -14,47 +11,42 @@ import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
 import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.phasemeter.core.Phases;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.ApiRoute;
+import io.phasemeter.proxy.pipeline.InFlight;
 import io.phasemeter.proxy.pipeline.Outcome;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
-import io.phasemeter.proxy.pipeline.SlotPool;
-import io.phasemeter.proxy.upstream.UpstreamHost;
-import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.time.Duration;
-import java.util.List;
-import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.function.DoubleSupplier;
 
 /**
  * The Prometheus metrics of DESIGN.md §4. Histograms are recorded while the request's span (or the
  * phase's span) is current, so each carries an exemplar pointing at its trace. Labels come only
  * from configuration: a model that no pool serves is {@code other}, a request that never reached a
  * pool is in pool {@code none}; the number of series is bounded by the config, not the traffic.
+ *
+ * <p>This class holds the registry and what is recorded per request; meters that read live state
+ * (in flight, slots, upstreams, keys, engine spans, span export, budgets) are registered by the
+ * component that owns the state, each a {@link io.micrometer.core.instrument.binder.MeterBinder}.
  */
 public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer, AutoCloseable {
   /** The pool label of a request that failed before routing. */
-  public static final String NO_POOL = "none";
+  public static final String NO_POOL = InFlight.NO_POOL;
 
   private final PrometheusMeterRegistry registry;
   private final JvmGcMetrics gcMetrics = new JvmGcMetrics();
-  private final java.util.concurrent.atomic.AtomicReference<DoubleSupplier> exportedRatio =
-      new java.util.concurrent.atomic.AtomicReference<>();
-  private final java.util.List<Object> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
   private static final Phase[] PHASES = Phase.all();
   private static final ApiRoute[] ROUTES = ApiRoute.values();
   private static final Outcome[] OUTCOMES = Outcome.values();
 
   private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
   private final Counter droppedRecords;
-  private final java.util.concurrent.atomic.AtomicReference<java.util.function.LongSupplier>
-      spanDrops = new java.util.concurrent.atomic.AtomicReference<>(() -> 0L);
 
   private ProxyMetrics(PrometheusMeterRegistry registry) {
     this.registry = registry;
@@ -65,10 +57,6 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     new ProcessorMetrics().bindTo(registry);
     new UptimeMetrics().bindTo(registry);
     this.droppedRecords = dropped("records");
-    FunctionCounter.builder("llm.telemetry.dropped", spanDrops, r -> (double) r.get().getAsLong())
-        .tag("signal", "spans")
-        .description("Telemetry the proxy could not deliver (slow subscribers, full queues)")
-        .register(registry);
   }
 
   /**
@@ -102,158 +90,6 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     return registry;
   }
 
-  /** Gauges that read live state: requests in flight and, per pool, queue and slots. */
-  public void bindPipeline(
-      Map<String, java.util.concurrent.atomic.AtomicInteger> inFlightByPool,
-      Map<String, SlotPool> pools) {
-    inFlightByPool.forEach(
-        (pool, count) ->
-            Gauge.builder(
-                    "llm.requests.in_flight", count, java.util.concurrent.atomic.AtomicInteger::get)
-                .tags("llm.pool", pool)
-                .strongReference(true)
-                .description("Requests between headers parsed and response end")
-                .register(registry));
-    for (SlotPool p : pools.values()) {
-      Tags pool = Tags.of("llm.pool", p.name());
-      Gauge.builder("llm.queue.depth", p, SlotPool::queueDepth)
-          .tags(pool)
-          .description("Requests waiting for a slot")
-          .register(registry);
-      Gauge.builder("llm.slots.in_use", p, SlotPool::inUse)
-          .tags(pool)
-          .description("Upstream requests running")
-          .register(registry);
-      Gauge.builder("llm.slots.capacity", p, SlotPool::capacity)
-          .tags(pool)
-          .description("Configured slots")
-          .register(registry);
-    }
-  }
-
-  /**
-   * Upstream health per pool: {@code llm_upstreams_available}, {@code llm_upstreams_configured},
-   * {@code llm_upstream_ejections_total} and {@code llm_upstream_retries_total}; with {@code
-   * perUpstream} also {@code llm_upstream_available} and {@code llm_upstream_in_flight} labelled by
-   * {@code upstream} (one series per configured upstream; off by default).
-   */
-  public void bindUpstreams(List<UpstreamPool> pools, boolean perUpstream) {
-    for (UpstreamPool p : pools) {
-      Tags pool = Tags.of("llm.pool", p.config().name());
-      Gauge.builder("llm.upstreams.available", p, UpstreamPool::availableCount)
-          .tags(pool)
-          .strongReference(true)
-          .description("Upstreams healthy and not ejected")
-          .register(registry);
-      Gauge.builder("llm.upstreams.configured", p, x -> x.hosts().size())
-          .tags(pool)
-          .strongReference(true)
-          .description("Configured upstreams")
-          .register(registry);
-      FunctionCounter.builder("llm.upstream.ejections", p, UpstreamPool::ejections)
-          .tags(pool)
-          .description("Upstreams ejected after connection failures in a row")
-          .register(registry);
-      FunctionCounter.builder("llm.upstream.retries", p, UpstreamPool::retries)
-          .tags(pool)
-          .description("Requests retried on another upstream before any byte reached the client")
-          .register(registry);
-      FunctionCounter.builder("llm.upstream.stale.retries", p, UpstreamPool::staleRetries)
-          .tags(pool)
-          .description(
-              "Requests sent again on a fresh connection after the upstream had closed the pooled"
-                  + " one they went out on, before answering")
-          .register(registry);
-      if (perUpstream) {
-        for (UpstreamHost h : p.hosts()) {
-          Tags tags = pool.and("upstream", h.address().authority());
-          Gauge.builder("llm.upstream.available", h, x -> p.isAvailable(x) ? 1 : 0)
-              .tags(tags)
-              .strongReference(true)
-              .description("1 when the upstream is healthy and not ejected")
-              .register(registry);
-          Gauge.builder("llm.upstream.in_flight", h, UpstreamHost::inFlight)
-              .tags(tags)
-              .strongReference(true)
-              .description("Requests running on the upstream")
-              .register(registry);
-        }
-      }
-    }
-  }
-
-  /**
-   * The keys file: {@code llm_auth_keys} (keys accepted now) and {@code llm_auth_reloads_total} by
-   * {@code result} ({@code reloaded}, {@code failed}: a bad file, the previous keys stay).
-   */
-  public void bindKeys(io.phasemeter.proxy.gateway.KeyStore keys) {
-    Gauge.builder("llm.auth.keys", keys, k -> k.stats().keys())
-        .strongReference(true)
-        .description("API keys accepted now")
-        .register(registry);
-    FunctionCounter.builder("llm.auth.reloads", keys, k -> k.stats().reloads())
-        .tags("result", "reloaded")
-        .description("Keys file reloads")
-        .register(registry);
-    FunctionCounter.builder("llm.auth.reloads", keys, k -> k.stats().failedReloads())
-        .tags("result", "failed")
-        .description("Keys file reloads")
-        .register(registry);
-  }
-
-  /** The share of finished requests whose traces were exported. */
-  public void bindExportedRatio(DoubleSupplier ratio) {
-    exportedRatio.compareAndSet(null, ratio);
-    Gauge.builder(
-            "llm.traces.exported.ratio",
-            exportedRatio,
-            r -> r.get() == null ? Double.NaN : r.get().getAsDouble())
-        .strongReference(true)
-        .description("Share of finished requests whose traces were exported")
-        .register(registry);
-  }
-
-  /**
-   * The engine's own spans: {@code llm_engine_spans_total} by {@code result} ({@code matched}: a
-   * record got its engine span; {@code missing}: a record was published without one; {@code
-   * unmatched}: an engine span no record claimed in time), {@code llm_engine_spans_evicted_total}
-   * and {@code llm_engine_spans_held} by {@code held} ({@code records}, {@code timings}).
-   */
-  public void bindEngineSpans(EngineSpans engine) {
-    sources.add(engine);
-    String description = "Records matched with the engine's own span, or not";
-    FunctionCounter.builder("llm.engine.spans", engine, e -> e.stats().matched())
-        .tag("result", "matched")
-        .description(description)
-        .register(registry);
-    FunctionCounter.builder("llm.engine.spans", engine, e -> e.stats().missing())
-        .tag("result", "missing")
-        .description(description)
-        .register(registry);
-    FunctionCounter.builder("llm.engine.spans", engine, e -> e.stats().unmatched())
-        .tag("result", "unmatched")
-        .description(description)
-        .register(registry);
-    FunctionCounter.builder("llm.engine.spans.evicted", engine, e -> e.stats().evictedRecords())
-        .tag("held", "records")
-        .description(
-            "Held records or engine spans pushed out by telemetry.engine_spans.max_pending")
-        .register(registry);
-    FunctionCounter.builder("llm.engine.spans.evicted", engine, e -> e.stats().evictedTimings())
-        .tag("held", "timings")
-        .description(
-            "Held records or engine spans pushed out by telemetry.engine_spans.max_pending")
-        .register(registry);
-    Gauge.builder("llm.engine.spans.held", engine, e -> e.stats().heldRecords())
-        .tag("held", "records")
-        .description("Records waiting for their engine span, engine spans waiting for their record")
-        .register(registry);
-    Gauge.builder("llm.engine.spans.held", engine, e -> e.stats().heldTimings())
-        .tag("held", "timings")
-        .description("Records waiting for their engine span, engine spans waiting for their record")
-        .register(registry);
-  }
-
   /** The engine's split of generation, recorded with the generation span as the exemplar. */
   @Override
   public void onEngine(EngineSpans.Request request, EngineTimings timings) {
@@ -274,34 +110,6 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   /** Counts a record that a slow feed subscriber could not take. */
   public void recordDropped() {
     droppedRecords.increment();
-  }
-
-  /**
-   * Publishes span export health: spans dropped (queue full, export failed, orphaned), the export
-   * queue's size, export calls and the time spent in them, and the share of traces exported.
-   */
-  public void bindSpanExport(
-      java.util.function.LongSupplier dropped,
-      java.util.function.LongSupplier queueSize,
-      java.util.function.LongSupplier exports,
-      DoubleSupplier exportSeconds,
-      DoubleSupplier exportedRatio) {
-    spanDrops.set(dropped);
-    Gauge.builder("llm.telemetry.span_queue.size", queueSize, q -> (double) q.getAsLong())
-        .description("Spans waiting to be exported")
-        .strongReference(true)
-        .register(registry);
-    FunctionCounter.builder("llm.telemetry.exports", exports, e -> (double) e.getAsLong())
-        .description("Span export calls finished")
-        .register(registry);
-    FunctionCounter.builder(
-            "llm.telemetry.export.duration.seconds", exportSeconds, DoubleSupplier::getAsDouble)
-        .description("Time spent exporting spans")
-        .register(registry);
-    // Function counters hold their source weakly: keep the suppliers reachable.
-    sources.add(exports);
-    sources.add(exportSeconds);
-    this.exportedRatio.set(exportedRatio);
   }
 
   @Override
@@ -453,15 +261,15 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
         return phaseTimer(PHASES[slot].label());
       }
       if (slot == GATEWAY) {
-        return phaseTimer("gateway");
+        return phaseTimer(Phases.GATEWAY.key());
       } else if (slot == UNATTRIBUTED) {
-        return phaseTimer("unattributed");
+        return phaseTimer(Phases.UNATTRIBUTED.key());
       } else if (slot == ENGINE_QUEUE) {
-        return phaseTimer("engine_queue");
+        return phaseTimer(Phases.ENGINE_QUEUE.key());
       } else if (slot == PREFILL) {
-        return phaseTimer("prefill");
+        return phaseTimer(Phases.PREFILL.key());
       } else if (slot == DECODE) {
-        return phaseTimer("decode");
+        return phaseTimer(Phases.DECODE.key());
       } else if (slot == TTFT) {
         return registerTimer(
             "gen_ai.server.time_to_first_token",

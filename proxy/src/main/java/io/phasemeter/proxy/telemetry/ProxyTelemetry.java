@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.telemetry;
 
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
@@ -24,7 +26,7 @@ import java.util.concurrent.TimeUnit;
  * Builds the proxy's OpenTelemetry SDK from proxy.yaml, with the standard {@code OTEL_*} variables
  * winning over the file. No endpoint configured means spans are recorded but not exported.
  */
-public final class ProxyTelemetry implements AutoCloseable {
+public final class ProxyTelemetry implements MeterBinder, AutoCloseable {
   private final OpenTelemetrySdk sdk;
   private final ExportDecisionSpanProcessor decisions;
   private final String exportTarget;
@@ -127,14 +129,15 @@ public final class ProxyTelemetry implements AutoCloseable {
     return health;
   }
 
-  /** Publishes the export's health on the proxy's metrics. */
+  /** Registers the export's health and the share of traces exported ({@link TraceExportMeters}). */
+  @Override
+  public void bindTo(MeterRegistry registry) {
+    TraceExportMeters.of(this).bindTo(registry);
+  }
+
+  /** As {@link #bindTo(MeterRegistry)} on the registry of {@code metrics}. */
   public void bindTo(ProxyMetrics metrics) {
-    metrics.bindSpanExport(
-        () -> health.droppedSpans() + decisions.evictedSpans(),
-        health::queueSize,
-        health::exports,
-        health::exportSeconds,
-        decisions::exportedRatio);
+    bindTo(metrics.registry());
   }
 
   public OpenTelemetry openTelemetry() {

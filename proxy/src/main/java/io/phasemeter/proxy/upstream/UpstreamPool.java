@@ -1,5 +1,10 @@
 package io.phasemeter.proxy.upstream;
 
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.vertx.core.Future;
@@ -24,7 +29,7 @@ import org.slf4j.LoggerFactory;
  * checks run on a timer; connection failures eject an upstream for a backoff. Connections are kept
  * alive and pooled, sized to the pool's slots so a full pool never waits on the client.
  */
-public final class UpstreamPool {
+public final class UpstreamPool implements MeterBinder {
   private static final Logger LOG = LoggerFactory.getLogger(UpstreamPool.class);
 
   private final ProxyConfig.Pool config;
@@ -297,6 +302,62 @@ public final class UpstreamPool {
 
   public ProxyConfig.Pool config() {
     return config;
+  }
+
+  /**
+   * Registers the pool's upstream health, labelled by the pool: {@code llm_upstreams_available},
+   * {@code llm_upstreams_configured}, {@code llm_upstream_ejections_total}, {@code
+   * llm_upstream_retries_total} and {@code llm_upstream_stale_retries_total}.
+   */
+  @Override
+  public void bindTo(MeterRegistry registry) {
+    Tags pool = Tags.of("llm.pool", config.name());
+    Gauge.builder("llm.upstreams.available", this, UpstreamPool::availableCount)
+        .tags(pool)
+        .strongReference(true)
+        .description("Upstreams healthy and not ejected")
+        .register(registry);
+    Gauge.builder("llm.upstreams.configured", this, x -> x.hosts().size())
+        .tags(pool)
+        .strongReference(true)
+        .description("Configured upstreams")
+        .register(registry);
+    FunctionCounter.builder("llm.upstream.ejections", this, UpstreamPool::ejections)
+        .tags(pool)
+        .description("Upstreams ejected after connection failures in a row")
+        .register(registry);
+    FunctionCounter.builder("llm.upstream.retries", this, UpstreamPool::retries)
+        .tags(pool)
+        .description("Requests retried on another upstream before any byte reached the client")
+        .register(registry);
+    FunctionCounter.builder("llm.upstream.stale.retries", this, UpstreamPool::staleRetries)
+        .tags(pool)
+        .description(
+            "Requests sent again on a fresh connection after the upstream had closed the pooled"
+                + " one they went out on, before answering")
+        .register(registry);
+  }
+
+  /**
+   * Registers one series per configured upstream ({@code telemetry.per_upstream_metrics}, off by
+   * default): {@code llm_upstream_available} and {@code llm_upstream_in_flight}, labelled by the
+   * pool and the {@code upstream}.
+   */
+  public void bindUpstreamsTo(MeterRegistry registry) {
+    Tags pool = Tags.of("llm.pool", config.name());
+    for (UpstreamHost h : hosts) {
+      Tags tags = pool.and("upstream", h.address().authority());
+      Gauge.builder("llm.upstream.available", h, x -> isAvailable(x) ? 1 : 0)
+          .tags(tags)
+          .strongReference(true)
+          .description("1 when the upstream is healthy and not ejected")
+          .register(registry);
+      Gauge.builder("llm.upstream.in_flight", h, UpstreamHost::inFlight)
+          .tags(tags)
+          .strongReference(true)
+          .description("Requests running on the upstream")
+          .register(registry);
+    }
   }
 
   public Future<Void> close() {
