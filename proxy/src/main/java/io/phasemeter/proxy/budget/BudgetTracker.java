@@ -3,6 +3,8 @@ package io.phasemeter.proxy.budget;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.binder.MeterBinder;
+import io.phasemeter.core.Phases;
+import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
@@ -19,7 +21,7 @@ import org.HdrHistogram.Histogram;
  */
 public final class BudgetTracker implements MeterBinder {
   /** The rolling series of failed requests (counted, for the error rate). */
-  public static final String FAILED = "failed";
+  public static final String FAILED = LiveStats.FAILED_SERIES;
 
   private final Budgets budgets;
   private final RollingQuantiles quantiles;
@@ -72,7 +74,7 @@ public final class BudgetTracker implements MeterBinder {
   public JsonArray status() {
     JsonArray out = new JsonArray();
     for (Budget b : budgets.budgets()) {
-      long ok = quantiles.merged(matches(b, "total"), b.window()).getTotalCount();
+      long ok = quantiles.merged(matches(b, Phases.TOTAL.key()), b.window()).getTotalCount();
       long failed = quantiles.merged(matches(b, FAILED), b.window()).getTotalCount();
       double errorRate = ok + failed == 0 ? Double.NaN : (double) failed / (ok + failed);
       JsonArray phases = new JsonArray();
@@ -107,8 +109,8 @@ public final class BudgetTracker implements MeterBinder {
   /** The rolling series a budget phase reads. */
   static String series(BudgetPhase phase) {
     return switch (phase) {
-      case TTFT, SERVER_TTFT -> "ttft";
-      case TOTAL, SERVER_ROOT -> "total";
+      case TTFT, SERVER_TTFT -> Phases.TTFT.key();
+      case TOTAL, SERVER_ROOT -> Phases.TOTAL.key();
       default -> phase.key();
     };
   }

@@ -17,12 +17,15 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * and {@code decode}.
  */
 public final class LiveStats implements RequestObserver, EngineSpans.Observer {
+  /** The series failed requests are counted in (for the error rate); it is no phase. */
+  public static final String FAILED_SERIES = "failed";
+
   private static final Phase[] PHASES = Phase.all();
   // Series slots after the phases (0 .. phases-1).
   // Named as budgets name them: "ttft" and "total" are the budget file's names for server_ttft and
   // server_root. "failed" is no phase: the series failed requests are counted in.
   private static final String[] EXTRA = {
-    "failed",
+    FAILED_SERIES,
     Phases.TOTAL.key(),
     Phases.TTFT.key(),
     Phases.TPOT.key(),
