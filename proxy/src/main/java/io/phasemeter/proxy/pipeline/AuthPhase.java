@@ -21,7 +21,6 @@ import java.util.Map;
  * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
  */
 final class AuthPhase {
-
   static final String PRIORITY_HEADER = "x-priority";
 
   private final KeyStore keys;

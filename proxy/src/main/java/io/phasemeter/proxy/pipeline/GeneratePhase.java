@@ -40,7 +40,6 @@ import java.util.function.Consumer;
  * reset, 502 or 503) is retried once on another upstream; the phase spans both attempts.
  */
 final class GeneratePhase {
-
   /**
    * The largest token count an upstream's usage may report; beyond it (or negative) the usage is
    * taken as unknown. No model has a context anywhere near it, and sums of such counts stay far

@@ -11,7 +11,6 @@ import io.vertx.core.Promise;
  * waiting leaves the queue at once.
  */
 final class QueuePhase {
-
   Future<Void> acquire(RequestContext ctx, SlotPool slots) {
     Span span = ctx.begin(Phase.QUEUE);
     span.setAttribute(SpanAttributes.MODEL, ctx.modelLabel);
