@@ -25,16 +25,12 @@ public final class RecordFixture {
       t += step;
       ctx.end(p, t);
     }
-    ctx.model = "sim-llama";
-    ctx.modelLabel = "sim-llama";
-    ctx.stream = true;
-    ctx.status = 200;
-    ctx.inputTokens = 512;
-    ctx.outputTokens = 64;
-    ctx.finishReason = "length";
-    ctx.firstTokenAt = t - 40 * step;
-    ctx.lastTokenAt = t - step;
-    ctx.contentChunks = 64;
+    ctx.requested("sim-llama", true);
+    ctx.routed("sim-llama", null);
+    ctx.statusSent(200);
+    ctx.usage(512, 64);
+    ctx.finishedFor("length");
+    ctx.contentSeen(t - 40 * step, t - step, 64);
     ctx.finish(t);
     return ctx;
   }

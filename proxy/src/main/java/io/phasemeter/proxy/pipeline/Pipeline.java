@@ -3,11 +3,14 @@ package io.phasemeter.proxy.pipeline;
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.phasemeter.core.NanoClock;
+import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.KeyStore;
 import io.phasemeter.proxy.gateway.RateLimiter;
@@ -21,19 +24,23 @@ import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * One request, top to bottom: auth → receive → prepare → route → queue → generation → write, and
- * every failure through {@link ErrorResponder}. Each phase is its own class; this one only orders
- * them and makes sure each request ends exactly once.
+ * every failure through {@link ErrorResponder}. Each phase is its own class that does its work and
+ * records its result on the {@link RequestContext}; this one orders them, times each (its span is
+ * opened and closed here and nowhere else, see {@link #timed}), decides once how the request ended
+ * ({@link Verdict}, in {@link #conclude}) and makes sure each request ends exactly once.
  */
 public final class Pipeline {
   private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
@@ -201,32 +208,127 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
-    Future<Void> admitted;
-    try {
-      auth.check(ctx, start);
-      admitted = Future.succeededFuture();
-    } catch (ProxyFailure f) {
-      admitted = Future.failedFuture(f);
-    }
-    admitted
-        .compose(v -> receive.receive(ctx))
+    timed(ctx, Phase.AUTH, start, span -> done(() -> auth.check(ctx, span)))
+        .compose(v -> timed(ctx, Phase.RECEIVE, span -> receive.receive(ctx)))
+        .compose(v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))))
+        .compose(v -> timed(ctx, Phase.ROUTE, span -> Future.succeededFuture(route.select(ctx))))
         .compose(
-            v -> {
-              prepare.prepare(ctx);
-              UpstreamPool pool = route.select(ctx);
+            pool -> {
               unrouted.decrementAndGet();
               inFlightByPool.get(pool.config().name()).incrementAndGet();
               if (ctx.isCancelled()) {
                 return Future.failedFuture(
                     ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
               }
-              return queue
-                  .acquire(ctx, route.slots(ctx))
-                  .compose(s -> generate.generate(ctx, pool));
+              SlotPool slots = route.slots(ctx);
+              return timed(ctx, Phase.QUEUE, span -> queue.acquire(ctx, slots, span))
+                  .compose(v -> generation(ctx, pool));
             })
-        .compose(v -> write.write(ctx))
-        .recover(t -> errors.respond(ctx, t))
+        .compose(v -> timed(ctx, Phase.WRITE, span -> write.write(ctx)))
+        .transform(ar -> conclude(ctx, ar.cause()))
         .onComplete(ar -> finish(ctx));
+  }
+
+  // The chain. Each phase's span is opened and closed here and nowhere else: a phase does its work
+  // and records its result on the context; the chain times it, as vertx-http-proxy's ReverseProxy
+  // walks its interceptors down and back up.
+
+  /**
+   * Phases a failure interrupts: their span stays open until {@link #conclude} marks it with the
+   * request's error type and ends it. The others record how they ended themselves (queue: {@code
+   * llm.queue.outcome}; generation: {@code error.type}; write: the client's doing, on the root) and
+   * end the moment their future fails; an unexpected exception interrupts any phase.
+   */
+  private static final Set<Phase> INTERRUPTIBLE =
+      EnumSet.of(Phase.AUTH, Phase.RECEIVE, Phase.PREPARE, Phase.ROUTE);
+
+  /** Runs {@code work} as {@code phase}, from now. */
+  private <T> Future<T> timed(RequestContext ctx, Phase phase, Function<Span, Future<T>> work) {
+    return timed(ctx, phase, clock.nanoTime(), work);
+  }
+
+  /** Runs {@code work} as {@code phase}: its span opens at {@code start}, and ends with it. */
+  private <T> Future<T> timed(
+      RequestContext ctx, Phase phase, long start, Function<Span, Future<T>> work) {
+    Span span = ctx.begin(phase, start);
+    return ended(ctx, phase, null, run(work, span));
+  }
+
+  /** Phase {@code generation}: ends at the upstream's last byte, which it marks on its timer. */
+  private Future<Void> generation(RequestContext ctx, UpstreamPool pool) {
+    PhaseTimer timer = new PhaseTimer(ctx.begin(Phase.GENERATION));
+    return ended(ctx, Phase.GENERATION, timer, run(t -> generate.generate(ctx, pool, t), timer));
+  }
+
+  private <T> Future<T> ended(RequestContext ctx, Phase phase, PhaseTimer timer, Future<T> result) {
+    // Registered before anything the caller chains on: the phase has ended before the next begins.
+    return result.onComplete(
+        ar -> {
+          if (ar.succeeded()
+              || (!INTERRUPTIBLE.contains(phase) && ar.cause() instanceof ProxyFailure)) {
+            long now = clock.nanoTime();
+            ctx.end(phase, timer == null ? now : timer.endOr(now));
+          }
+        });
+  }
+
+  /** A phase that does its work before it returns (and fails by throwing). */
+  private static Future<Void> done(Runnable work) {
+    work.run();
+    return Future.succeededFuture();
+  }
+
+  private static <A, T> Future<T> run(Function<A, Future<T>> work, A arg) {
+    try {
+      return work.apply(arg);
+    } catch (RuntimeException e) {
+      return Future.failedFuture(e);
+    }
+  }
+
+  /**
+   * The chain's end, success or failure: the one {@link Verdict} on how the request ended; for a
+   * failure, the phases it interrupted are marked and ended, and the client is answered, the answer
+   * timed as phase {@code write}.
+   */
+  private Future<Void> conclude(RequestContext ctx, Throwable failure) {
+    Verdict verdict = Verdict.of(ctx, failure);
+    ctx.concluded(verdict);
+    if (failure == null) {
+      return Future.succeededFuture();
+    }
+    long now = clock.nanoTime();
+    // A phase ends when it fails; write is not interrupted: the answer below continues it.
+    for (Phase p : Phase.all()) {
+      if (p != Phase.WRITE && ctx.isOpen(p)) {
+        Span s = ctx.phaseSpan(p);
+        s.setAttribute(SpanAttributes.ERROR_TYPE, verdict.errorType());
+        if (verdict.marksError()) {
+          s.setStatus(StatusCode.ERROR);
+        }
+        ctx.end(p, now);
+      }
+    }
+    switch (verdict.answer()) {
+      case CLOSE -> {
+        // At once: a graceful close waits for the queued bytes, which this client will never read.
+        Connections.forceClose(ctx.request().connection());
+        return Future.succeededFuture();
+      }
+      case NONE -> {
+        if (!ctx.response().headWritten()) {
+          ctx.statusSent(ProxyFailure.Kind.CLIENT_CANCELLED.status());
+        }
+        return Future.succeededFuture();
+      }
+      default -> {
+        ErrorResponder.log(ctx, verdict.failure(), failure);
+        if (!ctx.isOpen(Phase.WRITE)) {
+          ctx.begin(Phase.WRITE);
+        }
+        return errors.respond(ctx, verdict.failure()).onComplete(ar -> ctx.end(Phase.WRITE));
+      }
+    }
   }
 
   /**
@@ -352,7 +454,7 @@ public final class Pipeline {
       ctx.runOnContext(
           () -> {
             if (!ctx.isFinished()) {
-              ctx.cancelledByShutdown = true;
+              ctx.cancelledAtShutdown();
               Connections.forceClose(ctx.request().connection());
               ctx.cancel();
             }
