@@ -4,9 +4,9 @@ import io.opentelemetry.api.trace.Span;
 
 /**
  * The one hook a phase has into its own timing, for the phase whose end is not the moment its
- * future completes: {@link Pipeline}'s chain opens the phase's span, hands the phase this timer,
- * and ends the span when the phase's future completes, at the instant marked here if the phase
- * marked one, else then.
+ * future completes: {@link PhaseChain} opens the phase's span, hands the phase this timer, and ends
+ * the span when the phase's future completes, at the instant marked here if the phase marked one,
+ * else then.
  *
  * <p>Only generation takes one. Its end is the upstream's last byte; for a whole response the clock
  * is read as the last byte arrives, before the body is inspected and the response prepared, and a

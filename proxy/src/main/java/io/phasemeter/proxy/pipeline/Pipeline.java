@@ -1,16 +1,19 @@
 package io.phasemeter.proxy.pipeline;
 
+import static io.phasemeter.proxy.pipeline.PhaseChain.answer;
+import static io.phasemeter.proxy.pipeline.PhaseChain.done;
+import static io.phasemeter.proxy.pipeline.PhaseChain.interrupted;
+import static io.phasemeter.proxy.pipeline.PhaseChain.timed;
+import static io.phasemeter.proxy.pipeline.PhaseChain.timedToMark;
+
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.opentelemetry.api.OpenTelemetry;
-import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.StatusCode;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.phasemeter.core.NanoClock;
-import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.KeyStore;
 import io.phasemeter.proxy.gateway.RateLimiter;
@@ -24,14 +27,12 @@ import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,7 +40,7 @@ import org.slf4j.LoggerFactory;
  * One request, top to bottom: auth → receive → prepare → route → queue → generation → write, and
  * every failure through {@link ErrorResponder}. Each phase is its own class that does its work and
  * records its result on the {@link RequestContext}; this one orders them, times each (its span is
- * opened and closed here and nowhere else, see {@link #timed}), decides once how the request ended
+ * opened and closed by {@link PhaseChain} and nowhere else), decides once how the request ended
  * ({@link Verdict}, in {@link #conclude}) and makes sure each request ends exactly once.
  */
 public final class Pipeline {
@@ -229,67 +230,15 @@ public final class Pipeline {
         .onComplete(ar -> finish(ctx));
   }
 
-  // The chain. Each phase's span is opened and closed here and nowhere else: a phase does its work
-  // and records its result on the context; the chain times it, as vertx-http-proxy's ReverseProxy
-  // walks its interceptors down and back up.
-
-  /**
-   * Phases a failure interrupts: their span stays open until {@link #conclude} marks it with the
-   * request's error type and ends it. The others record how they ended themselves (queue: {@code
-   * llm.queue.outcome}; generation: {@code error.type}; write: the client's doing, on the root) and
-   * end the moment their future fails; an unexpected exception interrupts any phase.
-   */
-  private static final Set<Phase> INTERRUPTIBLE =
-      EnumSet.of(Phase.AUTH, Phase.RECEIVE, Phase.PREPARE, Phase.ROUTE);
-
-  /** Runs {@code work} as {@code phase}, from now. */
-  private <T> Future<T> timed(RequestContext ctx, Phase phase, Function<Span, Future<T>> work) {
-    return timed(ctx, phase, clock.nanoTime(), work);
-  }
-
-  /** Runs {@code work} as {@code phase}: its span opens at {@code start}, and ends with it. */
-  private <T> Future<T> timed(
-      RequestContext ctx, Phase phase, long start, Function<Span, Future<T>> work) {
-    Span span = ctx.begin(phase, start);
-    return ended(ctx, phase, null, run(work, span));
-  }
-
   /** Phase {@code generation}: ends at the upstream's last byte, which it marks on its timer. */
   private Future<Void> generation(RequestContext ctx, UpstreamPool pool) {
-    PhaseTimer timer = new PhaseTimer(ctx.begin(Phase.GENERATION));
-    return ended(ctx, Phase.GENERATION, timer, run(t -> generate.generate(ctx, pool, t), timer));
-  }
-
-  private <T> Future<T> ended(RequestContext ctx, Phase phase, PhaseTimer timer, Future<T> result) {
-    // Registered before anything the caller chains on: the phase has ended before the next begins.
-    return result.onComplete(
-        ar -> {
-          if (ar.succeeded()
-              || (!INTERRUPTIBLE.contains(phase) && ar.cause() instanceof ProxyFailure)) {
-            long now = clock.nanoTime();
-            ctx.end(phase, timer == null ? now : timer.endOr(now));
-          }
-        });
-  }
-
-  /** A phase that does its work before it returns (and fails by throwing). */
-  private static Future<Void> done(Runnable work) {
-    work.run();
-    return Future.succeededFuture();
-  }
-
-  private static <A, T> Future<T> run(Function<A, Future<T>> work, A arg) {
-    try {
-      return work.apply(arg);
-    } catch (RuntimeException e) {
-      return Future.failedFuture(e);
-    }
+    return timedToMark(ctx, Phase.GENERATION, timer -> generate.generate(ctx, pool, timer));
   }
 
   /**
    * The chain's end, success or failure: the one {@link Verdict} on how the request ended; for a
    * failure, the phases it interrupted are marked and ended, and the client is answered, the answer
-   * timed as phase {@code write}.
+   * timed as phase {@code write} ({@link PhaseChain}).
    */
   private Future<Void> conclude(RequestContext ctx, Throwable failure) {
     Verdict verdict = Verdict.of(ctx, failure);
@@ -297,18 +246,7 @@ public final class Pipeline {
     if (failure == null) {
       return Future.succeededFuture();
     }
-    long now = clock.nanoTime();
-    // A phase ends when it fails; write is not interrupted: the answer below continues it.
-    for (Phase p : Phase.all()) {
-      if (p != Phase.WRITE && ctx.isOpen(p)) {
-        Span s = ctx.phaseSpan(p);
-        s.setAttribute(SpanAttributes.ERROR_TYPE, verdict.errorType());
-        if (verdict.marksError()) {
-          s.setStatus(StatusCode.ERROR);
-        }
-        ctx.end(p, now);
-      }
-    }
+    interrupted(ctx, verdict);
     switch (verdict.answer()) {
       case CLOSE -> {
         // At once: a graceful close waits for the queued bytes, which this client will never read.
@@ -323,10 +261,7 @@ public final class Pipeline {
       }
       default -> {
         ErrorResponder.log(ctx, verdict.failure(), failure);
-        if (!ctx.isOpen(Phase.WRITE)) {
-          ctx.begin(Phase.WRITE);
-        }
-        return errors.respond(ctx, verdict.failure()).onComplete(ar -> ctx.end(Phase.WRITE));
+        return answer(ctx, () -> errors.respond(ctx, verdict.failure()));
       }
     }
   }
