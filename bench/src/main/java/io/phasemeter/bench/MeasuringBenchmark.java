@@ -6,7 +6,6 @@ import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.RequestContext;
-import io.phasemeter.proxy.pipeline.RequestCycle;
 import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
 import io.phasemeter.proxy.telemetry.LiveStats;

@@ -1,7 +1,6 @@
 package io.phasemeter.bench;
 
 import io.opentelemetry.sdk.trace.SdkTracerProvider;
-import io.phasemeter.proxy.pipeline.RecordFixture;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.telemetry.RequestRecord;
 import java.util.concurrent.TimeUnit;

@@ -21,7 +21,6 @@ import java.util.Map;
  * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
  */
 final class AuthPhase {
-
   static final String PRIORITY_HEADER = "x-priority";
 
   private final KeyStore keys;
@@ -33,14 +32,15 @@ final class AuthPhase {
     this.limiter = limiter;
   }
 
-  /** Verifies the key and takes one request from its bucket; throws the refusal. */
-  void check(RequestContext ctx, long start) {
-    Span span = ctx.begin(Phase.AUTH, start);
+  /**
+   * Verifies the key and takes one request from its bucket; throws the refusal. {@code span} is the
+   * phase's, opened by the pipeline.
+   */
+  void check(RequestContext ctx, Span span) {
     MultiMap headers = ctx.request().headers();
     if (keys == null) {
-      ctx.priority = requestedPriority(headers, Priority.HIGH, Priority.NORMAL);
+      ctx.admitted(requestedPriority(headers, Priority.HIGH, Priority.NORMAL));
       span.setAttribute(SpanAttributes.AUTH, "disabled");
-      ctx.end(Phase.AUTH);
       return;
     }
     Verification v = verify(headers);
@@ -59,16 +59,15 @@ final class AuthPhase {
     ApiKey key = verified.key();
     span.setAttribute(SpanAttributes.AUTH, "verified");
     span.setAttribute("llm.key_name", key.name());
-    ctx.apiKey = key;
-    ctx.keyName = key.name();
-    ctx.priority =
+    ctx.authenticated(
+        key,
         requestedPriority(
-            headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority());
+            headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority()));
     Decision d = limiter.admitRequest(key);
     putHeaders(ctx, d);
     if (d.allowed()) {
       RequestContext c = ctx;
-      ctx.onFinish = () -> settle(c);
+      ctx.whenFinished(() -> settle(c));
     } else {
       span.setAttribute("llm.rate_limit", "requests");
       throw ProxyFailure.retryAfter(
@@ -82,16 +81,15 @@ final class AuthPhase {
               + "s.",
           d.retryAfterSeconds());
     }
-    ctx.end(Phase.AUTH);
   }
 
   /**
    * Takes the request's token estimate (input estimate + {@code max_tokens}) from its key's bucket,
    * once the body is parsed; refuses with 429 when the key is out of tokens. The estimate is
-   * settled against the actual usage when the request ends.
+   * settled against the actual usage when the request ends. {@code span}: phase prepare's.
    */
-  void admitTokens(RequestContext ctx, long estimate) {
-    ApiKey key = ctx.apiKey;
+  void admitTokens(RequestContext ctx, long estimate, Span span) {
+    ApiKey key = ctx.apiKey();
     if (key == null) {
       return;
     }
@@ -99,10 +97,7 @@ final class AuthPhase {
     putHeaders(ctx, d);
     if (!d.allowed()) {
       limiter.refundRequest(key);
-      Span span = ctx.span(Phase.PREPARE);
-      if (span != null) {
-        span.setAttribute("llm.rate_limit", "tokens");
-      }
+      span.setAttribute("llm.rate_limit", "tokens");
       if (d.refusal() == Decision.Refusal.TOO_LARGE) {
         throw ProxyFailure.of(
             ProxyFailure.Kind.RATE_LIMIT_TOKENS,
@@ -127,8 +122,7 @@ final class AuthPhase {
               + "s.",
           d.retryAfterSeconds());
     }
-    ctx.tokenEstimate = estimate;
-    ctx.tokensAdmitted = true;
+    ctx.tokensAdmitted(estimate);
   }
 
   /**
@@ -137,19 +131,19 @@ final class AuthPhase {
    * all of the estimate is charged if the request reached an upstream.
    */
   private void settle(RequestContext ctx) {
-    if (ctx.upstreamAttempts == 0 && neverRan(ctx.errorType)) {
-      limiter.refundRequest(ctx.apiKey);
+    if (ctx.upstreamAttempts() == 0 && neverRan(ctx.errorType())) {
+      limiter.refundRequest(ctx.apiKey());
     }
-    if (!ctx.tokensAdmitted) {
+    if (!ctx.tokensAdmitted()) {
       return;
     }
     long actual;
-    if (ctx.inputTokens >= 0 || ctx.outputTokens >= 0) {
-      actual = Math.max(0, ctx.inputTokens) + Math.max(0, ctx.outputTokens);
+    if (ctx.inputTokens() >= 0 || ctx.outputTokens() >= 0) {
+      actual = Math.max(0, ctx.inputTokens()) + Math.max(0, ctx.outputTokens());
     } else {
-      actual = ctx.upstreamAttempts > 0 ? ctx.tokenEstimate : 0;
+      actual = ctx.upstreamAttempts() > 0 ? ctx.tokenEstimate() : 0;
     }
-    limiter.settleTokens(ctx.apiKey, ctx.tokenEstimate, actual);
+    limiter.settleTokens(ctx.apiKey(), ctx.tokenEstimate(), actual);
   }
 
   /**

@@ -2,9 +2,6 @@ package io.phasemeter.proxy.pipeline;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
-import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.api.trace.StatusCode;
-import io.phasemeter.core.SpanAttributes;
 import io.vertx.core.Future;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpServerResponse;
@@ -18,55 +15,40 @@ import org.slf4j.LoggerFactory;
  * The one place where failures become OpenAI-style errors: {@code {"error": {"message", "type",
  * "param", "code"}}} with the failure's status, or, once a stream has started, a final {@code data:
  * {"error": …}} event. Logs name the failure's code and the pool, never request or response text.
+ * Which failures are answered so, and the request's outcome, is {@link Verdict}'s to decide; the
+ * write is timed as phase {@code write} by {@link Pipeline}'s chain.
  */
 public final class ErrorResponder {
   private static final Logger LOG = LoggerFactory.getLogger(ErrorResponder.class);
   private static final JsonFactory JSON = new JsonFactory();
 
-  /** Answers a request that failed (or was cancelled) and stamps its outcome. */
-  Future<Void> respond(RequestContext ctx, Throwable failure) {
-    ProxyFailure f = classify(failure);
-    HttpServerResponse response = ctx.response();
-    if (f.kind() == ProxyFailure.Kind.CLIENT_STALLED && !response.closed()) {
-      // A client that stopped reading: the stream cannot be finished; close the connection.
-      ctx.outcome = Outcome.CANCELLED;
-      ctx.errorType = f.kind().code();
-      markOpenPhases(ctx, ctx.errorType, false);
-      // At once: a graceful close waits for the queued bytes, which this client will never read.
-      Connections.forceClose(ctx.request().connection());
-      return Future.succeededFuture();
-    }
-    if (ctx.isCancelled() || f.kind() == ProxyFailure.Kind.CLIENT_CANCELLED || response.closed()) {
-      ctx.outcome = Outcome.CANCELLED;
-      ctx.errorType =
-          ctx.cancelledByShutdown
-              ? ProxyFailure.Kind.SHUTTING_DOWN.code()
-              : ProxyFailure.Kind.CLIENT_CANCELLED.code();
-      if (!response.headWritten()) {
-        ctx.status = ProxyFailure.Kind.CLIENT_CANCELLED.status();
-      }
-      markOpenPhases(ctx, ctx.errorType, false);
-      return Future.succeededFuture();
-    }
-    ctx.outcome = f.kind().outcome();
-    ctx.errorType = f.kind().code();
-    markOpenPhases(ctx, ctx.errorType, f.kind().outcome() != Outcome.CLIENT_ERROR);
+  /**
+   * Logs a failure the operator should hear of (an internal error, an upstream's failure) by its
+   * code and pool, never by request or response text.
+   */
+  static void log(RequestContext ctx, ProxyFailure f, Throwable cause) {
     if (f.kind() == ProxyFailure.Kind.INTERNAL) {
       LOG.warn(
           "internal error on {} (pool {}): {}",
           ctx.route().path(),
           ctx.poolName(),
-          failure.toString());
+          cause.toString());
     } else if (f.kind().outcome() == Outcome.UPSTREAM_ERROR
         || f.kind() == ProxyFailure.Kind.UPSTREAM_TIMEOUT) {
       LOG.warn("upstream failure {} (pool {})", f.kind().code(), ctx.poolName());
     }
-    if (!ctx.isOpen(Phase.WRITE)) {
-      ctx.begin(Phase.WRITE);
-    }
+  }
+
+  /**
+   * Tells the client about {@code f}: the error with its status, or a final error event once a
+   * stream has started. Completes (never fails) when the answer is written, or when its bounded
+   * write gave up and cut the connection.
+   */
+  Future<Void> respond(RequestContext ctx, ProxyFailure f) {
+    HttpServerResponse response = ctx.response();
     Future<Void> written;
     if (!response.headWritten()) {
-      ctx.status = f.kind().status();
+      ctx.statusSent(f.kind().status());
       response.setStatusCode(f.kind().status());
       response.putHeader("content-type", "application/json");
       if (f.retryAfterSeconds() >= 0) {
@@ -95,7 +77,9 @@ public final class ErrorResponder {
     // A client that reads nothing would hold the request open forever: bound the error's write
     // as a response's is bounded, then cut the connection.
     long boundMs =
-        ctx.pool == null ? DEFAULT_WRITE_BOUND_MS : ctx.pool.timeouts().clientWrite().toMillis();
+        ctx.pool() == null
+            ? DEFAULT_WRITE_BOUND_MS
+            : ctx.pool().timeouts().clientWrite().toMillis();
     return written
         .timeout(Math.max(1, boundMs), java.util.concurrent.TimeUnit.MILLISECONDS)
         .onFailure(
@@ -104,7 +88,6 @@ public final class ErrorResponder {
                 Connections.forceClose(ctx.request().connection());
               }
             })
-        .andThen(ar -> ctx.end(Phase.WRITE))
         .otherwiseEmpty();
   }
 
@@ -134,20 +117,5 @@ public final class ErrorResponder {
       return pf;
     }
     return ProxyFailure.of(ProxyFailure.Kind.INTERNAL, "The proxy failed to handle the request.");
-  }
-
-  /** Marks and ends the phases the failure interrupted: a phase ends when it fails. */
-  private static void markOpenPhases(RequestContext ctx, String code, boolean isError) {
-    long now = ctx.now();
-    for (Phase p : Phase.all()) {
-      if (ctx.isOpen(p) && p != Phase.WRITE) {
-        Span s = ctx.span(p);
-        s.setAttribute(SpanAttributes.ERROR_TYPE, code);
-        if (isError) {
-          s.setStatus(StatusCode.ERROR);
-        }
-        ctx.end(p, now);
-      }
-    }
   }
 }

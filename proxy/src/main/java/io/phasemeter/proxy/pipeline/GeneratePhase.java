@@ -38,9 +38,12 @@ import java.util.function.Consumer;
  * <p>The upstream is chosen here, when the slot is granted, so that least-in-flight looks at the
  * moment the request leaves. A failure before any byte reached the client (connection refused or
  * reset, 502 or 503) is retried once on another upstream; the phase spans both attempts.
+ *
+ * <p>The pipeline times the phase: it opens the span and ends it when the exchange's future
+ * completes. The exchange's one hook into that is the {@link PhaseTimer}, on which it marks the
+ * upstream's last byte, since the phase ends there and not when the pipeline hears of it.
  */
 final class GeneratePhase {
-
   /**
    * The largest token count an upstream's usage may report; beyond it (or negative) the usage is
    * taken as unknown. No model has a context anywhere near it, and sums of such counts stay far
@@ -105,13 +108,20 @@ final class GeneratePhase {
     this.forwarded = new ForwardedHeaders(forwarded);
   }
 
-  Future<Void> generate(RequestContext ctx, UpstreamPool pool) {
-    return new Exchange(ctx, pool).start();
+  /**
+   * Runs the exchange with an upstream of {@code pool}. The pipeline opened the phase's span and
+   * ends it when this completes; {@code timer} is where the exchange marks its end, the upstream's
+   * last byte, when that is not the moment it completes.
+   */
+  Future<Void> generate(RequestContext ctx, UpstreamPool pool, PhaseTimer timer) {
+    return new Exchange(ctx, pool, timer).start();
   }
 
   private final class Exchange {
     private final RequestContext ctx;
     private final UpstreamPool pool;
+    private final PhaseTimer timer;
+    private final Span span;
     private final Promise<Void> done = Promise.promise();
     private final long firstTokenMs;
     private final long idleNanos;
@@ -135,24 +145,25 @@ final class GeneratePhase {
     // Made once: a method reference written at the call would be a new object per chunk.
     private final Consumer<SseEvent> eventSink = this::onEvent;
 
-    Exchange(RequestContext ctx, UpstreamPool pool) {
+    Exchange(RequestContext ctx, UpstreamPool pool, PhaseTimer timer) {
       this.ctx = ctx;
       this.pool = pool;
+      this.timer = timer;
+      this.span = timer.span();
       this.firstTokenMs = pool.config().timeouts().firstToken().toMillis();
       this.idleNanos = pool.config().timeouts().idle().toNanos();
       this.clientWriteNanos = pool.config().timeouts().clientWrite().toNanos();
     }
 
     Future<Void> start() {
-      Span span = ctx.begin(Phase.GENERATION);
-      span.setAttribute(SpanAttributes.STREAMING, ctx.stream);
-      if (ctx.maxTokens >= 0) {
-        span.setAttribute(SpanAttributes.GEN_AI_REQUEST_MAX_TOKENS, ctx.maxTokens);
+      span.setAttribute(SpanAttributes.STREAMING, ctx.streaming());
+      if (ctx.maxTokens() >= 0) {
+        span.setAttribute(SpanAttributes.GEN_AI_REQUEST_MAX_TOKENS, ctx.maxTokens());
       }
       ctx.onCancel(
           () ->
               fail(
-                  ctx.cancelledByShutdown
+                  ctx.cancelledByShutdown()
                       ? ProxyFailure.of(
                           ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
                       : ProxyFailure.of(
@@ -188,11 +199,9 @@ final class GeneratePhase {
     }
 
     private void attempt(UpstreamHost host, boolean fresh) {
-      Span span = ctx.span(Phase.GENERATION);
       tried.add(host);
       current = host;
-      ctx.upstream = host.address();
-      ctx.upstreamAttempts = tried.size();
+      ctx.attempting(tried.size());
       span.setAttribute(SpanAttributes.SERVER_ADDRESS, host.address().host());
       span.setAttribute(SpanAttributes.SERVER_PORT, (long) host.address().port());
       (fresh ? pool.openFresh(host, ctx.route().path()) : pool.open(host, ctx.route().path()))
@@ -237,7 +246,7 @@ final class GeneratePhase {
                 headers.set("content-type", "application/json");
                 propagator.inject(Context.root().with(span), headers, SETTER);
                 request
-                    .send(ctx.upstreamBody)
+                    .send(ctx.upstreamBody())
                     .onComplete(
                         rr -> {
                           if (current != host) {
@@ -277,13 +286,12 @@ final class GeneratePhase {
       }
       staleRetried = true;
       pool.staleRetried();
-      ctx.span(Phase.GENERATION)
-          .addEvent(
-              "upstream.stale_connection_retry",
-              Attributes.builder()
-                  .put("server.address", host.address().host())
-                  .put("server.port", (long) host.address().port())
-                  .build());
+      span.addEvent(
+          "upstream.stale_connection_retry",
+          Attributes.builder()
+              .put("server.address", host.address().host())
+              .put("server.port", (long) host.address().port())
+              .build());
       endAttempt();
       attempt(host, true);
       return true;
@@ -308,14 +316,13 @@ final class GeneratePhase {
         UpstreamHost other = pool.choose(tried);
         if (other != null) {
           pool.retried();
-          ctx.span(Phase.GENERATION)
-              .addEvent(
-                  "upstream.retry",
-                  Attributes.builder()
-                      .put("error.type", failure.kind().code())
-                      .put("server.address", host.address().host())
-                      .put("server.port", (long) host.address().port())
-                      .build());
+          span.addEvent(
+              "upstream.retry",
+              Attributes.builder()
+                  .put("error.type", failure.kind().code())
+                  .put("server.address", host.address().host())
+                  .put("server.port", (long) host.address().port())
+                  .build());
           attempt(other);
           return;
         }
@@ -358,7 +365,7 @@ final class GeneratePhase {
         return;
       }
       String type = resp.getHeader("content-type");
-      if (ctx.stream) {
+      if (ctx.streaming()) {
         if (type == null || !type.toLowerCase(Locale.ROOT).startsWith("text/event-stream")) {
           fail(
               ProxyFailure.of(
@@ -380,11 +387,8 @@ final class GeneratePhase {
         UpstreamHost host, HttpClientResponse resp, int status, Buffer body) {
       if (status < 500) {
         // The upstream judged the request itself: pass its answer through unchanged.
-        ctx.passthroughStatus = status;
-        ctx.passthroughContentType = resp.getHeader("content-type");
-        ctx.responseBody = body;
-        ctx.outcome = Outcome.CLIENT_ERROR;
-        ctx.errorType = upstreamErrorType(status);
+        // Its outcome (client_error, upstream_<status>) is the Verdict's to give.
+        ctx.passedThrough(status, resp.getHeader("content-type"), body);
         complete(ctx.now());
         return;
       }
@@ -415,8 +419,7 @@ final class GeneratePhase {
       if (chunk.kind() == StreamChunk.Kind.ERROR) {
         upstreamErrorType = chunk.errorType();
       }
-      ctx.responseBody = body;
-      ctx.passthroughContentType = upstreamResponse.getHeader("content-type");
+      ctx.answered(body, upstreamResponse.getHeader("content-type"));
       complete(at);
     }
 
@@ -428,7 +431,7 @@ final class GeneratePhase {
       out.putHeader("content-type", type);
       out.putHeader("cache-control", "no-cache");
       out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
-      ctx.status = 200;
+      ctx.statusSent(200);
       parser = new SseParser(MAX_EVENT_BYTES);
       armIdle();
       resp.handler(
@@ -515,7 +518,7 @@ final class GeneratePhase {
         }
         case USAGE_ONLY -> {
           takeUsage(chunk);
-          if (!ctx.clientWantsUsage) {
+          if (!ctx.clientWantsUsage()) {
             return;
           }
         }
@@ -534,11 +537,10 @@ final class GeneratePhase {
     private void takeUsage(StreamChunk chunk) {
       if (chunk.hasUsage()) {
         // Numbers from the upstream are checked before anything adds or charges them.
-        ctx.inputTokens = plausibleTokens(chunk.promptTokens());
-        ctx.outputTokens = plausibleTokens(chunk.completionTokens());
+        ctx.usage(plausibleTokens(chunk.promptTokens()), plausibleTokens(chunk.completionTokens()));
       }
       if (chunk.finishReason() != null) {
-        ctx.finishReason = chunk.finishReason();
+        ctx.finishedFor(chunk.finishReason());
       }
     }
 
@@ -636,15 +638,14 @@ final class GeneratePhase {
       // does with the response (a client that never reads must not hold it).
       ctx.releaseSlot();
       if (upstreamErrorType != null) {
-        Span span = ctx.span(Phase.GENERATION);
         span.setAttribute(SpanAttributes.ERROR_TYPE, ProxyFailure.Kind.UPSTREAM_ERROR.code());
         span.setAttribute(SpanAttributes.UPSTREAM_ERROR_TYPE, upstreamErrorType);
         span.setStatus(io.opentelemetry.api.trace.StatusCode.ERROR);
-        ctx.rootSpan().setAttribute(SpanAttributes.UPSTREAM_ERROR_TYPE, upstreamErrorType);
-        ctx.failUpstream();
+        ctx.upstreamReportedError(upstreamErrorType);
       }
       ctx.annotateGeneration();
-      ctx.end(Phase.GENERATION, lastByteAt);
+      // The phase ends at the last byte, not when the pipeline hears of it.
+      timer.endAt(lastByteAt);
       done.tryComplete();
     }
 
@@ -657,10 +658,9 @@ final class GeneratePhase {
       ctx.onCancel(null);
       endAttempt();
       ctx.releaseSlot();
-      Span span = ctx.span(Phase.GENERATION);
       span.setAttribute(SpanAttributes.ERROR_TYPE, failure.kind().code());
       ctx.annotateGeneration();
-      ctx.end(Phase.GENERATION);
+      // Ended by the pipeline as this fails: a failure is the end of generation.
       done.tryFail(failure);
     }
   }

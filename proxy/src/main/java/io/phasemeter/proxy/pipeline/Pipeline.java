@@ -1,5 +1,11 @@
 package io.phasemeter.proxy.pipeline;
 
+import static io.phasemeter.proxy.pipeline.PhaseChain.answer;
+import static io.phasemeter.proxy.pipeline.PhaseChain.done;
+import static io.phasemeter.proxy.pipeline.PhaseChain.interrupted;
+import static io.phasemeter.proxy.pipeline.PhaseChain.timed;
+import static io.phasemeter.proxy.pipeline.PhaseChain.timedToMark;
+
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.opentelemetry.api.OpenTelemetry;
@@ -28,8 +34,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One request, top to bottom: auth → receive → prepare → route → queue → generation → write, and
- * every failure through {@link ErrorResponder}. Each phase is its own class; this one only orders
- * them and makes sure each request ends exactly once.
+ * every failure through {@link ErrorResponder}. Each phase is its own class that does its work and
+ * records its result on the {@link RequestContext}; this one orders them, times each (its span is
+ * opened and closed by {@link PhaseChain} and nowhere else), decides once how the request ended
+ * ({@link Verdict}, in {@link #conclude}) and makes sure each request ends exactly once.
  */
 public final class Pipeline {
   private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
@@ -172,32 +180,61 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
-    Future<Void> admitted;
-    try {
-      auth.check(ctx, start);
-      admitted = Future.succeededFuture();
-    } catch (ProxyFailure f) {
-      admitted = Future.failedFuture(f);
-    }
-    admitted
-        .compose(v -> receive.receive(ctx))
+    timed(ctx, Phase.AUTH, start, span -> done(() -> auth.check(ctx, span)))
+        .compose(v -> timed(ctx, Phase.RECEIVE, span -> receive.receive(ctx)))
+        .compose(v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))))
+        .compose(v -> timed(ctx, Phase.ROUTE, span -> Future.succeededFuture(route.select(ctx))))
         .compose(
-            v -> {
-              prepare.prepare(ctx);
-              UpstreamPool pool = route.select(ctx);
+            pool -> {
               unrouted.decrementAndGet();
               inFlightByPool.get(pool.config().name()).incrementAndGet();
               if (ctx.isCancelled()) {
                 return Future.failedFuture(
                     ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
               }
-              return queue
-                  .acquire(ctx, route.slots(ctx))
-                  .compose(s -> generate.generate(ctx, pool));
+              SlotPool slots = route.slots(ctx);
+              return timed(ctx, Phase.QUEUE, span -> queue.acquire(ctx, slots, span))
+                  .compose(v -> generation(ctx, pool));
             })
-        .compose(v -> write.write(ctx))
-        .recover(t -> errors.respond(ctx, t))
+        .compose(v -> timed(ctx, Phase.WRITE, span -> write.write(ctx)))
+        .transform(ar -> conclude(ctx, ar.cause()))
         .onComplete(ar -> finish(ctx));
+  }
+
+  /** Phase {@code generation}: ends at the upstream's last byte, which it marks on its timer. */
+  private Future<Void> generation(RequestContext ctx, UpstreamPool pool) {
+    return timedToMark(ctx, Phase.GENERATION, timer -> generate.generate(ctx, pool, timer));
+  }
+
+  /**
+   * The chain's end, success or failure: the one {@link Verdict} on how the request ended; for a
+   * failure, the phases it interrupted are marked and ended, and the client is answered, the answer
+   * timed as phase {@code write} ({@link PhaseChain}).
+   */
+  private Future<Void> conclude(RequestContext ctx, Throwable failure) {
+    Verdict verdict = Verdict.of(ctx, failure);
+    ctx.concluded(verdict);
+    if (failure == null) {
+      return Future.succeededFuture();
+    }
+    interrupted(ctx, verdict);
+    switch (verdict.answer()) {
+      case CLOSE -> {
+        // At once: a graceful close waits for the queued bytes, which this client will never read.
+        Connections.forceClose(ctx.request().connection());
+        return Future.succeededFuture();
+      }
+      case NONE -> {
+        if (!ctx.response().headWritten()) {
+          ctx.statusSent(ProxyFailure.Kind.CLIENT_CANCELLED.status());
+        }
+        return Future.succeededFuture();
+      }
+      default -> {
+        ErrorResponder.log(ctx, verdict.failure(), failure);
+        return answer(ctx, () -> errors.respond(ctx, verdict.failure()));
+      }
+    }
   }
 
   /**
@@ -308,7 +345,7 @@ public final class Pipeline {
       ctx.runOnContext(
           () -> {
             if (!ctx.isFinished()) {
-              ctx.cancelledByShutdown = true;
+              ctx.cancelledAtShutdown();
               Connections.forceClose(ctx.request().connection());
               ctx.cancel();
             }

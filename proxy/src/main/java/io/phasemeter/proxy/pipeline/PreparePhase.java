@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.opentelemetry.api.trace.Span;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.vertx.core.buffer.Buffer;
 import java.io.IOException;
@@ -50,8 +51,11 @@ final class PreparePhase {
                       .build())
               .build());
 
-  void prepare(RequestContext ctx) {
-    ctx.begin(Phase.PREPARE);
+  /**
+   * Parses, validates and rewrites the received body; throws the refusal. {@code span} is the
+   * phase's, opened by the pipeline.
+   */
+  void prepare(RequestContext ctx, Span span) {
     String contentType = ctx.request().getHeader("content-type");
     if (contentType != null && !contentType.toLowerCase().contains("json")) {
       throw ProxyFailure.of(
@@ -60,7 +64,7 @@ final class PreparePhase {
     }
     JsonNode root;
     try {
-      root = JSON.readTree(ctx.body.getBytes());
+      root = JSON.readTree(ctx.body().getBytes());
     } catch (JsonProcessingException e) {
       String where =
           e.getLocation() == null
@@ -87,7 +91,7 @@ final class PreparePhase {
           "You must provide a model parameter (a non-empty string).",
           "model");
     }
-    ctx.model = model.asText();
+    String modelName = model.asText();
     if (ctx.route() == ApiRoute.CHAT) {
       JsonNode messages = root.get("messages");
       if (messages == null || !messages.isArray() || messages.isEmpty()) {
@@ -108,30 +112,33 @@ final class PreparePhase {
       throw ProxyFailure.ofParam(
           ProxyFailure.Kind.INVALID_REQUEST, "'stream' must be a boolean.", "stream");
     }
-    ctx.stream = stream != null && stream.asBoolean(false);
+    boolean streamed = stream != null && stream.asBoolean(false);
+    // Recorded now: a request refused below is still known as streamed or not (records, metrics).
+    ctx.requested(modelName, streamed);
     // Both fields are checked; the larger bounds the output (engines differ in which one wins).
+    long maxTokens = -1;
     for (String field : new String[] {"max_tokens", "max_completion_tokens"}) {
       JsonNode v = root.get(field);
       if (v != null && !v.isNull()) {
-        ctx.maxTokens =
-            Math.max(ctx.maxTokens, boundedInteger(v, field, 0, ProxyConfig.MAX_TOKENS_BOUND));
+        maxTokens = Math.max(maxTokens, boundedInteger(v, field, 0, ProxyConfig.MAX_TOKENS_BOUND));
       }
     }
     JsonNode n = root.get("n");
     long choices = n == null || n.isNull() ? 1 : boundedInteger(n, "n", 1, MAX_CHOICES);
     rejectNonFinite(root);
-    if (ctx.apiKey != null) {
+    if (ctx.apiKey() != null) {
       // The output is bounded by max_tokens per choice; without it, by the pool's default.
-      long output = ctx.maxTokens >= 0 ? ctx.maxTokens : defaultMaxTokens.applyAsLong(ctx.model);
+      long output = maxTokens >= 0 ? maxTokens : defaultMaxTokens.applyAsLong(modelName);
       long completions = choices * promptCount(ctx.route(), root);
-      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + completions * output);
+      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + completions * output, span);
     }
-    ctx.upstreamBody = ctx.body;
-    if (ctx.stream) {
+    Buffer upstreamBody = ctx.body();
+    boolean clientWantsUsage = false;
+    if (streamed) {
       JsonNode options = root.get("stream_options");
       JsonNode include = options == null ? null : options.get("include_usage");
-      ctx.clientWantsUsage = include != null && include.asBoolean(false);
-      if (!ctx.clientWantsUsage) {
+      clientWantsUsage = include != null && include.asBoolean(false);
+      if (!clientWantsUsage) {
         ObjectNode obj = (ObjectNode) root;
         ObjectNode so =
             options != null && options.isObject()
@@ -139,15 +146,14 @@ final class PreparePhase {
                 : obj.putObject("stream_options");
         so.put("include_usage", true);
         try {
-          ctx.upstreamBody = Buffer.buffer(JSON.writeValueAsBytes(obj));
-          // Only the rewrite is sent: the client's bytes need not stay in the heap beside it.
-          ctx.body = null;
+          // Only the rewrite is sent: the context lets the client's bytes go (see prepared).
+          upstreamBody = Buffer.buffer(JSON.writeValueAsBytes(obj));
         } catch (JsonProcessingException e) {
           throw ProxyFailure.of(ProxyFailure.Kind.INTERNAL, "Could not rewrite the request.");
         }
       }
     }
-    ctx.end(Phase.PREPARE);
+    ctx.prepared(maxTokens, upstreamBody, clientWantsUsage);
   }
 
   /**

@@ -11,13 +11,15 @@ import io.vertx.core.Promise;
  * waiting leaves the queue at once.
  */
 final class QueuePhase {
-
-  Future<Void> acquire(RequestContext ctx, SlotPool slots) {
-    Span span = ctx.begin(Phase.QUEUE);
-    span.setAttribute(SpanAttributes.MODEL, ctx.modelLabel);
-    span.setAttribute(SpanAttributes.POOL, ctx.pool.name());
-    span.setAttribute(SpanAttributes.PRIORITY, ctx.priority.label());
-    SlotPool.Ticket ticket = slots.acquire(ctx.priority);
+  /**
+   * Waits for a slot of {@code slots}; {@code span} is the phase's, opened by the pipeline, which
+   * ends it when this completes.
+   */
+  Future<Void> acquire(RequestContext ctx, SlotPool slots, Span span) {
+    span.setAttribute(SpanAttributes.MODEL, ctx.modelLabel());
+    span.setAttribute(SpanAttributes.POOL, ctx.poolName());
+    span.setAttribute(SpanAttributes.PRIORITY, ctx.priority().label());
+    SlotPool.Ticket ticket = slots.acquire(ctx.priority());
     span.setAttribute(SpanAttributes.QUEUE_DEPTH_AT_ENTRY, (long) ticket.depthAtEntry());
     ctx.onCancel(ticket::cancel);
     Promise<Void> done = Promise.promise();
@@ -29,19 +31,16 @@ final class QueuePhase {
                 if (ctx.isFinished() || ctx.isCancelled()) {
                   ar.result().release();
                   span.setAttribute(SpanAttributes.QUEUE_OUTCOME, "cancelled");
-                  ctx.end(Phase.QUEUE);
                   done.tryFail(
                       ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
                   return;
                 }
-                ctx.slot = ar.result();
+                ctx.granted(ar.result());
                 span.setAttribute(SpanAttributes.QUEUE_OUTCOME, "acquired");
-                ctx.end(Phase.QUEUE);
                 done.complete();
               } else {
                 ProxyFailure f = ErrorResponder.classify(ar.cause());
                 span.setAttribute(SpanAttributes.QUEUE_OUTCOME, queueOutcome(f.kind()));
-                ctx.end(Phase.QUEUE);
                 done.fail(f);
               }
             });

@@ -32,8 +32,8 @@ final class ReceivePhase {
     this.budget = budget;
   }
 
+  /** Reads the body; the phase ends when this completes (the pipeline times it). */
   Future<Void> receive(RequestContext ctx) {
-    ctx.begin(Phase.RECEIVE);
     HttpServerRequest req = ctx.request();
     String declaredHeader = req.getHeader("content-length");
     long declared = -1;
@@ -95,8 +95,7 @@ final class ReceivePhase {
           if (done.future().isComplete()) {
             return;
           }
-          ctx.body = body;
-          ctx.end(Phase.RECEIVE);
+          ctx.received(body);
           done.tryComplete();
         });
     req.exceptionHandler(

@@ -8,6 +8,7 @@ import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.gateway.ApiKey;
 import io.phasemeter.proxy.gateway.Priority;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpServerRequest;
@@ -19,6 +20,13 @@ import java.util.concurrent.TimeUnit;
  * Everything one request accumulates on its way through the pipeline: the phase timestamps (on the
  * proxy's monotonic clock), the spans, what was learnt about the request and the response, and how
  * it ended. Confined to the request's event loop; only {@link #finish} ends it, exactly once.
+ *
+ * <p>One owner per field: each phase records its result through a small typed method ({@link
+ * #authenticated}, {@link #received}, {@link #prepared}, {@link #routed}, {@link #granted}, …); the
+ * phase spans are opened and closed only by {@link Pipeline}'s chain ({@link #begin}, {@link
+ * #end}); the outcome and error type are set only from the one {@link Verdict} ({@link
+ * #concluded}). The public accessors are for what reads a finished request (metrics, records,
+ * budgets, tests).
  */
 public final class RequestContext {
   private static final org.slf4j.Logger LOG =
@@ -43,41 +51,49 @@ public final class RequestContext {
   // Non-null when phase spans are kept as DeferredSpans until the root ends.
   private final SpanDeferral deferral;
 
-  // What the request asked for.
-  Buffer body;
-  Buffer upstreamBody;
-  String model;
-  String modelLabel = "other";
-  boolean stream;
-  boolean clientWantsUsage;
-  long maxTokens = -1;
-  ProxyConfig.Pool pool;
-  ProxyConfig.Upstream upstream;
-  int upstreamAttempts;
-  SlotPool.Slot slot;
-  Priority priority = Priority.NORMAL;
-  io.phasemeter.proxy.gateway.ApiKey apiKey;
-  long tokenEstimate;
-  boolean tokensAdmitted;
-  String keyName;
-  Runnable onFinish;
+  // Every mutable field below is confined to the request's event loop (the Vert.x context it was
+  // made on): the phases write it through the methods under "What the phases record", the
+  // pipeline's chain through begin/end and concluded, and observers read it there from
+  // RequestObserver.onFinished. Nothing here is shared across threads: Pipeline.cancelAll, on
+  // another thread, reaches a context only through runOnContext.
 
-  // What the response showed.
-  int passthroughStatus;
-  String passthroughContentType;
-  Buffer responseBody;
-  long firstTokenAt = -1;
-  long lastTokenAt = -1;
-  long contentChunks;
-  long itlMaxNanos;
-  long inputTokens = -1;
-  long outputTokens = -1;
-  String finishReason;
-  int status;
-  Outcome outcome;
-  String errorType;
+  // What the request asked for: auth, receive, prepare, route, queue.
+  private Buffer body;
+  private Buffer upstreamBody;
+  private String model;
+  private String modelLabel = "other";
+  private boolean stream;
+  private boolean clientWantsUsage;
+  private long maxTokens = -1;
+  private ProxyConfig.Pool pool;
+  private SlotPool.Slot slot;
+  private Priority priority = Priority.NORMAL;
+  private ApiKey apiKey;
+  private long tokenEstimate;
+  private boolean tokensAdmitted;
+  private String keyName;
+  private Runnable onFinish;
 
-  boolean cancelledByShutdown;
+  // What the response showed: generation, write.
+  private int upstreamAttempts;
+  private int passthroughStatus;
+  private String passthroughContentType;
+  private Buffer responseBody;
+  private boolean upstreamReportedError;
+  private long firstTokenAt = -1;
+  private long lastTokenAt = -1;
+  private long contentChunks;
+  private long itlMaxNanos;
+  private long inputTokens = -1;
+  private long outputTokens = -1;
+  private String finishReason;
+  private int status;
+
+  // How it ended: decided once, by Verdict.of (see concluded).
+  private Outcome outcome;
+  private String errorType;
+
+  private boolean cancelledByShutdown;
   // Body bytes this request holds against the proxy-wide budget, given back when it ends.
   private BodyBudget bodyBudget;
   private long heldBodyBytes;
@@ -140,7 +156,7 @@ public final class RequestContext {
     return clock.nanoTime();
   }
 
-  /** Starts {@code phase} now. */
+  /** Starts {@code phase} now. Called by {@link Pipeline}'s chain (and fixtures) only. */
   Span begin(Phase phase) {
     return begin(phase, clock.nanoTime());
   }
@@ -179,7 +195,9 @@ public final class RequestContext {
     return span;
   }
 
-  /** Ends {@code phase} now, if it is open. */
+  /**
+   * Ends {@code phase} now, if it is open. Called by {@link Pipeline}'s chain (and fixtures) only.
+   */
   void end(Phase phase) {
     end(phase, clock.nanoTime());
   }
@@ -193,11 +211,6 @@ public final class RequestContext {
     }
     phaseEnd[i] = at;
     span.end(clock.toEpochNanos(at), TimeUnit.NANOSECONDS);
-  }
-
-  /** The open span of {@code phase}, or null. */
-  Span span(Phase phase) {
-    return phaseSpans[phase.ordinal()];
   }
 
   /** Whether {@code phase} has started and not yet ended. */
@@ -307,6 +320,10 @@ public final class RequestContext {
     }
     finished = true;
     cancelAction = null;
+    if (outcome == null) {
+      // A request that never passed the chain's end (a fixture): its facts decide, the same way.
+      concluded(Verdict.of(this, null));
+    }
     // Every step runs whatever the one before it threw: a request that cannot end leaks its slot,
     // its in-flight count and its record, and holds a drain until the deadline.
     try {
@@ -331,9 +348,6 @@ public final class RequestContext {
       }
     }
     rootEnd = at;
-    if (outcome == null) {
-      outcome = Outcome.SUCCESS;
-    }
     long rootEndEpoch = clock.toEpochNanos(at);
     try {
       annotateRoot();
@@ -373,7 +387,7 @@ public final class RequestContext {
     }
     if (contentChunks > 1) {
       rootSpan.setAttribute(
-          "llm.itl_mean_ms", (lastTokenAt - firstTokenAt) / 1e6 / (contentChunks - 1));
+          SpanAttributes.ITL_MEAN_MS, (lastTokenAt - firstTokenAt) / 1e6 / (contentChunks - 1));
       rootSpan.setAttribute(SpanAttributes.ITL_MAX_MS, itlMaxNanos / 1e6);
     }
     if (inputTokens >= 0) {
@@ -408,13 +422,195 @@ public final class RequestContext {
     }
   }
 
+  // What the phases record: one method per result, each called by the phase that owns it.
+
+  /** Auth (off): the request is admitted at {@code priority}. */
+  void admitted(Priority priority) {
+    this.priority = priority;
+  }
+
+  /** Auth: {@code key} was verified; the request runs at {@code priority}. */
+  void authenticated(ApiKey key, Priority priority) {
+    this.apiKey = key;
+    this.keyName = key.name();
+    this.priority = priority;
+  }
+
+  /** Auth: what to settle when the request ends (its key's rate limits). */
+  void whenFinished(Runnable settle) {
+    this.onFinish = settle;
+  }
+
+  /** Prepare, for auth: {@code estimate} tokens were taken from the key's bucket. */
+  void tokensAdmitted(long estimate) {
+    this.tokenEstimate = estimate;
+    this.tokensAdmitted = true;
+  }
+
+  /** Receive: the whole body arrived. */
+  void received(Buffer body) {
+    this.body = body;
+  }
+
+  /** Prepare: the body names {@code model} and asks for a stream or not. */
+  void requested(String model, boolean stream) {
+    this.model = model;
+    this.stream = stream;
+  }
+
   /**
-   * The upstream answered 200 but reported an error in the body or the stream (its type goes on the
-   * spans): the request failed, whatever reaches the client after.
+   * Prepare: the body is valid; {@code upstreamBody} is what goes upstream. When it is a rewrite,
+   * the client's own bytes are let go: they need not stay in the heap beside it.
    */
-  void failUpstream() {
-    outcome = Outcome.UPSTREAM_ERROR;
-    errorType = ProxyFailure.Kind.UPSTREAM_ERROR.code();
+  void prepared(long maxTokens, Buffer upstreamBody, boolean clientWantsUsage) {
+    this.maxTokens = maxTokens;
+    this.upstreamBody = upstreamBody;
+    this.clientWantsUsage = clientWantsUsage;
+    if (upstreamBody != body) {
+      body = null;
+    }
+  }
+
+  /** Route: the request goes to {@code pool}, under the configured model name {@code label}. */
+  void routed(String label, ProxyConfig.Pool pool) {
+    this.modelLabel = label;
+    this.pool = pool;
+  }
+
+  /** Queue: the request holds {@code slot} until generation ends (or the request does). */
+  void granted(SlotPool.Slot slot) {
+    this.slot = slot;
+  }
+
+  /** Generation: the request is being sent to its {@code attempts}-th upstream. */
+  void attempting(int attempts) {
+    this.upstreamAttempts = attempts;
+  }
+
+  /** Generation: the upstream judged the request itself ({@code status} 4xx): passed through. */
+  void passedThrough(int status, String contentType, Buffer body) {
+    this.passthroughStatus = status;
+    this.passthroughContentType = contentType;
+    this.responseBody = body;
+  }
+
+  /** Generation: the upstream's whole (not streamed) response. */
+  void answered(Buffer body, String contentType) {
+    this.responseBody = body;
+    this.passthroughContentType = contentType;
+  }
+
+  /** Generation: the usage the upstream reported (-1: unknown). */
+  void usage(long inputTokens, long outputTokens) {
+    this.inputTokens = inputTokens;
+    this.outputTokens = outputTokens;
+  }
+
+  /** Generation: why the upstream stopped generating. */
+  void finishedFor(String reason) {
+    this.finishReason = reason;
+  }
+
+  /**
+   * Generation: the upstream answered 200 but reported an error of {@code upstreamErrorType} in the
+   * body or the stream: the request failed, whatever reaches the client after (see {@link
+   * Verdict}).
+   */
+  void upstreamReportedError(String upstreamErrorType) {
+    this.upstreamReportedError = true;
+    rootSpan.setAttribute(SpanAttributes.UPSTREAM_ERROR_TYPE, upstreamErrorType);
+  }
+
+  /** Generation, write, or the error answer: the response's head goes out with {@code status}. */
+  void statusSent(int status) {
+    this.status = status;
+  }
+
+  /** The proxy cancels this request at its drain's deadline (not the client). */
+  void cancelledAtShutdown() {
+    this.cancelledByShutdown = true;
+  }
+
+  /**
+   * Fixtures only: content chunks as a relay would have counted them, without the gaps (no observer
+   * hears of them).
+   */
+  void contentSeen(long firstAt, long lastAt, long chunks) {
+    this.firstTokenAt = firstAt;
+    this.lastTokenAt = lastAt;
+    this.contentChunks = chunks;
+  }
+
+  /** The chain's end: how the request ended, decided once by {@link Verdict#of}. */
+  void concluded(Verdict verdict) {
+    if (outcome != null) {
+      return;
+    }
+    this.outcome = verdict.outcome();
+    this.errorType = verdict.errorType();
+  }
+
+  // What the phases read of each other's results.
+
+  Buffer body() {
+    return body;
+  }
+
+  Buffer upstreamBody() {
+    return upstreamBody;
+  }
+
+  /** The model string the body named (the request's own), or null before prepare. */
+  String model() {
+    return model;
+  }
+
+  boolean clientWantsUsage() {
+    return clientWantsUsage;
+  }
+
+  /** The larger of {@code max_tokens} and {@code max_completion_tokens}, or -1. */
+  long maxTokens() {
+    return maxTokens;
+  }
+
+  /** The pool's configuration, or null before routing. */
+  ProxyConfig.Pool pool() {
+    return pool;
+  }
+
+  /** The verified key, or null (auth off, or not verified). */
+  ApiKey apiKey() {
+    return apiKey;
+  }
+
+  boolean tokensAdmitted() {
+    return tokensAdmitted;
+  }
+
+  long tokenEstimate() {
+    return tokenEstimate;
+  }
+
+  /** The status of an upstream 4xx passed through, or 0. */
+  int passthroughStatus() {
+    return passthroughStatus;
+  }
+
+  String passthroughContentType() {
+    return passthroughContentType;
+  }
+
+  Buffer responseBody() {
+    return responseBody;
+  }
+
+  boolean upstreamReportedError() {
+    return upstreamReportedError;
+  }
+
+  boolean cancelledByShutdown() {
+    return cancelledByShutdown;
   }
 
   /** Records generation facts on the generate span, if it ran. */

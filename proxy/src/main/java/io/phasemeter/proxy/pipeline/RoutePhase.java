@@ -23,18 +23,19 @@ final class RoutePhase {
     this.slotsByPool = slotsByPool;
   }
 
+  /** The pool for the request's model; throws when there is none, or none of it is up. */
   UpstreamPool select(RequestContext ctx) {
-    ctx.begin(Phase.ROUTE);
-    Target target = byModel.get(ctx.model);
+    Target target = byModel.get(ctx.model());
     if (target == null) {
       throw ProxyFailure.ofParam(
           ProxyFailure.Kind.MODEL_NOT_FOUND,
-          "The model `" + truncate(ctx.model) + "` does not exist or you do not have access to it.",
+          "The model `"
+              + truncate(ctx.model())
+              + "` does not exist or you do not have access to it.",
           "model");
     }
     UpstreamPool pool = target.pool();
-    ctx.modelLabel = target.label();
-    ctx.pool = pool.config();
+    ctx.routed(target.label(), pool.config());
     if (pool.availableCount() == 0) {
       // Queueing for a pool with no live upstream would only turn a fast 503 into a slow one.
       throw ProxyFailure.retryAfter(
@@ -42,12 +43,11 @@ final class RoutePhase {
           "No upstream of pool '" + pool.config().name() + "' is available; retry later.",
           1);
     }
-    ctx.end(Phase.ROUTE);
     return pool;
   }
 
   SlotPool slots(RequestContext ctx) {
-    return slotsByPool.get(ctx.pool.name());
+    return slotsByPool.get(ctx.poolName());
   }
 
   /**

@@ -27,25 +27,24 @@ final class WritePhase {
     this.vertx = vertx;
   }
 
+  /** Ends the response; the phase ends when this completes (the pipeline times it). */
   Future<Void> write(RequestContext ctx) {
-    ctx.begin(Phase.WRITE);
     HttpServerResponse out = ctx.response();
     Progress progress = new Progress(ctx);
     // A client that leaves, or a drain's deadline, ends the write now rather than when its bytes
     // would have been flushed.
     ctx.onCancel(progress::cancel);
     Future<Void> ended;
-    if (ctx.stream && ctx.passthroughStatus == 0) {
+    if (ctx.streaming() && ctx.passthroughStatus() == 0) {
       ended = out.end();
     } else {
-      int status = ctx.passthroughStatus > 0 ? ctx.passthroughStatus : 200;
-      ctx.status = status;
+      int status = ctx.passthroughStatus() > 0 ? ctx.passthroughStatus() : 200;
+      ctx.statusSent(status);
       out.setStatusCode(status);
-      out.putHeader(
-          "content-type",
-          ctx.passthroughContentType != null ? ctx.passthroughContentType : "application/json");
+      String type = ctx.passthroughContentType();
+      out.putHeader("content-type", type != null ? type : "application/json");
       out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.GENERATION));
-      Buffer body = ctx.responseBody == null ? Buffer.buffer() : ctx.responseBody;
+      Buffer body = ctx.responseBody() == null ? Buffer.buffer() : ctx.responseBody();
       if (body.length() <= PIECE) {
         ended = out.end(body);
       } else {
@@ -65,8 +64,7 @@ final class WritePhase {
                     err instanceof ProxyFailure pf
                         ? pf
                         : ProxyFailure.of(
-                            ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")))
-        .andThen(ar -> ctx.end(Phase.WRITE));
+                            ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
   }
 
   /** Watches a write: fails it as stalled when no piece completed for {@code client_write}. */
@@ -80,7 +78,7 @@ final class WritePhase {
     Progress(RequestContext ctx) {
       this.ctx = ctx;
       this.timeoutNanos =
-          ctx.pool == null ? Long.MAX_VALUE : ctx.pool.timeouts().clientWrite().toNanos();
+          ctx.pool() == null ? Long.MAX_VALUE : ctx.pool().timeouts().clientWrite().toNanos();
       this.last = ctx.now();
     }
 
@@ -90,7 +88,7 @@ final class WritePhase {
 
     void cancel() {
       done.tryFail(
-          ctx.cancelledByShutdown
+          ctx.cancelledByShutdown()
               ? ProxyFailure.of(
                   ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
               : ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));

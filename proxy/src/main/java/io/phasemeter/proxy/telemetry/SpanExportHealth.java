@@ -23,7 +23,6 @@ import java.util.concurrent.atomic.LongAdder;
  * exports take.
  */
 public final class SpanExportHealth implements MetricReader {
-
   private volatile CollectionRegistration registration = CollectionRegistration.noop();
   private final SdkMeterProvider meterProvider;
   private final LongAdder exported = new LongAdder();

@@ -134,9 +134,9 @@ class DeferredSpanTest {
     ctx.end(Phase.GENERATION, clock.now);
     ctx.begin(Phase.WRITE, clock.now);
     clock.advance(60);
-    ctx.status = 502;
-    ctx.outcome = Outcome.UPSTREAM_ERROR;
-    ctx.errorType = "upstream_reset";
+    ctx.statusSent(502);
+    ctx.concluded(
+        new Verdict(Outcome.UPSTREAM_ERROR, "upstream_reset", Verdict.Answer.ERROR, null));
     ctx.finish(clock.now);
     return traceparentSpanId;
   }

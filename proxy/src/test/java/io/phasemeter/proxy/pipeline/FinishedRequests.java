@@ -47,16 +47,12 @@ public final class FinishedRequests {
       t += phaseMillis[i] * 1_000_000L;
       ctx.end(phases[i], t);
     }
-    ctx.model = "sim-llama";
-    ctx.modelLabel = "sim-llama";
-    ctx.stream = true;
-    ctx.status = 200;
-    ctx.inputTokens = 16;
-    ctx.outputTokens = outputTokens;
-    ctx.finishReason = "length";
-    ctx.firstTokenAt = t - phaseMillis[phases.length - 1] * 1_000_000L;
-    ctx.lastTokenAt = t;
-    ctx.contentChunks = outputTokens;
+    ctx.requested("sim-llama", true);
+    ctx.routed("sim-llama", null);
+    ctx.statusSent(200);
+    ctx.usage(16, outputTokens);
+    ctx.finishedFor("length");
+    ctx.contentSeen(t - phaseMillis[phases.length - 1] * 1_000_000L, t, outputTokens);
     ctx.finish(t);
     return ctx;
   }

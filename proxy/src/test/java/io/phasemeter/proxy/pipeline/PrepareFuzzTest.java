@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
 import io.vertx.core.buffer.Buffer;
@@ -47,19 +48,19 @@ class PrepareFuzzTest {
             route,
             Context.root(),
             0);
-    ctx.body = Buffer.buffer(Arrays.copyOfRange(input, 1, input.length));
+    ctx.received(Buffer.buffer(Arrays.copyOfRange(input, 1, input.length)));
     try {
-      prepare.prepare(ctx);
+      prepare.prepare(ctx, Span.getInvalid());
     } catch (ProxyFailure f) {
       assertThat(f.kind().outcome()).as(f.getMessage()).isEqualTo(Outcome.CLIENT_ERROR);
       assertThat(f.kind()).isNotEqualTo(ProxyFailure.Kind.INTERNAL);
       return;
     }
     assertThat(contentType).isNotEqualTo("text/plain");
-    assertThat(ctx.model).isNotBlank();
-    JsonNode upstream = PreparePhase.JSON.readTree(ctx.upstreamBody.getBytes());
+    assertThat(ctx.model()).isNotBlank();
+    JsonNode upstream = PreparePhase.JSON.readTree(ctx.upstreamBody().getBytes());
     assertThat(upstream.isObject()).isTrue();
-    if (ctx.stream) {
+    if (ctx.streaming()) {
       assertThat(upstream.path("stream_options").path("include_usage").asBoolean()).isTrue();
     }
     assertThat(PreparePhase.estimateInputTokens(route, upstream)).isNotNegative();

@@ -38,14 +38,14 @@ class RoutePhaseLabelTest {
               clock.nanoTime());
       String configured = config.models().get(0);
       // What PreparePhase hands over: an equal string of the request's own.
-      ctx.model = new String(configured.toCharArray());
+      ctx.requested(new String(configured.toCharArray()), false);
       try {
         route.select(ctx);
       } catch (ProxyFailure f) {
         // No upstream is up in this test; the label is set before that check.
       }
-      assertThat(ctx.modelLabel).isEqualTo(configured).isSameAs(configured);
-      assertThat(ctx.modelLabel).isNotSameAs(ctx.model);
+      assertThat(ctx.modelLabel()).isEqualTo(configured).isSameAs(configured);
+      assertThat(ctx.modelLabel()).isNotSameAs(ctx.model());
     } finally {
       vertx.close().await();
     }

@@ -1,18 +1,22 @@
-package io.phasemeter.proxy.pipeline;
+package io.phasemeter.bench;
 
 import io.opentelemetry.api.trace.Span;
 import io.opentelemetry.api.trace.Tracer;
-import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.pipeline.Phase;
+import io.phasemeter.proxy.pipeline.RequestContext;
+import io.phasemeter.proxy.pipeline.RequestObserver;
+import io.phasemeter.proxy.pipeline.SpanDeferral;
+import io.phasemeter.proxy.pipeline.SyntheticRequest;
 
 /**
  * One non-streamed chat request's life as the pipeline records it, without the network: every phase
  * begun and ended with the attributes its phase class sets, the root finished, the observers told.
  * Run with the SDK tracer and the proxy's observers it is what measuring costs a request; with a
- * no-op tracer and no observers, what {@code telemetry.enabled: false} costs. Benchmark code, not
- * shipped in the proxy; lives here because {@link RequestContext} is built only here.
+ * no-op tracer and no observers, what {@code telemetry.enabled: false} costs. Driven through the
+ * proxy's {@link SyntheticRequest}.
  */
 public final class RequestCycle {
   private final NanoClock clock = NanoClock.system();
@@ -41,44 +45,40 @@ public final class RequestCycle {
   /** Runs one request through every phase and returns its finished context. */
   public RequestContext run() {
     long t = clock.nanoTime();
-    RequestContext ctx =
-        new RequestContext(
-            clock, tracer, observers, null, ApiRoute.CHAT, Context.root(), t, deferral);
-    Span auth = ctx.begin(Phase.AUTH, t);
+    SyntheticRequest request = SyntheticRequest.start(clock, tracer, deferral, t, observers);
+    RequestContext ctx = request.context();
+    Span auth = request.begin(Phase.AUTH, t);
     auth.setAttribute("llm.auth", "disabled");
-    ctx.end(Phase.AUTH);
-    ctx.begin(Phase.RECEIVE);
-    ctx.end(Phase.RECEIVE);
-    ctx.begin(Phase.PREPARE);
-    ctx.model = "sim-llama";
-    ctx.modelLabel = "sim-llama";
-    ctx.maxTokens = 8;
-    ctx.end(Phase.PREPARE);
-    ctx.begin(Phase.ROUTE);
-    ctx.pool = pool;
-    ctx.end(Phase.ROUTE);
-    Span queue = ctx.begin(Phase.QUEUE);
-    queue.setAttribute("llm.model", ctx.modelLabel);
+    request.end(Phase.AUTH);
+    request.begin(Phase.RECEIVE);
+    request.end(Phase.RECEIVE);
+    request.begin(Phase.PREPARE);
+    request.prepared("sim-llama", false, 8);
+    request.end(Phase.PREPARE);
+    request.begin(Phase.ROUTE);
+    request.routed("sim-llama", pool);
+    request.end(Phase.ROUTE);
+    Span queue = request.begin(Phase.QUEUE);
+    queue.setAttribute("llm.model", ctx.modelLabel());
     queue.setAttribute("llm.pool", pool.name());
-    queue.setAttribute("llm.priority", ctx.priority.label());
+    queue.setAttribute("llm.priority", ctx.priority().label());
     queue.setAttribute("llm.queue.depth_at_entry", 0L);
     queue.setAttribute("llm.queue.outcome", "acquired");
-    ctx.end(Phase.QUEUE);
-    Span gen = ctx.begin(Phase.GENERATION);
+    request.end(Phase.QUEUE);
+    Span gen = request.begin(Phase.GENERATION);
     gen.setAttribute("llm.streaming", false);
-    gen.setAttribute("gen_ai.request.max_tokens", ctx.maxTokens);
+    gen.setAttribute("gen_ai.request.max_tokens", 8L);
     gen.setAttribute("server.address", "127.0.0.1");
     gen.setAttribute("server.port", 8000L);
-    ctx.upstreamAttempts = 1;
-    ctx.inputTokens = 16;
-    ctx.outputTokens = 8;
-    ctx.finishReason = "stop";
-    ctx.status = 200;
-    ctx.annotateGeneration();
-    ctx.end(Phase.GENERATION);
-    ctx.begin(Phase.WRITE);
-    ctx.end(Phase.WRITE);
-    ctx.finish(clock.nanoTime());
+    request.attempting(1);
+    request.usage(16, 8);
+    request.finishedFor("stop");
+    request.statusSent(200);
+    request.annotateGeneration();
+    request.end(Phase.GENERATION);
+    request.begin(Phase.WRITE);
+    request.end(Phase.WRITE);
+    request.finish(clock.nanoTime());
     for (RequestObserver o : observers) {
       o.onFinished(ctx);
     }
