@@ -62,7 +62,7 @@ public class MeasuringBenchmark {
     ProxyConfig.Telemetry t = ConfigLoader.defaults().telemetry();
     telemetry = ProxyTelemetry.create(t, Map.of(), "bench", NanoClock.system());
     metrics = ProxyMetrics.create();
-    telemetry.bindTo(metrics);
+    telemetry.bindTo(metrics.registry());
     RecordStore records =
         new RecordStore(
             t.records().max(),

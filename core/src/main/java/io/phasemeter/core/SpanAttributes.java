@@ -47,6 +47,12 @@ public final class SpanAttributes {
   // auth.check
   public static final AttributeKey<String> AUTH = AttributeKey.stringKey("llm.auth");
 
+  /** The key's name from the keys file, never the key itself. */
+  public static final AttributeKey<String> KEY_NAME = AttributeKey.stringKey("llm.key_name");
+
+  /** Which rate limit refused the request: {@code requests} or {@code tokens}. */
+  public static final AttributeKey<String> RATE_LIMIT = AttributeKey.stringKey("llm.rate_limit");
+
   // inference.acquire_slot
   public static final AttributeKey<String> MODEL = AttributeKey.stringKey("llm.model");
   public static final AttributeKey<String> PRIORITY = AttributeKey.stringKey("llm.priority");

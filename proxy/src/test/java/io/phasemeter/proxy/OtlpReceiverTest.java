@@ -129,7 +129,7 @@ class OtlpReceiverTest extends ProxyTestBase {
             "9.8.7",
             NanoClock.system());
     ProxyMetrics metrics = ProxyMetrics.create();
-    telemetry.bindTo(metrics);
+    telemetry.bindTo(metrics.registry());
     proxy =
         PhasemeterProxy.builder(vertx, cfg)
             .openTelemetry(telemetry.openTelemetry())

@@ -58,7 +58,7 @@ final class AuthPhase {
     }
     ApiKey key = verified.key();
     span.setAttribute(SpanAttributes.AUTH, "verified");
-    span.setAttribute("llm.key_name", key.name());
+    span.setAttribute(SpanAttributes.KEY_NAME, key.name());
     ctx.authenticated(
         key,
         requestedPriority(
@@ -69,7 +69,7 @@ final class AuthPhase {
       RequestContext c = ctx;
       ctx.whenFinished(() -> settle(c));
     } else {
-      span.setAttribute("llm.rate_limit", "requests");
+      span.setAttribute(SpanAttributes.RATE_LIMIT, "requests");
       throw ProxyFailure.retryAfter(
           ProxyFailure.Kind.RATE_LIMIT_REQUESTS,
           "Rate limit reached for key '"
@@ -97,7 +97,7 @@ final class AuthPhase {
     putHeaders(ctx, d);
     if (!d.allowed()) {
       limiter.refundRequest(key);
-      span.setAttribute("llm.rate_limit", "tokens");
+      span.setAttribute(SpanAttributes.RATE_LIMIT, "tokens");
       if (d.refusal() == Decision.Refusal.TOO_LARGE) {
         throw ProxyFailure.of(
             ProxyFailure.Kind.RATE_LIMIT_TOKENS,

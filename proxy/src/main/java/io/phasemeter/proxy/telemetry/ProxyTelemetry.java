@@ -135,11 +135,6 @@ public final class ProxyTelemetry implements MeterBinder, AutoCloseable {
     TraceExportMeters.of(this).bindTo(registry);
   }
 
-  /** As {@link #bindTo(MeterRegistry)} on the registry of {@code metrics}. */
-  public void bindTo(ProxyMetrics metrics) {
-    bindTo(metrics.registry());
-  }
-
   public OpenTelemetry openTelemetry() {
     return sdk;
   }
