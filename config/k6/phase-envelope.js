@@ -18,7 +18,7 @@
 // values, so a run can be looked up request by request in the proxy (/admin/records/<trace_id>).
 //
 // Requests are not streamed: a streamed response's Server-Timing can only carry the phases before
-// its first byte (DESIGN.md §5). For streamed load and TTFT envelopes use `phasemeter load run`.
+// its first byte (docs/design.md §5). For streamed load and TTFT envelopes use `phasemeter load run`.
 import http from 'k6/http';
 import exec from 'k6/execution';
 import { randomBytes } from 'k6/crypto';

@@ -1,7 +1,7 @@
 // Phasemeter's envelope arithmetic for k6, kept free of k6 imports so that the tests run it under
 // Node.js on responses recorded from a real proxy (proxy/src/test/.../K6EnvelopeTest.java).
 //
-// The proxy's Server-Timing header (DESIGN.md §5) lists the phases it measured, in milliseconds on
+// The proxy's Server-Timing header (docs/design.md §5) lists the phases it measured, in milliseconds on
 // its own monotonic clock. k6 measured the whole request on its clock. Only durations are
 // subtracted, never timestamps from two machines, and per request, before any quantile.
 

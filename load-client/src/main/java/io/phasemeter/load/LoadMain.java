@@ -207,7 +207,7 @@ public final class LoadMain implements Callable<Integer> {
     @Option(
         names = "--budgets",
         paramLabel = "FILE",
-        description = "budgets file (DESIGN.md §6), e.g. config/budgets.yaml")
+        description = "budgets file (docs/design.md §6), e.g. config/budgets.yaml")
     Path budgets;
 
     @Option(

@@ -10,8 +10,8 @@ import java.time.Duration;
 import java.util.List;
 
 /**
- * Everything a run needs, validated (DESIGN.md §7). Exactly one load shape: a rate (open model), a
- * concurrency (closed model) or steps of rates.
+ * Everything a run needs, validated (docs/design.md §7). Exactly one load shape: a rate (open
+ * model), a concurrency (closed model) or steps of rates.
  *
  * @param steps rates of a stepped run (empty otherwise)
  * @param inputTokens custom input length (-1: from the profile)

@@ -34,10 +34,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * StepRunner}: from a clock in the open model, N in flight in the closed one) after the warm-up
  * ({@link WarmUp}); each finished request is joined with the proxy's record ({@link ProxyJoin});
  * the live table follows the run ({@link LiveReport}); at the end the budgets are judged and the
- * report written. Exit codes as in DESIGN.md §7.
+ * report written. Exit codes as in docs/design.md §7.
  */
 public final class LoadRun {
-  /** Exit codes (DESIGN.md §7). */
+  /** Exit codes (docs/design.md §7). */
   public static final int OK = 0;
 
   public static final int USAGE = 2;

@@ -158,7 +158,7 @@ class OtlpReceiverTest extends ProxyTestBase {
         .orElse(null);
   }
 
-  /** One request's eight spans arrive, decode, and form the tree of DESIGN.md §2. */
+  /** One request's eight spans arrive, decode, and form the tree of docs/design.md §2. */
   private void assertTreeArrives() throws Exception {
     String traceId = "0af7651916cd43dd8448eb211c80319c";
     var headers = io.vertx.core.MultiMap.caseInsensitiveMultiMap();

@@ -17,10 +17,10 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The budgets file (DESIGN.md §6) as the load client judges it: every limited phase, client-side
- * ones included, over the whole run at the budget's quantile, plus the error-rate and join-coverage
- * gates. (The proxy judges the same file live, Prometheus through the rules; this reader is the
- * load client's own because it talks to the proxy only over HTTP.)
+ * The budgets file (docs/design.md §6) as the load client judges it: every limited phase,
+ * client-side ones included, over the whole run at the budget's quantile, plus the error-rate and
+ * join-coverage gates. (The proxy judges the same file live, Prometheus through the rules; this
+ * reader is the load client's own because it talks to the proxy only over HTTP.)
  */
 public final class ClientBudgets {
   /** The keys limits_ms may name, for the error message. */

@@ -3,8 +3,8 @@ package io.phasemeter.load.join;
 import java.util.Map;
 
 /**
- * The proxy's record of one request (DESIGN.md §5, schema v1), as read from its feed. Durations in
- * milliseconds, on the proxy's clock; null when the proxy did not observe them.
+ * The proxy's record of one request (docs/design.md §5, schema v1), as read from its feed.
+ * Durations in milliseconds, on the proxy's clock; null when the proxy did not observe them.
  *
  * @param phasesMs phase name ({@code auth}, {@code receive}, {@code prepare}, {@code route}, {@code
  *     queue}, {@code generation}, {@code write}) to duration

@@ -26,7 +26,7 @@ final class PhaseLog {
         PrintStream ps = new PrintStream(os, false, StandardCharsets.UTF_8)) {
       HistogramLogWriter w = new HistogramLogWriter(ps);
       w.outputComment("Phasemeter load client: per-phase latency, one interval per load step");
-      w.outputComment("Values in microseconds; tags are DESIGN.md section 7 phase names");
+      w.outputComment("Values in microseconds; tags are docs/design.md §7 phase names");
       w.outputComment(
           "NAME holds values >= 0; NAME" + NEGATIVE_SUFFIX + " the magnitudes of values < 0");
       w.outputComment("(a negative envelope is a boundary, unit or join error; never clipped)");

@@ -13,7 +13,7 @@ import java.util.Set;
 import org.HdrHistogram.Histogram;
 
 /**
- * Per-phase distributions of one run, or of one reporting window, following DESIGN.md §2:
+ * Per-phase distributions of one run, or of one reporting window, following docs/design.md §2:
  *
  * <ul>
  *   <li>client latencies ({@code client_total}, {@code client_ttft}, {@code transport_setup},
@@ -139,7 +139,7 @@ public final class PhaseStats {
 
   /**
    * Hands every per-phase value of one finished request to {@code sink}, in milliseconds: what
-   * {@link #add} records, and what the live window records (DESIGN.md §2).
+   * {@link #add} records, and what the live window records (docs/design.md §2).
    */
   static void values(Pair pair, ValueSink sink) {
     ClientResult c = pair.client();

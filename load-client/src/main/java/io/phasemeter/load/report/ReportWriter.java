@@ -5,7 +5,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 
-/** Writes a finished run's outputs (DESIGN.md §7) into one directory. */
+/** Writes a finished run's outputs (docs/design.md §7) into one directory. */
 public final class ReportWriter {
   /** The machine-readable verdict. */
   public static final String SUMMARY = "summary.json";

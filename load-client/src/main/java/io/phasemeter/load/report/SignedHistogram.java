@@ -7,7 +7,7 @@ import org.HdrHistogram.HistogramIterationValue;
  * A distribution of millisecond values of either sign, for quantiles of per-request values.
  *
  * <p>Why two HdrHistograms: an envelope (client duration minus server duration) is negative when a
- * boundary, unit or join is wrong, and DESIGN.md §2 says such a value is kept and shown, never
+ * boundary, unit or join is wrong, and docs/design.md §2 says such a value is kept and shown, never
  * clipped. HdrHistogram records only non-negative values; a {@code DoubleHistogram} with an offset
  * would need the most negative value in advance. So magnitudes are recorded per sign, in
  * nanoseconds, and a quantile walks the negative side from its largest magnitude up, then the

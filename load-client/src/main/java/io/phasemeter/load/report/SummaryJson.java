@@ -11,7 +11,9 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
 
-/** summary.json (DESIGN.md §7): the machine-readable verdict of a run. NaN is written as null. */
+/**
+ * summary.json (docs/design.md §7): the machine-readable verdict of a run. NaN is written as null.
+ */
 final class SummaryJson {
   private static final ObjectMapper MAPPER =
       new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);

@@ -28,7 +28,7 @@ import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
 /**
- * The admin listener (DESIGN.md §5), separate from the public one and by default on loopback:
+ * The admin listener (docs/design.md §5), separate from the public one and by default on loopback:
  * {@code /metrics} (Prometheus text, or OpenMetrics with exemplars when the scraper asks for it),
  * {@code /health/live}, {@code /health/ready}, {@code /admin/records/{traceId}}, {@code
  * /admin/records/stream}, {@code /admin/stats}, and {@code POST /v1/traces} where the engine (vLLM)

@@ -37,7 +37,7 @@ public enum BudgetPhase {
   TRANSPORT_SETUP(Phases.TRANSPORT_SETUP, null),
   SCHEDULE_LAG(Phases.SCHEDULE_LAG, null);
 
-  /** The histograms the proxy exports for server-side phases (DESIGN.md §4). */
+  /** The histograms the proxy exports for server-side phases (docs/design.md §4). */
   private enum PhaseMetric {
     PHASE("llm_phase_duration_seconds"),
     TTFT("gen_ai_server_time_to_first_token_seconds"),
@@ -93,7 +93,8 @@ public enum BudgetPhase {
     if (metric == PhaseMetric.PHASE) {
       return "llm_phase=\"" + key + "\"";
     }
-    // Latency budgets are over successful requests (DESIGN.md §2); the error rate is its own gate.
+    // Latency budgets are over successful requests (docs/design.md §2); the error rate is its own
+    // gate.
     return metric == PhaseMetric.REQUEST ? "outcome=\"success\"" : "";
   }
 

@@ -18,9 +18,9 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * The budgets of config/budgets.yaml (DESIGN.md §6). One file feeds the proxy, the load client and
- * the alert rules; every problem in it becomes a {@link ConfigException} of one line that names the
- * file, the budget and the key.
+ * The budgets of config/budgets.yaml (docs/design.md §6). One file feeds the proxy, the load client
+ * and the alert rules; every problem in it becomes a {@link ConfigException} of one line that names
+ * the file, the budget and the key.
  */
 public record Budgets(List<Budget> budgets) {
 

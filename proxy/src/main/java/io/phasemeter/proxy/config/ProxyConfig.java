@@ -9,8 +9,9 @@ import java.util.Objects;
 import java.util.Set;
 
 /**
- * The proxy's whole configuration (DESIGN.md §9), immutable and validated on construction. Load it
- * with {@link ConfigLoader}; every record checks its own values and names the offending key.
+ * The proxy's whole configuration (docs/design.md §9), immutable and validated on construction.
+ * Load it with {@link ConfigLoader}; every record checks its own values and names the offending
+ * key.
  */
 public record ProxyConfig(
     Listen listen,

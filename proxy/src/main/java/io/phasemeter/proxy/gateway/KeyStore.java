@@ -150,7 +150,7 @@ public final class KeyStore implements MeterBinder {
   /**
    * Loads {@code keysFile} and returns a store over it. Does blocking file IO.
    *
-   * @param keysFile the keys file (DESIGN.md §9)
+   * @param keysFile the keys file (docs/design.md §9)
    * @param clock the time source of cache expiry
    * @param cacheTtl how long a verification outcome is reused
    * @param cacheMax how many outcomes are held at most

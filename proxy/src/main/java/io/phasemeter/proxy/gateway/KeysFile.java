@@ -14,7 +14,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The keys file (DESIGN.md §9):
+ * The keys file (docs/design.md §9):
  *
  * <pre>{@code
  * keys:

@@ -1,8 +1,8 @@
 package io.phasemeter.proxy.pipeline;
 
 /**
- * Renders the {@code Server-Timing} header (DESIGN.md §5): the phases known when the headers leave,
- * in milliseconds, so that a client alone (k6) can compute the network envelope.
+ * Renders the {@code Server-Timing} header (docs/design.md §5): the phases known when the headers
+ * leave, in milliseconds, so that a client alone (k6) can compute the network envelope.
  */
 final class ServerTiming {
   private ServerTiming() {}

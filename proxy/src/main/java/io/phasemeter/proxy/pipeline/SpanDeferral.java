@@ -5,8 +5,8 @@ import io.opentelemetry.api.trace.SpanBuilder;
 
 /**
  * Lets a request keep its phase spans as {@link DeferredSpan}s of its own until the root ends, and
- * turn them into SDK spans only when the request's trace is exported (DESIGN.md §3: everything is
- * recorded, what is exported is decided when the root ends). A request that is not exported then
+ * turn them into SDK spans only when the request's trace is exported (docs/design.md §3: everything
+ * is recorded, what is exported is decided when the root ends). A request that is not exported then
  * never builds the SDK's span objects for its phases; the root stays an SDK span, since the export
  * decision is made on it.
  *

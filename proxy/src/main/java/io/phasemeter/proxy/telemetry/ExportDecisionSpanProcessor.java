@@ -17,11 +17,11 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
- * Decides what is exported when a request's root span ends (DESIGN.md §3): every span is recorded;
- * the finished children of a root wait here, bounded, until the root ends, and then the whole
- * request is forwarded to {@code delegate} when it failed, when it was slower than a threshold, or
- * when its trace id falls within {@code ratio}; otherwise it is dropped. When the oldest waiting
- * request is pushed out by the bound, its children are evicted and counted.
+ * Decides what is exported when a request's root span ends (docs/design.md §3): every span is
+ * recorded; the finished children of a root wait here, bounded, until the root ends, and then the
+ * whole request is forwarded to {@code delegate} when it failed, when it was slower than a
+ * threshold, or when its trace id falls within {@code ratio}; otherwise it is dropped. When the
+ * oldest waiting request is pushed out by the bound, its children are evicted and counted.
  *
  * <p>Per request this costs one small map entry: children wait in a concurrent map keyed by (trace
  * id, root span id), and a ring of the bound's size remembers the order in which requests started

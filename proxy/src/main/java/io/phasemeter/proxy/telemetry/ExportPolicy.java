@@ -10,8 +10,8 @@ import java.time.Duration;
 import java.util.Collections;
 
 /**
- * Which finished requests have their traces exported (DESIGN.md §3): all that did not succeed, all
- * at least as slow as a threshold, and a ratio of the rest chosen by trace id, the same way the
+ * Which finished requests have their traces exported (docs/design.md §3): all that did not succeed,
+ * all at least as slow as a threshold, and a ratio of the rest chosen by trace id, the same way the
  * SDK's trace-id ratio sampler chooses. A pure function, so the record of a request can state the
  * same decision the span processor made.
  */

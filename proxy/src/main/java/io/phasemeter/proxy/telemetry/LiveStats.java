@@ -11,10 +11,10 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * Feeds the rolling-window quantiles behind {@code /admin/stats} and {@code llm_budget_ratio}.
- * Latency quantiles are over successful requests only (DESIGN.md §2); series are named as budgets
- * name them: the phases, {@code gateway}, {@code unattributed}, {@code total}, {@code ttft}, {@code
- * tpot} and {@code itl}, and, when engine spans are matched, {@code engine_queue}, {@code prefill}
- * and {@code decode}.
+ * Latency quantiles are over successful requests only (docs/design.md §2); series are named as
+ * budgets name them: the phases, {@code gateway}, {@code unattributed}, {@code total}, {@code
+ * ttft}, {@code tpot} and {@code itl}, and, when engine spans are matched, {@code engine_queue},
+ * {@code prefill} and {@code decode}.
  */
 public final class LiveStats implements RequestObserver, EngineSpans.Observer {
   /** The series failed requests are counted in (for the error rate); it is no phase. */

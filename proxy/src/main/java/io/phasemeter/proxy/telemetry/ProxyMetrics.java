@@ -26,8 +26,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
- * The Prometheus metrics of DESIGN.md §4. Histograms are recorded while the request's span (or the
- * phase's span) is current, so each carries an exemplar pointing at its trace. Labels come only
+ * The Prometheus metrics of docs/design.md §4. Histograms are recorded while the request's span (or
+ * the phase's span) is current, so each carries an exemplar pointing at its trace. Labels come only
  * from configuration: a model that no pool serves is {@code other}, a request that never reached a
  * pool is in pool {@code none}; the number of series is bounded by the config, not the traffic.
  *

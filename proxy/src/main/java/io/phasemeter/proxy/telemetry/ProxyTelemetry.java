@@ -145,9 +145,9 @@ public final class ProxyTelemetry implements MeterBinder, AutoCloseable {
   }
 
   /**
-   * Phase spans kept deferred until the root ends (DESIGN.md §3: what is exported is decided then),
-   * and turned into this SDK's spans, with the ids they handed out, only for requests that are
-   * exported: with no exporter, or at a ratio below 1, most requests never build them.
+   * Phase spans kept deferred until the root ends (docs/design.md §3: what is exported is decided
+   * then), and turned into this SDK's spans, with the ids they handed out, only for requests that
+   * are exported: with no exporter, or at a ratio below 1, most requests never build them.
    */
   public SpanDeferral spanDeferral() {
     return PresetIdGenerator.deferral(decisions::exports);

@@ -12,7 +12,7 @@ import java.io.StringWriter;
 import java.io.UncheckedIOException;
 
 /**
- * The per-request record of DESIGN.md §5 (schema {@code v} 1). It carries durations and counts
+ * The per-request record of docs/design.md §5 (schema {@code v} 1). It carries durations and counts
  * only: no prompt, completion, key or user id. Beyond the schema's fields it says whether the trace
  * was exported ({@code sampled}) and, on failure, the {@code error_type}.
  *

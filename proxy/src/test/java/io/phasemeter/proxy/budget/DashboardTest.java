@@ -22,7 +22,7 @@ class DashboardTest {
   private static final JsonNode DATASOURCE =
       new ObjectMapper().createObjectNode().put("type", "prometheus").put("uid", "${datasource}");
 
-  /** The metric names of DESIGN.md §4 that the dashboard may use (JVM: Micrometer's names). */
+  /** The metric names of docs/design.md §4 that the dashboard may use (JVM: Micrometer's names). */
   private static final Set<String> KNOWN_METRICS =
       Set.of(
           "gen_ai_server_request_duration_seconds_count",

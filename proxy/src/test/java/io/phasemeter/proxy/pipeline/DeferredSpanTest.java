@@ -26,8 +26,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Deferred phase spans (DESIGN.md §3: everything recorded, export decided when the root ends): an
- * exported request's spans are the same, field for field, as the SDK spans the same request gets
+ * Deferred phase spans (docs/design.md §3: everything recorded, export decided when the root ends):
+ * an exported request's spans are the same, field for field, as the SDK spans the same request gets
  * live, with the ids they handed out before the root ended; a request that is not exported builds
  * no SDK span for its phases; the export decision gets the root's own duration and outcome.
  */
