@@ -20,9 +20,10 @@ import picocli.CommandLine.Option;
     versionProvider = ProxyMain.Version.class,
     description = {
       "Renders Prometheus alerting rules from the budgets file (one group, phasemeter-budgets).",
-      "For each budget: one alert per server-side phase it limits (the budget's quantile of the"
-          + " phase histogram over its window, per pool, across all proxy replicas) and one"
-          + " alert on its error rate. Client-only phases (network_envelope, ttft_envelope,"
+      "For each budget: one alert per server-side phase it limits (the share of requests above"
+          + " the limit, read from the bucket whose le is the limit, over its window, per pool,"
+          + " across all proxy replicas, above 1 - quantile; with slo_period, a fast-burn page and"
+          + " a slow-burn ticket instead) and one alert on its error rate. Client-only phases (network_envelope, ttft_envelope,"
           + " client_total, client_ttft, transport_setup, schedule_lag) are judged by"
           + " 'phasemeter load --budgets' and only noted in a comment.",
       "The repository keeps the output for config/budgets.yaml in dashboards/alerts.yaml; a test"

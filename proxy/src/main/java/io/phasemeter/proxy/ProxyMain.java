@@ -112,7 +112,7 @@ public final class ProxyMain implements Callable<Integer> {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
     }
-    ProxyMetrics metrics = ProxyMetrics.create();
+    ProxyMetrics metrics = ProxyMetrics.create(budgets.bucketLayout());
     Vertx vertx = Vertx.vertx();
     PhasemeterProxy proxy;
     try {

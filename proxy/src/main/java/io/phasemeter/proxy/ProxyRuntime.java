@@ -87,7 +87,13 @@ final class ProxyRuntime implements PipelineRuntime {
     this.clock = b.clock;
     Map<String, String> providerKeys = providerKeys(config, b.environment);
     try {
-      this.metrics = b.metrics != null ? b.metrics : ProxyMetrics.create();
+      this.metrics = b.metrics != null ? b.metrics : ProxyMetrics.create(b.budgets.bucketLayout());
+      if (!metrics.layout().covers(b.budgets.bucketLayout())) {
+        // The alert rules name an le per limit: a histogram without it would never match.
+        throw new IllegalArgumentException(
+            "the metrics lack the budgets' bucket boundaries: build them with"
+                + " ProxyMetrics.create(budgets.bucketLayout())");
+      }
       closeList.add("metrics", metrics::close);
       ProxyConfig.Telemetry t = config.telemetry();
       ProxyTelemetry telemetry = b.telemetry;
@@ -106,7 +112,9 @@ final class ProxyRuntime implements PipelineRuntime {
         this.spanDeferral = telemetry.spanDeferral();
       }
       RecordFeed<RequestRecord> feed = RecordFeed.ofRecords(FEED_BUFFER, metrics::recordDropped);
-      this.quantiles = new RollingQuantiles(STATS_SLICE, slices(b.budgets), 4096);
+      this.quantiles =
+          new RollingQuantiles(
+              STATS_SLICE, slices(b.budgets), 4096, BudgetTracker.limits(b.budgets));
       this.stats = new LiveStats(quantiles);
       this.engine =
           bind(new EngineSpans(t.engineSpans(), clock::nanoTime, List.of(metrics, stats)));

@@ -16,12 +16,18 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Renders budgets as Prometheus alerting rules: per budget, one alert for each server-side phase it
- * limits (the budget's quantile of that phase's histogram over the budget's window, per pool) and
- * one for its error rate. Client-only phases get a comment: only the load client sees them.
+ * Renders budgets as Prometheus alerting rules: per budget, for each server-side phase it limits,
+ * the share of that phase's values above the limit compared with the share the budget allows
+ * ({@code 1 − quantile}), and one rule for its error rate. Client-only phases get a comment: only
+ * the load client sees them.
  *
- * <p>Quantiles are taken from buckets summed over every proxy replica ({@code sum by (le,
- * llm_pool)}), so the rules hold for any number of replicas, and each pool alerts on its own.
+ * <p>The share is read from the bucket whose boundary is the limit ({@link Budgets#bucketLayout}
+ * makes every limit one), {@code 1 − rate(bucket{le=limit}) / rate(count)}: exact, no
+ * interpolation, the same arithmetic as the proxy's live verdict ({@link Budget#breached}). Rates
+ * are summed over every proxy replica per pool, so the rules hold for any number of replicas and
+ * each pool alerts on its own. A budget without {@code slo_period} gets one rule over its window
+ * ({@code ...Breached}); one with it gets the SRE workbook's multi-window, multi-burn-rate pair
+ * ({@code ...FastBurn} pages, {@code ...SlowBurn} opens a ticket).
  */
 public final class AlertRules {
   /** The one rule group. */
@@ -38,7 +44,13 @@ public final class AlertRules {
     List<AlertRule> out = new ArrayList<>();
     for (Budget b : budgets.budgets()) {
       for (BudgetPhase p : b.phases()) {
-        if (p.serverSide()) {
+        if (!p.serverSide()) {
+          continue;
+        }
+        if (b.burnRates()) {
+          out.add(burnRule(b, p, "FastBurn", "page", FAST_BURN));
+          out.add(burnRule(b, p, "SlowBurn", "ticket", SLOW_BURN));
+        } else {
           out.add(phaseRule(b, p));
         }
       }
@@ -90,8 +102,9 @@ public final class AlertRules {
         .append(out)
         .append('\n');
     y.append("# (a test fails when this file and the budgets drift apart).\n");
-    y.append("# Quantiles come from buckets summed over every proxy replica, per pool:\n");
-    y.append("# each pool alerts on its own and the alert carries its llm_pool label.\n");
+    y.append("# Each phase alert counts the share of requests above the limit from the bucket\n");
+    y.append("# whose le is the limit (the proxy makes every limit a boundary), summed over\n");
+    y.append("# every proxy replica per pool: each pool alerts on its own, with its llm_pool.\n");
     return y.toString();
   }
 
@@ -114,6 +127,10 @@ public final class AlertRules {
           .append(percent(b.quantile()))
           .append(" over ")
           .append(Durations.format(b.window()))
+          .append(
+              b.burnRates()
+                  ? ", error budget period " + Durations.format(b.sloPeriod()) + " (burn rates)"
+                  : "")
           .append(".\n");
       for (BudgetPhase p : b.phases()) {
         if (!p.serverSide()) {
@@ -154,22 +171,130 @@ public final class AlertRules {
     return out;
   }
 
-  private static AlertRule phaseRule(Budget b, BudgetPhase p) {
+  /**
+   * One burn-rate condition of the SRE workbook (ch. 5): the share above the limit over both
+   * windows is more than {@code burn} times the share the budget allows. Windows are the workbook's
+   * for a 30-day period, scaled with the budget's {@code slo_period}, so that each alert means the
+   * same part of the period's budget spent (2 % in the fast page's long window, 5 % in the slow
+   * page's, 10 % in the ticket's).
+   */
+  record Burn(BigDecimal rate, Duration longWindow, Duration shortWindow) {
+    Duration longWindow(Budget b) {
+      return scaled(longWindow, b);
+    }
+
+    Duration shortWindow(Budget b) {
+      return scaled(shortWindow, b);
+    }
+
+    /** Scaled by period / 30d, to whole minutes, at least one. */
+    private static Duration scaled(Duration at30d, Budget b) {
+      double minutes = at30d.toMinutes() * (double) b.sloPeriod().toMinutes() / THIRTY_DAYS_MIN;
+      return Duration.ofMinutes(Math.max(1, Math.round(minutes)));
+    }
+  }
+
+  private static final long THIRTY_DAYS_MIN = Duration.ofDays(30).toMinutes();
+
+  /** Page: 2 % of a 30-day budget in an hour (14.4), or 5 % in six hours (6). */
+  static final List<Burn> FAST_BURN =
+      List.of(
+          new Burn(new BigDecimal("14.4"), Duration.ofHours(1), Duration.ofMinutes(5)),
+          new Burn(new BigDecimal("6"), Duration.ofHours(6), Duration.ofMinutes(30)));
+
+  /** Ticket: 10 % of a 30-day budget in three days (1). */
+  static final List<Burn> SLOW_BURN =
+      List.of(new Burn(BigDecimal.ONE, Duration.ofDays(3), Duration.ofHours(6)));
+
+  /**
+   * The share of the phase's values above its limit over {@code window}, per pool, across every
+   * replica: {@code 1 - (bucket at the limit / count)}, the bucket whose boundary is the limit
+   * (Budgets makes every limit one). No interpolation.
+   */
+  static String shareAbove(Budget b, BudgetPhase p, Duration window) {
     String matchers = join(p.matcher(), modelMatcher(b));
-    String selector = p.metric() + "_bucket" + (matchers.isEmpty() ? "" : "{" + matchers + "}");
+    String w = "[" + Durations.format(window) + "]";
+    return "1 - (sum by (llm_pool) (rate("
+        + p.metric()
+        + "_bucket{"
+        + join(matchers, "le=\"" + b.le(p) + "\"")
+        + "}"
+        + w
+        + ")) / sum by (llm_pool) (rate("
+        + p.metric()
+        + "_count"
+        + (matchers.isEmpty() ? "" : "{" + matchers + "}")
+        + w
+        + ")))";
+  }
+
+  private static AlertRule phaseRule(Budget b, BudgetPhase p) {
+    // "> (1 - q)", not "> 0.05": PromQL then computes both sides as 1 - x, float for float, so a
+    // share of exactly 1 - q holds (1 - 95/100 is 0.050000000000000044, above 0.05).
+    String expr = shareAbove(b, p, b.window()) + " > " + allowed(b);
+    String what = "over the last " + Durations.format(b.window());
+    return phaseAlert(b, p, "Breached", "page", expr, forDuration(b), what);
+  }
+
+  /** The allowed share above a limit as PromQL: {@code (1 - 0.95)}. */
+  private static String allowed(Budget b) {
+    return "(1 - " + plain(b.quantile()) + ")";
+  }
+
+  private static AlertRule burnRule(
+      Budget b, BudgetPhase p, String suffix, String severity, List<Burn> burns) {
+    List<String> alternatives = new ArrayList<>();
+    List<String> windows = new ArrayList<>();
+    Duration shortest = null;
+    for (Burn burn : burns) {
+      String threshold = plain(burn.rate()) + " * " + allowed(b);
+      Duration lw = burn.longWindow(b);
+      Duration sw = burn.shortWindow(b);
+      alternatives.add(
+          "("
+              + shareAbove(b, p, lw)
+              + " > "
+              + threshold
+              + " and "
+              + shareAbove(b, p, sw)
+              + " > "
+              + threshold
+              + ")");
+      windows.add(
+          "over "
+              + Durations.format(lw)
+              + " and "
+              + Durations.format(sw)
+              + " at "
+              + plain(burn.rate())
+              + "x the allowed "
+              + plain(b.allowedShareAbove().movePointRight(2))
+              + "%");
+      shortest = shortest == null || sw.compareTo(shortest) < 0 ? sw : shortest;
+    }
+    String expr = String.join(" or ", alternatives);
+    String what =
+        "over the long window of "
+            + (burns.size() == 1 ? "its condition (" : "the first condition that holds (")
+            + String.join("; or ", windows)
+            + "; error budget period "
+            + Durations.format(b.sloPeriod())
+            + ")";
+    return phaseAlert(b, p, suffix, severity, expr, clampFor(shortest.dividedBy(5)), what);
+  }
+
+  private static AlertRule phaseAlert(
+      Budget b,
+      BudgetPhase p,
+      String suffix,
+      String severity,
+      String expr,
+      Duration forDuration,
+      String over) {
     double limitMs = b.limitMs(p);
-    String expr =
-        "histogram_quantile("
-            + plain(b.quantile())
-            + ", sum by (le, llm_pool) (rate("
-            + selector
-            + "["
-            + Durations.format(b.window())
-            + "]))) > "
-            + plain(BigDecimal.valueOf(limitMs).movePointLeft(3));
     String pq = "p" + percent(b.quantile());
     Map<String, String> labels = new LinkedHashMap<>();
-    labels.put("severity", "page");
+    labels.put("severity", severity);
     labels.put("budget", b.name());
     labels.put("llm_phase", p.key());
     labels.put("owner", p.owner());
@@ -178,36 +303,43 @@ public final class AlertRules {
         "summary",
         "Budget "
             + b.name()
-            + ": "
+            + ": {{ $value | humanizePercentage }} of "
             + p.key()
-            + " "
-            + pq
-            + " is {{ $value | humanizeDuration }} in pool {{ $labels.llm_pool }}, over its "
+            + " took longer than its "
             + plain(limitMs)
-            + " ms limit; page "
+            + " ms limit in pool {{ $labels.llm_pool }} ("
+            + pq
+            + " allows "
+            + plain(b.allowedShareAbove().movePointRight(2))
+            + "%); "
+            + (severity.equals("page") ? "page " : "ticket for ")
             + p.owner());
     String series = p.metric() + (p.matcher().isEmpty() ? "" : "{" + p.matcher() + "}");
     annotations.put(
         "description",
-        "The "
-            + pq
-            + " of "
+        "{{ $value | humanizePercentage }} of "
             + p.key()
             + " ("
             + series
-            + ") over the last "
-            + Durations.format(b.window())
-            + " is {{ $value | humanizeDuration }} in pool {{ $labels.llm_pool }} ("
+            + ") in pool {{ $labels.llm_pool }} ("
             + modelText(b)
-            + ", all proxy replicas together), above the budget's limit of "
+            + ", all proxy replicas together) took longer than the budget's "
             + plain(limitMs)
-            + " ms. Owner: "
+            + " ms limit (le=\""
+            + b.le(p)
+            + "\") "
+            + over
+            + "; the budget's "
+            + pq
+            + " allows "
+            + plain(b.allowedShareAbove().movePointRight(2))
+            + "%. Owner: "
             + p.owner()
             + ". Each pool is evaluated on its own.");
     return new AlertRule(
-        "Phasemeter" + b.camelName() + p.camelCase() + "Breached",
+        "Phasemeter" + b.camelName() + p.camelCase() + suffix,
         expr,
-        forDuration(b),
+        forDuration,
         Collections.unmodifiableMap(labels),
         Collections.unmodifiableMap(annotations),
         b,
@@ -269,7 +401,11 @@ public final class AlertRules {
 
   /** A fifth of the window, between 1m and 15m: long enough to ride out one bad scrape. */
   static Duration forDuration(Budget b) {
-    Duration d = Duration.ofSeconds(b.window().dividedBy(5).toSeconds());
+    return clampFor(b.window().dividedBy(5));
+  }
+
+  private static Duration clampFor(Duration fifth) {
+    Duration d = Duration.ofSeconds(fifth.toSeconds());
     if (d.compareTo(MIN_FOR) < 0) {
       return MIN_FOR;
     }

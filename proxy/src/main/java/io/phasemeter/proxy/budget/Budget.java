@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.budget;
 
+import io.phasemeter.proxy.telemetry.BucketLayout;
+import java.math.BigDecimal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -20,7 +22,13 @@ import java.util.regex.Pattern;
  * message starts with the key ({@code limits_ms.quue: unknown phase ...}); {@link Budgets} adds the
  * file and the budget in front of it.
  *
+ * <p>A limit holds when at most {@code 1 − quantile} of the requests took longer than it; see
+ * {@link #breached}, the one definition that the live verdict and the alert rules share.
+ *
  * @param limitsMs phase key to limit in milliseconds, in the order of the file
+ * @param sloPeriod the error budget period ({@code slo_period}), or null: with one, the alert rules
+ *     are multi-window, multi-burn-rate ones over the period's budget; without, one rule over
+ *     {@code window}
  */
 public record Budget(
     String name,
@@ -29,10 +37,20 @@ public record Budget(
     Duration window,
     Map<String, Double> limitsMs,
     double maxErrorRate,
-    double minJoinCoverage) {
+    double minJoinCoverage,
+    Duration sloPeriod) {
 
   /** The model value that means "every model". */
   public static final String ANY_MODEL = "*";
+
+  /** The shortest error budget period: its scaled fast-burn windows stay a minute or longer. */
+  public static final Duration MIN_SLO_PERIOD = Duration.ofDays(7);
+
+  /** The longest error budget period. */
+  public static final Duration MAX_SLO_PERIOD = Duration.ofDays(366);
+
+  /** The fastest burn rate an alert uses (AlertRules): the allowed share times it must stay < 1. */
+  static final BigDecimal FASTEST_BURN = new BigDecimal("14.4");
 
   private static final Pattern NAME = Pattern.compile("[a-z0-9][a-z0-9_.-]*");
 
@@ -88,6 +106,69 @@ public record Budget(
       throw new IllegalArgumentException(
           "min_join_coverage: " + minJoinCoverage + " is not a share between 0 and 1, e.g. 0.95");
     }
+    for (Map.Entry<String, Double> e : limitsMs.entrySet()) {
+      if (BucketLayout.limitNanos(e.getValue()) < 1) {
+        throw new IllegalArgumentException(
+            "limits_ms." + e.getKey() + ": " + e.getValue() + " is under a nanosecond");
+      }
+    }
+    if (sloPeriod != null) {
+      if (sloPeriod.compareTo(MIN_SLO_PERIOD) < 0 || sloPeriod.compareTo(MAX_SLO_PERIOD) > 0) {
+        throw new IllegalArgumentException(
+            "slo_period: must be between 7d and 366d (the burn-rate windows scale with it: 30d"
+                + " gives the SRE workbook's 5m/1h, 30m/6h and 6h/3d)");
+      }
+      if (sloPeriod.toMinutes() * 60_000_000_000L != sloPeriod.toNanos()) {
+        throw new IllegalArgumentException("slo_period: must be a whole number of minutes");
+      }
+      BigDecimal fastest = FASTEST_BURN.multiply(allowedShareAbove(quantile));
+      if (fastest.compareTo(BigDecimal.ONE) >= 0) {
+        throw new IllegalArgumentException(
+            "slo_period: quantile "
+                + quantile
+                + " allows "
+                + allowedShareAbove(quantile).movePointRight(2).stripTrailingZeros().toPlainString()
+                + "% above a limit; the fast-burn alert (14.4 x that) could never fire: use a"
+                + " quantile of at least 0.9306 or leave slo_period out");
+      }
+    }
+  }
+
+  /** The share of requests a limit allows above it, {@code 1 − quantile}, exactly (0.95: 0.05). */
+  public BigDecimal allowedShareAbove() {
+    return allowedShareAbove(quantile);
+  }
+
+  private static BigDecimal allowedShareAbove(double quantile) {
+    return BigDecimal.ONE.subtract(BigDecimal.valueOf(quantile));
+  }
+
+  /**
+   * The budget's verdict on one phase, from counts: breached when the share of values above the
+   * limit, {@code 1 − atOrBelow / total}, is more than {@code 1 − quantile}. This is the arithmetic
+   * of the generated rule ({@code 1 − rate(bucket{le=limit}) / rate(count) > (1 − quantile)}),
+   * float for float, and of the live verdict. It equals "the quantile is above the limit", the
+   * quantile taken as the smallest value with at least {@code quantile × total} values at or below
+   * it: both sides are computed as {@code 1 − x} (exact for x in [0.5, 2]), so a share of exactly
+   * {@code 1 − quantile} holds, where {@code 1 − 95/100 > 0.05} would not. No data: no breach.
+   */
+  public boolean breached(long atOrBelow, long total) {
+    return total > 0 && 1 - (double) atOrBelow / total > 1 - quantile;
+  }
+
+  /** Whether alerts for this budget burn an error budget ({@code slo_period} is set). */
+  public boolean burnRates() {
+    return sloPeriod != null;
+  }
+
+  /** The limit of {@code phase} in whole nanoseconds: its bucket boundary (BucketLayout). */
+  public long limitNanos(BudgetPhase phase) {
+    return BucketLayout.limitNanos(limitMs(phase));
+  }
+
+  /** The {@code le} label of {@code phase}'s limit, as {@code /metrics} prints it. */
+  public String le(BudgetPhase phase) {
+    return BucketLayout.le(limitNanos(phase));
   }
 
   /** Whether this budget applies to every model. */

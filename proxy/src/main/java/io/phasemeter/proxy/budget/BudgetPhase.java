@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.budget;
 
 import io.phasemeter.core.Phases;
+import io.phasemeter.proxy.telemetry.BucketLayout.Metric;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Optional;
@@ -14,22 +15,22 @@ import java.util.stream.Collectors;
  * record, so only the load client can judge them.
  */
 public enum BudgetPhase {
-  GATEWAY(Phases.GATEWAY, PhaseMetric.PHASE),
-  RECEIVE(Phases.RECEIVE, PhaseMetric.PHASE),
-  QUEUE(Phases.QUEUE, PhaseMetric.PHASE),
-  GENERATION(Phases.GENERATION, PhaseMetric.PHASE),
+  GATEWAY(Phases.GATEWAY, Metric.PHASE),
+  RECEIVE(Phases.RECEIVE, Metric.PHASE),
+  QUEUE(Phases.QUEUE, Metric.PHASE),
+  GENERATION(Phases.GENERATION, Metric.PHASE),
   // Inside generation, from the engine's own span (telemetry.engine_spans).
-  ENGINE_QUEUE(Phases.ENGINE_QUEUE, PhaseMetric.PHASE),
-  PREFILL(Phases.PREFILL, PhaseMetric.PHASE),
-  DECODE(Phases.DECODE, PhaseMetric.PHASE),
-  WRITE(Phases.WRITE, PhaseMetric.PHASE),
-  UNATTRIBUTED(Phases.UNATTRIBUTED, PhaseMetric.PHASE),
-  TTFT(Phases.TTFT, PhaseMetric.TTFT),
-  SERVER_TTFT(Phases.SERVER_TTFT, PhaseMetric.TTFT),
-  TOTAL(Phases.TOTAL, PhaseMetric.REQUEST),
-  SERVER_ROOT(Phases.SERVER_ROOT, PhaseMetric.REQUEST),
-  TPOT(Phases.TPOT, PhaseMetric.TPOT),
-  ITL(Phases.ITL, PhaseMetric.ITL),
+  ENGINE_QUEUE(Phases.ENGINE_QUEUE, Metric.PHASE),
+  PREFILL(Phases.PREFILL, Metric.PHASE),
+  DECODE(Phases.DECODE, Metric.PHASE),
+  WRITE(Phases.WRITE, Metric.PHASE),
+  UNATTRIBUTED(Phases.UNATTRIBUTED, Metric.PHASE),
+  TTFT(Phases.TTFT, Metric.TTFT),
+  SERVER_TTFT(Phases.SERVER_TTFT, Metric.TTFT),
+  TOTAL(Phases.TOTAL, Metric.REQUEST),
+  SERVER_ROOT(Phases.SERVER_ROOT, Metric.REQUEST),
+  TPOT(Phases.TPOT, Metric.TPOT),
+  ITL(Phases.ITL, Metric.ITL),
   NETWORK_ENVELOPE(Phases.NETWORK_ENVELOPE, null),
   TTFT_ENVELOPE(Phases.TTFT_ENVELOPE, null),
   CLIENT_TOTAL(Phases.CLIENT_TOTAL, null),
@@ -37,26 +38,11 @@ public enum BudgetPhase {
   TRANSPORT_SETUP(Phases.TRANSPORT_SETUP, null),
   SCHEDULE_LAG(Phases.SCHEDULE_LAG, null);
 
-  /** The histograms the proxy exports for server-side phases (docs/design.md §4). */
-  private enum PhaseMetric {
-    PHASE("llm_phase_duration_seconds"),
-    TTFT("gen_ai_server_time_to_first_token_seconds"),
-    REQUEST("gen_ai_server_request_duration_seconds"),
-    TPOT("gen_ai_server_time_per_output_token_seconds"),
-    ITL("llm_inter_token_latency_seconds");
-
-    private final String name;
-
-    PhaseMetric(String name) {
-      this.name = name;
-    }
-  }
-
   private final Phases entry;
   private final String key;
-  private final PhaseMetric metric;
+  private final Metric metric;
 
-  BudgetPhase(Phases entry, PhaseMetric metric) {
+  BudgetPhase(Phases entry, Metric metric) {
     this.entry = entry;
     this.key = entry.key();
     this.metric = metric;
@@ -79,7 +65,17 @@ public enum BudgetPhase {
    */
   public String metric() {
     requireServerSide();
-    return metric.name;
+    return metric.promName();
+  }
+
+  /**
+   * The histogram that observes this phase (docs/design.md §4).
+   *
+   * @throws IllegalStateException for a client-only phase
+   */
+  public Metric histogram() {
+    requireServerSide();
+    return metric;
   }
 
   /**
@@ -90,12 +86,12 @@ public enum BudgetPhase {
    */
   public String matcher() {
     requireServerSide();
-    if (metric == PhaseMetric.PHASE) {
+    if (metric == Metric.PHASE) {
       return "llm_phase=\"" + key + "\"";
     }
     // Latency budgets are over successful requests (docs/design.md §2); the error rate is its own
     // gate.
-    return metric == PhaseMetric.REQUEST ? "outcome=\"success\"" : "";
+    return metric == Metric.REQUEST ? "outcome=\"success\"" : "";
   }
 
   /** Who owns this phase when it breaks its budget. */

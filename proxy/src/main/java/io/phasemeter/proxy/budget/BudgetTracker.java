@@ -9,15 +9,23 @@ import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.TreeSet;
 import java.util.function.Predicate;
 import org.HdrHistogram.Histogram;
 
 /**
- * Judges the server-side phases of each budget live, from the proxy's rolling quantiles over the
- * budget's own window: {@code llm_budget_ratio{budget, llm_phase}} is the observed quantile divided
- * by the limit (above 1 is a breach; NaN while the window has no successful request), and {@code
- * /admin/stats} lists the same figures with the error rate. Client-only phases are left to the load
- * client.
+ * Judges the server-side phases of each budget live, over the budget's own window: {@code
+ * llm_budget_ratio{budget, llm_phase}} is the observed quantile divided by the limit (above 1 is a
+ * breach; NaN while the window has no successful request), and {@code /admin/stats} lists the same
+ * figures with the error rate. Client-only phases are left to the load client.
+ *
+ * <p>Whether a phase is breached is decided by {@link Budget#breached} from exact counts of the
+ * values above the limit (the rolling series count them to the nanosecond), the same arithmetic as
+ * the alert rule over the bucket whose boundary is the limit. The ratio's size comes from the
+ * HdrHistogram quantile (1 % resolution); its side of 1 from that verdict, so the two never
+ * disagree when the quantile lies within the histogram's resolution of the limit.
  */
 public final class BudgetTracker implements MeterBinder {
   /** The rolling series of failed requests (counted, for the error rate). */
@@ -59,9 +67,56 @@ public final class BudgetTracker implements MeterBinder {
     }
   }
 
-  /** The observed quantile over the budget's window divided by its limit; NaN without data. */
+  /**
+   * The limits each rolling series must count values above, for {@link
+   * RollingQuantiles#RollingQuantiles(Duration, int, int, Map)}: every server-side limit, by the
+   * series its phase reads.
+   */
+  public static Map<String, long[]> limits(Budgets budgets) {
+    Map<String, TreeSet<Long>> bySeries = new LinkedHashMap<>();
+    for (Budget b : budgets.budgets()) {
+      for (BudgetPhase p : b.phases()) {
+        if (p.serverSide()) {
+          bySeries.computeIfAbsent(series(p), k -> new TreeSet<>()).add(b.limitNanos(p));
+        }
+      }
+    }
+    Map<String, long[]> out = new LinkedHashMap<>();
+    bySeries.forEach((k, v) -> out.put(k, v.stream().mapToLong(Long::longValue).toArray()));
+    return out;
+  }
+
+  /**
+   * The observed quantile over the budget's window divided by its limit; NaN without data. Above 1
+   * exactly when {@link #breached} says so: where the histogram's 1 % resolution puts the quantile
+   * on the other side of the limit than the exact count does, the ratio is 1 (held) or the next
+   * double above 1 (breached).
+   */
   public double ratio(Budget budget, BudgetPhase phase) {
-    return observedMs(budget, phase) / budget.limitMs(phase);
+    double ratio = observedMs(budget, phase) / budget.limitMs(phase);
+    if (Double.isNaN(ratio)) {
+      return ratio;
+    }
+    boolean breached = breached(budget, phase);
+    if (breached && ratio <= 1) {
+      return Math.nextUp(1.0);
+    }
+    return !breached && ratio > 1 ? 1.0 : ratio;
+  }
+
+  /**
+   * Whether more than {@code 1 − quantile} of the phase's values over the budget's window were
+   * above its limit ({@link Budget#breached}); false without data.
+   */
+  public boolean breached(Budget budget, BudgetPhase phase) {
+    long[] c = counts(budget, phase);
+    return budget.breached(c[0] - c[1], c[0]);
+  }
+
+  /** {@code {total, above the limit}} over the budget's window, counted exactly. */
+  long[] counts(Budget budget, BudgetPhase phase) {
+    return quantiles.countAbove(
+        matches(budget, series(phase)), budget.window(), budget.limitNanos(phase));
   }
 
   /** The observed quantile in milliseconds over the budget's window; NaN without data. */
@@ -83,9 +138,11 @@ public final class BudgetTracker implements MeterBinder {
         if (p.serverSide()) {
           double observed = observedMs(b, p);
           boolean known = !Double.isNaN(observed);
+          long[] c = counts(b, p);
           row.put("observed_ms", known ? observed : null)
-              .put("ratio", known ? observed / b.limitMs(p) : null)
-              .put("breached", known && observed > b.limitMs(p));
+              .put("ratio", known ? ratio(b, p) : null)
+              .put("over_limit_share", c[0] == 0 ? null : (double) c[1] / c[0])
+              .put("breached", b.breached(c[0] - c[1], c[0]));
         } else {
           row.put("observed_ms", null).put("note", "judged by the load client");
         }

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Durations;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.YamlFiles;
+import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -16,6 +17,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The budgets of config/budgets.yaml (docs/design.md §6). One file feeds the proxy, the load client
@@ -34,7 +37,8 @@ public record Budgets(List<Budget> budgets) {
           "window",
           "limits_ms",
           "max_error_rate",
-          "min_join_coverage");
+          "min_join_coverage",
+          "slo_period");
 
   public Budgets {
     budgets = List.copyOf(budgets);
@@ -60,6 +64,38 @@ public record Budgets(List<Budget> budgets) {
                 + "); rename one");
       }
     }
+    layout(budgets);
+  }
+
+  /**
+   * The bucket boundaries the proxy's histograms need so that every server-side limit is one
+   * (docs/design.md §4): the same budgets always give the same layout.
+   */
+  public BucketLayout bucketLayout() {
+    return layout(budgets);
+  }
+
+  /**
+   * Every limit in file order, refusing the one that would pass {@link BucketLayout#MAX_EXTRA}
+   * extra boundaries on its histogram, naming its budget and key.
+   */
+  private static BucketLayout layout(List<Budget> budgets) {
+    BucketLayout.Builder layout = BucketLayout.builder();
+    for (int i = 0; i < budgets.size(); i++) {
+      Budget b = budgets.get(i);
+      for (BudgetPhase p : b.phases()) {
+        if (!p.serverSide()) {
+          continue;
+        }
+        try {
+          layout.add(p.histogram(), p.key(), b.limitNanos(p));
+        } catch (IllegalArgumentException e) {
+          throw new IllegalArgumentException(
+              where(i, b.name()) + ".limits_ms." + p.key() + ": " + e.getMessage());
+        }
+      }
+    }
+    return layout.build();
   }
 
   /** Reads and validates {@code file}. */
@@ -153,12 +189,34 @@ public record Budgets(List<Budget> budgets) {
     }
     double maxErrorRate = number(node, "max_error_rate", at);
     double minJoinCoverage = number(node, "min_join_coverage", at);
+    Duration sloPeriod = null;
+    JsonNode periodNode = node.get("slo_period");
+    if (periodNode != null && !periodNode.isNull()) {
+      sloPeriod = period(text(node, "slo_period", at, null), at);
+    }
     try {
-      return new Budget(name, model, quantile, window, limits, maxErrorRate, minJoinCoverage);
+      return new Budget(
+          name, model, quantile, window, limits, maxErrorRate, minJoinCoverage, sloPeriod);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }
   }
+
+  /** {@code 30d}, or any duration of {@link Durations} ({@code 720h}). */
+  private static Duration period(String text, String at) {
+    Matcher days = DAYS.matcher(text);
+    if (days.matches()) {
+      return Duration.ofDays(Long.parseLong(days.group(1)));
+    }
+    try {
+      return Durations.parse(text);
+    } catch (IllegalArgumentException e) {
+      throw new ConfigException(
+          at + ".slo_period: '" + text + "' is not a period (whole days like 30d, or e.g. 720h)");
+    }
+  }
+
+  private static final Pattern DAYS = Pattern.compile("\\s*(\\d{1,3})\\s*d\\s*");
 
   private static String where(int index, String name) {
     return "budgets[" + index + "]" + (name == null ? "" : " (" + name + ")");

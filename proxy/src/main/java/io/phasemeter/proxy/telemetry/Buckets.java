@@ -1,6 +1,5 @@
 package io.phasemeter.proxy.telemetry;
 
-import java.time.Duration;
 import java.util.Arrays;
 import java.util.stream.DoubleStream;
 
@@ -35,12 +34,6 @@ final class Buckets {
   /** Phases: sub-millisecond gateway work up to the longest generation. */
   static final double[] PHASE =
       concat(new double[] {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005}, REQUEST);
-
-  static Duration[] durations(double[] seconds) {
-    return Arrays.stream(seconds)
-        .mapToObj(s -> Duration.ofNanos(Math.round(s * 1e9)))
-        .toArray(Duration[]::new);
-  }
 
   private static double[] concat(double[] a, double[] b) {
     return DoubleStream.concat(Arrays.stream(a), Arrays.stream(b)).sorted().distinct().toArray();

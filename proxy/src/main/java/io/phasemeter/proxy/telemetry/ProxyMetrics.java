@@ -40,6 +40,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   public static final String NO_POOL = InFlight.NO_POOL;
 
   private final PrometheusMeterRegistry registry;
+  private final BucketLayout layout;
   private final JvmGcMetrics gcMetrics = new JvmGcMetrics();
   private static final Phase[] PHASES = Phase.all();
   private static final ApiRoute[] ROUTES = ApiRoute.values();
@@ -48,8 +49,9 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
   private final Counter droppedRecords;
 
-  private ProxyMetrics(PrometheusMeterRegistry registry) {
+  private ProxyMetrics(PrometheusMeterRegistry registry, BucketLayout layout) {
     this.registry = registry;
+    this.layout = layout;
     new JvmMemoryMetrics().bindTo(registry);
     gcMetrics.bindTo(registry);
     new JvmThreadMetrics().bindTo(registry);
@@ -79,11 +81,28 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
         }
       };
 
-  /** A registry whose histograms take exemplars from the current OpenTelemetry span. */
+  /**
+   * A registry whose histograms take exemplars from the current OpenTelemetry span, with the
+   * semantic-convention boundaries only (no budgets).
+   */
   public static ProxyMetrics create() {
+    return create(BucketLayout.semconv());
+  }
+
+  /**
+   * A registry whose histograms have the boundaries of {@code layout} (the budgets' limits among
+   * them) and take exemplars from the current OpenTelemetry span.
+   */
+  public static ProxyMetrics create(BucketLayout layout) {
     return new ProxyMetrics(
         new PrometheusMeterRegistry(
-            OPEN_METRICS_1_0, new PrometheusRegistry(), Clock.SYSTEM, new OtelExemplarContext()));
+            OPEN_METRICS_1_0, new PrometheusRegistry(), Clock.SYSTEM, new OtelExemplarContext()),
+        layout);
+  }
+
+  /** The bucket boundaries the histograms were built with. */
+  public BucketLayout layout() {
+    return layout;
   }
 
   public PrometheusMeterRegistry registry() {
@@ -220,7 +239,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
         t =
             registerTimer(
                 "gen_ai.server.request.duration",
-                Buckets.REQUEST,
+                BucketLayout.Metric.REQUEST,
                 "gen_ai.operation.name",
                 route.operation(),
                 "gen_ai.request.model",
@@ -273,7 +292,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
       } else if (slot == TTFT) {
         return registerTimer(
             "gen_ai.server.time_to_first_token",
-            Buckets.TTFT,
+            BucketLayout.Metric.TTFT,
             "gen_ai.request.model",
             model,
             "llm.pool",
@@ -281,7 +300,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
       } else if (slot == TPOT) {
         return registerTimer(
             "gen_ai.server.time_per_output_token",
-            Buckets.TPOT,
+            BucketLayout.Metric.TPOT,
             "gen_ai.request.model",
             model,
             "llm.pool",
@@ -289,7 +308,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
       } else if (slot == ITL) {
         return registerTimer(
             "llm.inter_token_latency",
-            Buckets.ITL,
+            BucketLayout.Metric.ITL,
             "gen_ai.request.model",
             model,
             "llm.pool",
@@ -301,7 +320,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     private Timer phaseTimer(String phase) {
       return registerTimer(
           "llm.phase.duration",
-          Buckets.PHASE,
+          layout.boundaries(BucketLayout.Metric.PHASE, phase),
           "llm.phase",
           phase,
           "gen_ai.request.model",
@@ -311,10 +330,14 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     }
   }
 
-  private Timer registerTimer(String name, double[] buckets, String... tags) {
+  private Timer registerTimer(String name, BucketLayout.Metric metric, String... tags) {
+    return registerTimer(name, layout.boundaries(metric, null), tags);
+  }
+
+  private Timer registerTimer(String name, Duration[] boundaries, String... tags) {
     return Timer.builder(name)
         .tags(tags)
-        .serviceLevelObjectives(Buckets.durations(buckets))
+        .serviceLevelObjectives(boundaries)
         .minimumExpectedValue(Duration.ofNanos(1))
         .maximumExpectedValue(Duration.ofHours(1))
         .register(registry);

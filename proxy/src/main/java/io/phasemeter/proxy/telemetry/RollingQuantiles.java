@@ -6,6 +6,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Predicate;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
@@ -20,10 +21,12 @@ import org.HdrHistogram.Recorder;
  */
 public final class RollingQuantiles {
   private static final int DIGITS = 2;
+  private static final long[] NO_LIMITS = new long[0];
 
   private final Duration slice;
   private final int slices;
   private final int maxSeries;
+  private final Map<String, long[]> limits;
   private final Map<Key, Series> series = new ConcurrentHashMap<>();
 
   /** One series' identity. */
@@ -51,9 +54,20 @@ public final class RollingQuantiles {
    * @param maxSeries bound on distinct keys; values for further keys are not kept
    */
   public RollingQuantiles(Duration slice, int slices, int maxSeries) {
+    this(slice, slices, maxSeries, Map.of());
+  }
+
+  /**
+   * @param limits per series name ({@link Key#phase()}), limits in nanoseconds whose exceedances
+   *     are counted exactly, beside the histogram, for {@link #countAbove}
+   */
+  public RollingQuantiles(Duration slice, int slices, int maxSeries, Map<String, long[]> limits) {
     this.slice = slice;
     this.slices = slices;
     this.maxSeries = maxSeries;
+    Map<String, long[]> copy = new java.util.HashMap<>();
+    limits.forEach((k, v) -> copy.put(k, java.util.Arrays.stream(v).sorted().distinct().toArray()));
+    this.limits = Map.copyOf(copy);
   }
 
   /** Records one value; wait-free once the series exists. */
@@ -74,7 +88,7 @@ public final class RollingQuantiles {
       if (series.size() >= maxSeries) {
         return null;
       }
-      s = series.computeIfAbsent(key, k -> new Series());
+      s = series.computeIfAbsent(key, k -> new Series(limits.getOrDefault(k.phase(), NO_LIMITS)));
     }
     return s;
   }
@@ -103,6 +117,25 @@ public final class RollingQuantiles {
     for (Map.Entry<Key, Series> e : series.entrySet()) {
       if (filter.test(e.getKey())) {
         e.getValue().addLast(n, out);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * How many values of the matching series over the last {@code window} (rounded up to whole
+   * slices) there were, and how many of them were above {@code limitNanos}, counted exactly (to the
+   * nanosecond, not at the histogram's 1 % resolution): {@code {total, above}}. The limit must be
+   * one the series were built to count.
+   *
+   * @throws IllegalArgumentException when a matching series does not count {@code limitNanos}
+   */
+  public long[] countAbove(Predicate<Key> filter, Duration window, long limitNanos) {
+    int n = (int) Math.min(slices, Math.max(1, ceilDiv(window.toNanos(), slice.toNanos())));
+    long[] out = new long[2];
+    for (Map.Entry<Key, Series> e : series.entrySet()) {
+      if (filter.test(e.getKey())) {
+        e.getValue().addCounts(n, limitNanos, out);
       }
     }
     return out;
@@ -146,12 +179,31 @@ public final class RollingQuantiles {
     final ArrayDeque<Histogram> ring = new ArrayDeque<>();
     Histogram open = new Histogram(DIGITS);
     Histogram spare;
+    // Budget limits (ascending nanoseconds): counts[0] takes every value, counts[i + 1] those
+    // above limits[i]. Slices of the same, as for the histograms; nothing when there are none.
+    private final long[] limits;
+    private final LongAdder[] counts;
+    private final ArrayDeque<long[]> countRing = new ArrayDeque<>();
+    private long[] openCounts;
 
-    private Series() {}
+    private Series(long[] limits) {
+      this.limits = limits;
+      this.counts = new LongAdder[limits.length == 0 ? 0 : limits.length + 1];
+      for (int i = 0; i < counts.length; i++) {
+        counts[i] = new LongAdder();
+      }
+      this.openCounts = new long[counts.length];
+    }
 
     /** Records one value, in nanoseconds (kept as microseconds); wait-free. */
     public void record(long nanos) {
       recorder.recordValue(Math.max(0, nanos / 1000));
+      if (counts.length > 0) {
+        counts[0].increment();
+        for (int i = 0; i < limits.length && nanos > limits[i]; i++) {
+          counts[i + 1].increment();
+        }
+      }
     }
 
     synchronized void rotate(int keep) {
@@ -163,6 +215,31 @@ public final class RollingQuantiles {
         open = oldest;
       } else {
         open = new Histogram(DIGITS);
+      }
+      countRing.addLast(openCounts);
+      long[] oldestCounts = countRing.size() > keep - 1 ? countRing.pollFirst() : null;
+      if (oldestCounts != null) {
+        java.util.Arrays.fill(oldestCounts, 0);
+        openCounts = oldestCounts;
+      } else {
+        openCounts = new long[counts.length];
+      }
+    }
+
+    /** Adds the open slice's and the newest {@code n - 1} closed ones' counts to {@code into}. */
+    synchronized void addCounts(int n, long limitNanos, long[] into) {
+      int i = java.util.Arrays.binarySearch(limits, limitNanos);
+      if (i < 0) {
+        throw new IllegalArgumentException("this series does not count values above " + limitNanos);
+      }
+      drain();
+      into[0] += openCounts[0];
+      into[1] += openCounts[i + 1];
+      Iterator<long[]> it = countRing.descendingIterator();
+      for (int k = 1; k < n && it.hasNext(); k++) {
+        long[] c = it.next();
+        into[0] += c[0];
+        into[1] += c[i + 1];
       }
     }
 
@@ -179,6 +256,9 @@ public final class RollingQuantiles {
     private void drain() {
       spare = recorder.getIntervalHistogram(spare);
       open.add(spare);
+      for (int i = 0; i < counts.length; i++) {
+        openCounts[i] += counts[i].sumThenReset();
+      }
     }
   }
 }

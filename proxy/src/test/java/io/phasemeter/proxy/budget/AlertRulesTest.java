@@ -58,10 +58,12 @@ class AlertRulesTest {
             "PhasemeterChatInteractiveTotalBreached",
             "PhasemeterChatInteractiveErrorRateBreached");
     AlertRule queue = rules.get(1);
+    // The share above 250 ms, read from the bucket whose boundary is the limit.
     assertThat(queue.expr())
         .isEqualTo(
-            "histogram_quantile(0.95, sum by (le, llm_pool) (rate("
-                + "llm_phase_duration_seconds_bucket{llm_phase=\"queue\"}[10m]))) > 0.25");
+            "1 - (sum by (llm_pool) (rate(llm_phase_duration_seconds_bucket"
+                + "{llm_phase=\"queue\",le=\"0.25\"}[10m])) / sum by (llm_pool) (rate("
+                + "llm_phase_duration_seconds_count{llm_phase=\"queue\"}[10m]))) > (1 - 0.95)");
     assertThat(queue.forDuration()).isEqualTo(Duration.ofMinutes(2));
     assertThat(queue.labels())
         .containsExactly(
@@ -70,10 +72,16 @@ class AlertRulesTest {
             org.assertj.core.api.Assertions.entry("llm_phase", "queue"),
             org.assertj.core.api.Assertions.entry("owner", "inference-pool capacity"));
     assertThat(queue.annotations().get("summary"))
-        .contains("queue p95", "{{ $value | humanizeDuration }}", "250 ms", "page inference-pool");
+        .contains(
+            "{{ $value | humanizePercentage }} of queue took longer than its 250 ms limit",
+            "p95 allows 5%",
+            "page inference-pool");
+    assertThat(queue.annotations().get("description")).contains("le=\"0.25\"", "over the last 10m");
     assertThat(rules.get(3).expr())
-        .contains("gen_ai_server_request_duration_seconds_bucket{outcome=\"success\"}[10m]")
-        .endsWith("> 6");
+        .contains(
+            "gen_ai_server_request_duration_seconds_bucket{outcome=\"success\",le=\"6.0\"}[10m]")
+        .contains("gen_ai_server_request_duration_seconds_count{outcome=\"success\"}[10m]")
+        .endsWith("> (1 - 0.95)");
     assertThat(rules.get(4).expr())
         .isEqualTo(
             "sum by (llm_pool) (rate(gen_ai_server_request_duration_seconds_count"
@@ -93,11 +101,15 @@ class AlertRulesTest {
             "PhasemeterBatchLongErrorRateBreached");
     assertThat(rules.get(0).expr())
         .isEqualTo(
-            "histogram_quantile(0.999, sum by (le, llm_pool) (rate(llm_phase_duration_seconds_bucket"
-                + "{llm_phase=\"queue\",gen_ai_request_model=\"sim \\\"llama\\\"\"}[1h]))) > 5");
+            "1 - (sum by (llm_pool) (rate(llm_phase_duration_seconds_bucket"
+                + "{llm_phase=\"queue\",gen_ai_request_model=\"sim \\\"llama\\\"\",le=\"5.0\"}[1h]))"
+                + " / sum by (llm_pool) (rate(llm_phase_duration_seconds_count"
+                + "{llm_phase=\"queue\",gen_ai_request_model=\"sim \\\"llama\\\"\"}[1h])))"
+                + " > (1 - 0.999)");
     assertThat(rules.get(1).expr())
         .contains("llm_inter_token_latency_seconds_bucket{gen_ai_request_model=")
-        .endsWith("> 0.0805");
+        .contains(",le=\"0.0805\"}[1h]")
+        .endsWith("> (1 - 0.999)");
     assertThat(rules.get(2).expr())
         .contains("{outcome!=\"success\",gen_ai_request_model=\"sim \\\"llama\\\"\"}[1h]")
         .endsWith("> 0.07");
@@ -111,6 +123,73 @@ class AlertRulesTest {
         .contains("over its 7% limit")
         .contains("for: 12m");
     assertThat(AlertRules.render(budgets, "test.yaml")).isEqualTo(yaml);
+  }
+
+  @Test
+  void anSloPeriodGivesTheWorkbooksFastAndSlowBurnAlerts() {
+    Budgets budgets =
+        parse(
+            "  - {name: chat, quantile: 0.95, window: 10m, slo_period: 30d,"
+                + " limits_ms: {queue: 250, client_ttft: 100}, max_error_rate: 0.01,"
+                + " min_join_coverage: 0.9}\n");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    assertThat(rules)
+        .extracting(AlertRule::alert)
+        .containsExactly(
+            "PhasemeterChatQueueFastBurn",
+            "PhasemeterChatQueueSlowBurn",
+            "PhasemeterChatErrorRateBreached");
+    String share1h = share("1h");
+    assertThat(rules.get(0).expr())
+        .isEqualTo(
+            "("
+                + share1h
+                + " > 14.4 * (1 - 0.95) and "
+                + share("5m")
+                + " > 14.4 * (1 - 0.95)) or ("
+                + share("6h")
+                + " > 6 * (1 - 0.95) and "
+                + share("30m")
+                + " > 6 * (1 - 0.95))");
+    assertThat(rules.get(0).labels()).containsEntry("severity", "page");
+    assertThat(rules.get(0).forDuration()).isEqualTo(Duration.ofMinutes(1));
+    assertThat(rules.get(1).expr())
+        .isEqualTo(
+            "(" + share("72h") + " > 1 * (1 - 0.95) and " + share("6h") + " > 1 * (1 - 0.95))");
+    assertThat(rules.get(1).labels())
+        .containsEntry("severity", "ticket")
+        .containsEntry("llm_phase", "queue")
+        .containsEntry("owner", "inference-pool capacity");
+    assertThat(rules.get(1).forDuration()).isEqualTo(Duration.ofMinutes(15));
+    assertThat(rules.get(1).annotations().get("summary")).contains("ticket for inference-pool");
+    // The error rate keeps its single window.
+    assertThat(rules.get(2).expr()).contains("[10m]").endsWith("> 0.01");
+    assertThat(AlertRules.render(budgets, "t.yaml"))
+        .contains(
+            "# Budget chat: all models, p95 over 10m, error budget period 720h (burn rates).");
+  }
+
+  @Test
+  void burnWindowsScaleWithThePeriod() {
+    Budgets budgets =
+        parse(
+            "  - {name: w, quantile: 0.99, window: 5m, slo_period: 7d, limits_ms: {queue: 100},"
+                + " max_error_rate: 0.1, min_join_coverage: 0.1}\n");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    // 7/30 of 1h, 5m, 6h, 30m; of 3d, 6h: rounded to minutes, at least one.
+    assertThat(rules.get(0).expr())
+        .contains("[14m]", "[1m]", "[84m]", "[7m]")
+        .doesNotContain("[1h]");
+    assertThat(rules.get(1).expr()).contains("[1008m]", "[84m]");
+  }
+
+  private static String share(String w) {
+    return "1 - (sum by (llm_pool) (rate(llm_phase_duration_seconds_bucket"
+        + "{llm_phase=\"queue\",le=\"0.25\"}["
+        + w
+        + "])) / sum by (llm_pool) (rate(llm_phase_duration_seconds_count{llm_phase=\"queue\"}["
+        + w
+        + "])))";
   }
 
   @Test

@@ -35,7 +35,8 @@ class BudgetTrackerTest {
   @Test
   void ratioIsTheObservedQuantileOverTheLimitPerModelFilter() {
     Budgets budgets = Budgets.parse(YAML, "test.yaml");
-    RollingQuantiles q = new RollingQuantiles(Duration.ofSeconds(10), 6, 100);
+    RollingQuantiles q =
+        new RollingQuantiles(Duration.ofSeconds(10), 6, 100, BudgetTracker.limits(budgets));
     // small-model: queue 1..100 ms; big-model: queue 500 ms each.
     for (int i = 1; i <= 100; i++) {
       q.record("small-model", "p", "queue", i * MS);
@@ -69,7 +70,8 @@ class BudgetTrackerTest {
   @Test
   void statusListsBreachesAndTheErrorRate() {
     Budgets budgets = Budgets.parse(YAML, "test.yaml");
-    RollingQuantiles q = new RollingQuantiles(Duration.ofSeconds(10), 6, 100);
+    RollingQuantiles q =
+        new RollingQuantiles(Duration.ofSeconds(10), 6, 100, BudgetTracker.limits(budgets));
     for (int i = 0; i < 80; i++) {
       q.record("m", "p", "total", 100 * MS);
       q.record("m", "p", "queue", 300 * MS);
@@ -104,7 +106,8 @@ class BudgetTrackerTest {
                 min_join_coverage: 0.9
             """,
             "test.yaml");
-    RollingQuantiles q = new RollingQuantiles(Duration.ofSeconds(10), 6, 100);
+    RollingQuantiles q =
+        new RollingQuantiles(Duration.ofSeconds(10), 6, 100, BudgetTracker.limits(budgets));
     // The proxy admits at once; the engine's own scheduler holds each request 800 ms.
     for (int i = 0; i < 10; i++) {
       q.record("m", "p", "queue", MS / 10);

@@ -189,4 +189,65 @@ class BudgetsTest {
     assertThatThrownBy(BudgetPhase.NETWORK_ENVELOPE::metric)
         .isInstanceOf(IllegalStateException.class);
   }
+
+  private static String budgetWithQueue(int i, double queueMs) {
+    return "  - {name: b"
+        + i
+        + ", quantile: 0.95, window: 1m, limits_ms: {queue: "
+        + queueMs
+        + ", write: "
+        + (1000 + i % 3)
+        + "}, max_error_rate: 0.1, min_join_coverage: 0}\n";
+  }
+
+  @Test
+  void eachHistogramTakesAtMostEightExtraBoundariesAndTheNinthIsRefusedByKey() {
+    StringBuilder eight = new StringBuilder("budgets:\n");
+    for (int i = 1; i <= io.phasemeter.proxy.telemetry.BucketLayout.MAX_EXTRA; i++) {
+      eight.append(budgetWithQueue(i, 200 + i));
+    }
+    // A GenAI boundary (320 ms) and a repeated limit add no boundary.
+    eight.append(budgetWithQueue(20, 320)).append(budgetWithQueue(21, 201));
+    Budgets ok = Budgets.parse(eight.toString(), SRC);
+    assertThat(
+            ok.bucketLayout()
+                .extra(io.phasemeter.proxy.telemetry.BucketLayout.Metric.PHASE, "queue"))
+        .hasSize(8);
+    String nine = eight + budgetWithQueue(9, 250);
+    assertThatThrownBy(() -> Budgets.parse(nine, SRC))
+        .isInstanceOf(ConfigException.class)
+        .hasMessage(
+            SRC
+                + ": budgets[10] (b9).limits_ms.queue: le=\"0.25\" would be extra bucket"
+                + " boundary 9 of llm_phase_duration_seconds{llm_phase=\"queue\"} (at most 8 per"
+                + " histogram besides the GenAI ones: each is a series per model and pool); give"
+                + " budgets the same limit, or drop one");
+  }
+
+  @Test
+  void sloPeriodIsOptionalInDaysOrADurationAndChecked() {
+    assertThat(Budgets.parse(one(OK_REST), SRC).budgets().get(0).sloPeriod()).isNull();
+    assertThat(
+            Budgets.parse(one(OK_REST + "    slo_period: 30d\n"), SRC).budgets().get(0).sloPeriod())
+        .isEqualTo(Duration.ofDays(30));
+    assertThat(
+            Budgets.parse(one(OK_REST + "    slo_period: 672h\n"), SRC)
+                .budgets()
+                .get(0)
+                .sloPeriod())
+        .isEqualTo(Duration.ofDays(28));
+    assertThatThrownBy(() -> Budgets.parse(one(OK_REST + "    slo_period: 1d\n"), SRC))
+        .hasMessageStartingWith(
+            SRC + ": budgets[0] (chat-interactive).slo_period: must be between 7d and 366d");
+    assertThatThrownBy(() -> Budgets.parse(one(OK_REST + "    slo_period: monthly\n"), SRC))
+        .hasMessageStartingWith(
+            SRC + ": budgets[0] (chat-interactive).slo_period: 'monthly' is not a period");
+    assertThatThrownBy(
+            () ->
+                Budgets.parse(
+                    one(OK_REST.replace("0.95\n", "0.9\n") + "    slo_period: 30d\n"), SRC))
+        .hasMessageContaining(
+            "(chat-interactive).slo_period: quantile 0.9 allows 10% above a limit; the fast-burn"
+                + " alert (14.4 x that) could never fire");
+  }
 }

@@ -57,6 +57,27 @@ class PromtoolRulesTest {
   }
 
   @Test
+  void burnRateAlertsFireOnBothWindowsOfAConditionAndOnlyThen() throws Exception {
+    Budgets budgets =
+        Budgets.parse(
+            "budgets:\n"
+                + "  - {name: chat, quantile: 0.95, window: 10m, slo_period: 30d,"
+                + " limits_ms: {queue: 250, ttft: 1200}, max_error_rate: 0.01,"
+                + " min_join_coverage: 0}\n"
+                + "  - {name: batch.slo, model: sim-llama, quantile: 0.99, window: 30m,"
+                + " slo_period: 28d, limits_ms: {total: 60000}, max_error_rate: 0.05,"
+                + " min_join_coverage: 0}\n",
+            "slo.yaml");
+    Path rulesFile = dir.resolve("slo-rules.yaml");
+    Files.writeString(rulesFile, AlertRules.render(budgets, "slo.yaml"));
+    Promtool.runOk("check", "rules", rulesFile.toString());
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    // Fast and slow burn per phase, and each budget's error rate.
+    assertThat(rules).hasSize(2 * 2 + 1 + 2 + 1);
+    assertThat(runUnitTests(rulesFile, rules, committedRules(rulesFile))).contains("SUCCESS");
+  }
+
+  @Test
   void everyServerSidePhaseAndAModelBudgetWorkInPrometheus() throws Exception {
     StringBuilder limits = new StringBuilder();
     // Round limits, so that 1.5 x limit prints the same however Prometheus's floats round.
@@ -86,15 +107,19 @@ class PromtoolRulesTest {
 
   private String runUnitTests(Path rulesFile, List<AlertRule> rules, Map<String, JsonNode> yaml)
       throws Exception {
+    boolean burns = rules.stream().anyMatch(r -> r.budget().burnRates());
     StringBuilder t = new StringBuilder();
     t.append("rule_files:\n  - ").append(q(rulesFile.toAbsolutePath().toString())).append('\n');
-    t.append("evaluation_interval: 1m\n");
+    // Burn-rate fixtures span days: evaluating them every minute would take promtool minutes.
+    t.append("evaluation_interval: ").append(burns ? "10m" : "1m").append('\n');
     t.append("tests:\n");
     for (AlertRule r : rules) {
       JsonNode annotations = yaml.get(r.alert()).path("annotations");
       if (r.errorRate()) {
         errorRateCase(t, r, annotations, true);
         errorRateCase(t, r, annotations, false);
+      } else if (r.budget().burnRates()) {
+        burnCases(t, r, annotations);
       } else {
         phaseCase(t, r, annotations, true);
         phaseCase(t, r, annotations, false);
@@ -107,44 +132,133 @@ class PromtoolRulesTest {
   }
 
   /**
-   * Over: per minute 18 requests in (L/2, L] and 2 in (L, 2L]: p95 = 1.5 L although 90% are under.
-   * Under: 39 in (L/2, L] and 1 in (L, 2L]: the quantile stays just under L. For quantiles other
-   * than 0.95 the counts are scaled so the same holds.
+   * The simple form: per minute {@code total} requests, of which a share of twice {@code 1 − q}
+   * (over) or one request fewer than {@code 1 − q} (just inside) took longer than the limit. The
+   * series are the bucket whose {@code le} is the limit, {@code +Inf} and {@code _count}.
    */
   private static void phaseCase(StringBuilder t, AlertRule r, JsonNode annotations, boolean over) {
     Budget b = r.budget();
-    BudgetPhase p = r.phase();
-    double limit = b.limitMs(p) / 1000.0;
-    double q = b.quantile();
-    // "over": a share (1 - q) * 2 above the limit puts the quantile in the middle of (L, 2L].
-    // "under": a share (1 - q) / 2 above the limit keeps the quantile below L.
-    long total = Math.round(40 / (1 - q));
-    long above = over ? Math.round(total * (1 - q) * 2) : Math.round(total * (1 - q) / 2);
-    long below = total - above;
-    String labels = join(p.matcher(), modelLabel(b), "llm_pool=\"" + POOL + "\"");
-    double[] le = {limit / 2, limit, limit * 2, Double.POSITIVE_INFINITY};
-    long[] cumulative = {0, below, total, total};
+    long total = Math.round(40 / (1 - b.quantile()));
+    // Under: one request a minute fewer than the tie (at an exact tie, rate()'s floating point
+    // can land an ulp either side; the counts themselves hold, see BudgetVerdictAgreementTest).
+    long above =
+        over
+            ? Math.round(total * (1 - b.quantile()) * 2)
+            : Math.round(total * (1 - b.quantile())) - 1;
     Duration eval = evalTime(r);
+    caseHeader(t, r, over, eval, "1m");
     long steps = eval.toMinutes() + 1;
-    caseHeader(t, r, over, eval);
-    for (int i = 0; i < le.length; i++) {
-      t.append("      - series: ")
-          .append(
-              q(
-                  p.metric()
-                      + "_bucket{"
-                      + labels
-                      + ",le=\""
-                      + (Double.isInfinite(le[i]) ? "+Inf" : plain(le[i]))
-                      + "\"}"))
-          .append('\n');
-      t.append("        values: ").append(q("0+" + cumulative[i] + "x" + steps)).append('\n');
+    phaseSeries(t, b, r.phase(), List.of(new long[] {steps, total, above}));
+    String human = GoFormat.humanizePercentage((double) above / total);
+    expectation(t, r, annotations, over, eval, human);
+  }
+
+  /**
+   * The burn-rate forms, with {@code a = 1 − q} the allowed share above the limit. Fast burn
+   * (page): 16a above for two long windows fires on the first condition (value 16a); 8a for the
+   * second's long window and an hour fires on the second only (value 8a); 4a stays silent; and 16a
+   * followed by a recovery longer than the second's short window is silent, the long windows still
+   * hot. Slow burn (ticket): 2a for its long window and 8h fires (value 2a); a/2 stays silent; and
+   * 2a followed by a recovery longer than its short window is silent.
+   */
+  private static void burnCases(StringBuilder t, AlertRule r, JsonNode annotations) {
+    Budget b = r.budget();
+    double a = 1 - b.quantile();
+    if (r.alert().endsWith("FastBurn")) {
+      long long1 = AlertRules.FAST_BURN.get(0).longWindow(b).toMinutes();
+      long long2 = AlertRules.FAST_BURN.get(1).longWindow(b).toMinutes();
+      long short2 = AlertRules.FAST_BURN.get(1).shortWindow(b).toMinutes();
+      burnCase(t, r, annotations, "fast", "1m", 1, List.of(seg(2 * long1, 16 * a)), 16 * a);
+      burnCase(t, r, annotations, "slow", "1m", 1, List.of(seg(long2 + 60, 8 * a)), 8 * a);
+      burnCase(t, r, annotations, "under", "1m", 1, List.of(seg(long2 + 60, 4 * a)), -1);
+      burnCase(
+          t,
+          r,
+          annotations,
+          "recovered",
+          "1m",
+          1,
+          List.of(seg(2 * long1, 16 * a), seg(short2 + 15, 0)),
+          -1);
+    } else {
+      // Ten-minute samples: three days at one a minute would only slow promtool down.
+      long long1 = AlertRules.SLOW_BURN.get(0).longWindow(b).toMinutes() / 10;
+      long short1 = AlertRules.SLOW_BURN.get(0).shortWindow(b).toMinutes() / 10;
+      burnCase(t, r, annotations, "burning", "10m", 10, List.of(seg(long1 + 48, 2 * a)), 2 * a);
+      burnCase(t, r, annotations, "under", "10m", 10, List.of(seg(long1 + 48, a / 2)), -1);
+      burnCase(
+          t,
+          r,
+          annotations,
+          "recovered",
+          "10m",
+          10,
+          List.of(seg(long1 + 12, 2 * a), seg(short1 + 6, 0)),
+          -1);
     }
-    // histogram_quantile: rank = q * total falls in (L, 2L] at (rank - below) / above of the way.
-    double rank = q * total;
-    double value = limit + limit * (rank - below) / above;
-    String human = GoFormat.humanizeDuration(value);
-    expectation(t, r, annotations, over, eval, "{{ $value | humanizeDuration }}", human);
+  }
+
+  /** {steps, 1000 requests a step, the share above the limit of them}. */
+  private static long[] seg(long steps, double shareAbove) {
+    return new long[] {steps, 1000, Math.round(1000 * shareAbove)};
+  }
+
+  /** One burn fixture; {@code fires} is the expected value, or negative for silence. */
+  private static void burnCase(
+      StringBuilder t,
+      AlertRule r,
+      JsonNode annotations,
+      String name,
+      String interval,
+      long minutesPerStep,
+      List<long[]> segments,
+      double fires) {
+    caseHeader(t, r.alert() + " " + name, interval);
+    phaseSeries(t, r.budget(), r.phase(), segments);
+    long steps = segments.stream().mapToLong(x -> x[0]).sum() - 1;
+    // On an evaluation (every 10m), at most 9m before the series end.
+    Duration eval = Duration.ofMinutes(steps * minutesPerStep / 10 * 10);
+    String human =
+        fires < 0 ? null : GoFormat.humanizePercentage(Math.round(1000 * fires) / 1000.0);
+    expectation(t, r, annotations, fires >= 0, eval, human);
+  }
+
+  /**
+   * The input series of one phase: {@code segments} of {steps, total per step, above the limit per
+   * step}, as the bucket at the limit, {@code +Inf} and {@code _count}.
+   */
+  private static void phaseSeries(StringBuilder t, Budget b, BudgetPhase p, List<long[]> segments) {
+    String labels = join(p.matcher(), modelLabel(b), "llm_pool=\"" + POOL + "\"");
+    long[] atOrBelow = new long[segments.size()];
+    long[] all = new long[segments.size()];
+    List<long[]> steps = new ArrayList<>();
+    for (int i = 0; i < segments.size(); i++) {
+      atOrBelow[i] = segments.get(i)[1] - segments.get(i)[2];
+      all[i] = segments.get(i)[1];
+      steps.add(new long[] {segments.get(i)[0]});
+    }
+    series(t, p.metric() + "_bucket{" + labels + ",le=\"" + b.le(p) + "\"}", steps, atOrBelow);
+    series(t, p.metric() + "_bucket{" + labels + ",le=\"+Inf\"}", steps, all);
+    series(t, p.metric() + "_count{" + labels + "}", steps, all);
+  }
+
+  /** A counter rising by {@code increments[i]} per step for {@code steps[i][0]} steps each. */
+  private static void series(StringBuilder t, String name, List<long[]> steps, long[] increments) {
+    StringBuilder v = new StringBuilder();
+    long value = 0;
+    for (int i = 0; i < increments.length; i++) {
+      long n = steps.get(i)[0];
+      if (i == 0) {
+        v.append("0+").append(increments[0]).append('x').append(n);
+        value = increments[0] * n;
+      } else {
+        value += increments[i];
+        v.append(' ').append(value).append('+').append(increments[i]).append('x').append(n - 1);
+        value += increments[i] * (n - 1);
+      }
+    }
+    t.append("      - series: ").append(q(name)).append('\n');
+    t.append("        values: ").append(q(v.toString())).append('\n');
   }
 
   private static void errorRateCase(
@@ -157,7 +271,7 @@ class PromtoolRulesTest {
     long errors = Math.round(total * share);
     Duration eval = evalTime(r);
     long steps = eval.toMinutes() + 1;
-    caseHeader(t, r, over, eval);
+    caseHeader(t, r, over, eval, "1m");
     String base =
         join(modelLabel(b), "llm_pool=\"" + POOL + "\"", "gen_ai_operation_name=\"chat\"");
     t.append("      - series: ")
@@ -173,17 +287,24 @@ class PromtoolRulesTest {
         .append('\n');
     t.append("        values: ").append(q("0+" + errors + "x" + steps)).append('\n');
     String human = GoFormat.humanizePercentage((double) errors / total);
-    expectation(t, r, annotations, over, eval, "{{ $value | humanizePercentage }}", human);
+    expectation(t, r, annotations, over, eval, human);
   }
 
   /** Past the window and the for duration, so the rate covers only the injected traffic. */
   private static Duration evalTime(AlertRule r) {
-    return r.budget().window().plus(r.forDuration()).plusMinutes(2);
+    // Rounded up to ten minutes: an evaluation when they run every 10m (burn-rate fixtures).
+    long minutes = r.budget().window().plus(r.forDuration()).plusMinutes(2).toMinutes();
+    return Duration.ofMinutes((minutes + 9) / 10 * 10);
   }
 
-  private static void caseHeader(StringBuilder t, AlertRule r, boolean over, Duration eval) {
-    t.append("  - name: ").append(q(r.alert() + (over ? " over the limit" : " under the limit")));
-    t.append("\n    interval: 1m\n    input_series:\n");
+  private static void caseHeader(
+      StringBuilder t, AlertRule r, boolean over, Duration eval, String interval) {
+    caseHeader(t, r.alert() + (over ? " over the limit" : " at or under the limit"), interval);
+  }
+
+  private static void caseHeader(StringBuilder t, String name, String interval) {
+    t.append("  - name: ").append(q(name));
+    t.append("\n    interval: ").append(interval).append("\n    input_series:\n");
   }
 
   private static void expectation(
@@ -192,7 +313,6 @@ class PromtoolRulesTest {
       JsonNode annotations,
       boolean over,
       Duration eval,
-      String template,
       String value) {
     t.append("    alert_rule_test:\n");
     t.append("      - eval_time: ").append(eval.toMinutes()).append("m\n");
@@ -219,7 +339,7 @@ class PromtoolRulesTest {
                         q(
                             e.getValue()
                                 .asText()
-                                .replace(template, value)
+                                .replace("{{ $value | humanizePercentage }}", value)
                                 .replace("{{ $labels.llm_pool }}", POOL)))
                     .append('\n'));
   }
