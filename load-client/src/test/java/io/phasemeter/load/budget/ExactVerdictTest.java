@@ -176,6 +176,27 @@ class ExactVerdictTest {
     }
   }
 
+  @Test
+  void copiesAndMergesKeepTheCountsAndUncountedValuesDropThem() throws Exception {
+    ClientBudgets budgets = budgets();
+    PhaseStats a = PhaseStats.withLimits(budgets.limitsNanos("m"));
+    PhaseStats b = PhaseStats.withLimits(budgets.limitsNanos("m"));
+    for (int i = 0; i < 10; i++) {
+      a.add(pair(i, 250.0));
+      b.add(pair(i, 250.001));
+    }
+    a.merge(b.copy());
+    assertThat(a.limitCounts("queue", 250_000_000L)).containsExactly(10, 20);
+    assertThat(a.limitCounts("queue", 249_000_000L)).isNull();
+    assertThat(a.limitCounts("generation", 250_000_000L)).isNull();
+    // Values that reach the histogram uncounted (a plain PhaseStats has no counts): no claim.
+    PhaseStats plain = new PhaseStats();
+    plain.add(pair(0, 1.0));
+    a.merge(plain);
+    assertThat(a.limitCounts("queue", 250_000_000L)).isNull();
+    assertThat(budgets.judgeLatency("m", a).get(0).exact()).isFalse();
+  }
+
   /** One successful joined request whose queue phase took {@code queueMs}. */
   static Pair pair(int i, double queueMs) {
     double root = 1 + queueMs + 10;
