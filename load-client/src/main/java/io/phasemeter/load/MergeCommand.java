@@ -97,6 +97,18 @@ final class MergeCommand implements Callable<Integer> {
             b.limitMs());
       }
     }
+    if (r.quantileFallback()) {
+      for (int i = 0; i < r.budgets().size(); i++) {
+        if (r.basis().get(i).equals(RunMerge.QUANTILE)) {
+          stdout.printf(
+              Locale.ROOT,
+              "note: %s %s %s%n",
+              r.budgets().get(i).name(),
+              r.budgets().get(i).phase(),
+              "judged by the merged quantile (no exact counts for this phase; see budgets_note)");
+        }
+      }
+    }
     stdout.println("wrote " + dir);
     stdout.flush();
     return r.breached() ? 3 : 0;

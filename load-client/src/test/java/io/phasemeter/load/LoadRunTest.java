@@ -495,6 +495,16 @@ class LoadRunTest {
       assertThat(b.path("breached").asBoolean())
           .as(b.toString())
           .isEqualTo(b.path("phase").asText().equals("queue"));
+      if (!b.path("phase").asText().equals("error_rate")
+          && !b.path("phase").asText().equals("join_coverage")) {
+        // The verdict (and the exit code) come from the exact counts, by the proxy's formula.
+        assertThat(b.path("breached").asBoolean())
+            .as(b.toString())
+            .isEqualTo(
+                io.phasemeter.proxy.budget.Budget.breached(
+                    0.5, b.path("at_or_below").asLong(), b.path("count").asLong()));
+        assertThat(b.path("over_limit_share").isNumber()).as(b.toString()).isTrue();
+      }
     }
   }
 

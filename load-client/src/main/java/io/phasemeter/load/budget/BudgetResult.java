@@ -8,7 +8,54 @@ package io.phasemeter.load.budget;
  *     {@code join_coverage} for the rate gates)
  * @param limitMs the limit (for rate gates: the rate, 0–1)
  * @param observedMs the observed quantile (for rate gates: the rate); NaN when nothing observed
- * @param breached whether the observation is over the limit (under it, for join coverage)
+ * @param breached whether the observation is over the limit (under it, for join coverage); for a
+ *     latency budget with {@code counts}, whether more than {@code 1 − quantile} of the values were
+ *     above the limit (the proxy's {@code Budget.breached})
+ * @param counts for a latency budget judged exactly, the values at or below the limit and all the
+ *     values; null when it was judged by comparing the quantile with the limit (rate gates, or a
+ *     merge that had only histograms for the phase)
  */
 public record BudgetResult(
-    String name, String phase, double limitMs, double observedMs, boolean breached) {}
+    String name, String phase, double limitMs, double observedMs, boolean breached, Counts counts) {
+
+  /** A result without exact counts. */
+  public BudgetResult(
+      String name, String phase, double limitMs, double observedMs, boolean breached) {
+    this(name, phase, limitMs, observedMs, breached, null);
+  }
+
+  /**
+   * Exact counts of one phase's values against one limit.
+   *
+   * @param atOrBelow values at or below the limit (in whole nanoseconds)
+   * @param total values
+   */
+  public record Counts(long atOrBelow, long total) {
+    /** The share of values above the limit, 0–1; NaN without values (/admin/stats' field). */
+    public double overLimitShare() {
+      return total == 0 ? Double.NaN : (double) (total - atOrBelow) / total;
+    }
+  }
+
+  /** Whether this latency budget was judged on exact counts rather than the quantile. */
+  public boolean exact() {
+    return counts != null;
+  }
+
+  /**
+   * The observed quantile over the limit, for display: above 1 exactly when {@link #breached}, as
+   * the proxy's {@code llm_budget_ratio}. Where the histogram's 1 % resolution puts the quantile on
+   * the other side of the limit than the exact count does, 1 (held) or the next double above 1
+   * (breached). NaN when nothing was observed.
+   */
+  public double ratio() {
+    double ratio = observedMs / limitMs;
+    if (Double.isNaN(ratio) || counts == null) {
+      return ratio;
+    }
+    if (breached && ratio <= 1) {
+      return Math.nextUp(1.0);
+    }
+    return !breached && ratio > 1 ? 1.0 : ratio;
+  }
+}

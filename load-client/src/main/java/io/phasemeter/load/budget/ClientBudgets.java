@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Phases;
 import io.phasemeter.load.report.PhaseStats;
+import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -15,12 +16,20 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * The budgets file (docs/design.md §6) as the load client judges it: every limited phase,
  * client-side ones included, over the whole run at the budget's quantile, plus the error-rate and
  * join-coverage gates. (The proxy judges the same file live, Prometheus through the rules; this
  * reader is the load client's own because it talks to the proxy only over HTTP.)
+ *
+ * <p>A latency budget is judged as the proxy and the generated rules judge it: breached when more
+ * than {@code 1 − quantile} of the phase's values were above the limit, counted exactly against the
+ * limit in whole nanoseconds ({@link #limitsNanos}, {@link PhaseStats#withLimits}) and decided by
+ * the proxy's own {@code Budget.breached}. The quantile is shown beside the verdict; it decides
+ * only where no exact counts exist (a merge of runs that had only histograms for the phase).
  */
 public final class ClientBudgets {
   /** The keys limits_ms may name, for the error message. */
@@ -136,17 +145,76 @@ public final class ClientBudgets {
     return sha256;
   }
 
-  /** The latency budgets judged on {@code stats} (exit code 3 territory). */
-  public List<BudgetResult> judgeLatency(String model, PhaseStats stats) {
-    List<BudgetResult> out = new ArrayList<>();
+  /**
+   * The limits, in whole nanoseconds ({@code BucketLayout.limitNanos}), that the budgets for {@code
+   * model} put on each phase, by canonical phase key ({@code ttft} counts as {@code server_ttft},
+   * {@code total} as {@code server_root}): what {@link PhaseStats#withLimits} must count.
+   */
+  public Map<String, Set<Long>> limitsNanos(String model) {
+    Map<String, Set<Long>> out = new LinkedHashMap<>();
     for (Budget b : forModel(model)) {
       for (Map.Entry<String, Double> e : b.limitsMs().entrySet()) {
-        double observed = stats.quantileMs(budgetPhase(e.getKey()).canonical().key(), b.quantile());
-        boolean breached = !Double.isNaN(observed) && observed > e.getValue();
-        out.add(new BudgetResult(b.name(), e.getKey(), e.getValue(), observed, breached));
+        out.computeIfAbsent(canonicalKey(e.getKey()), k -> new TreeSet<>())
+            .add(BucketLayout.limitNanos(e.getValue()));
       }
     }
     return out;
+  }
+
+  /** Where exact counts come from: {@code {atOrBelow, total}}, or null where there are none. */
+  @FunctionalInterface
+  public interface ExactCounts {
+    long[] counts(String phase, long limitNanos);
+  }
+
+  /** The latency budgets judged on {@code stats} (exit code 3 territory). */
+  public List<BudgetResult> judgeLatency(String model, PhaseStats stats) {
+    return judgeLatency(model, stats, stats::limitCounts);
+  }
+
+  /**
+   * The latency budgets judged on {@code exact} where it has the phase's counts for the limit (the
+   * proxy's {@code Budget.breached}: more than {@code 1 − quantile} of the values above the limit),
+   * else on the quantile of {@code stats} compared with the limit; {@code observed} is always the
+   * quantile of {@code stats}.
+   */
+  public List<BudgetResult> judgeLatency(String model, PhaseStats stats, ExactCounts exact) {
+    List<BudgetResult> out = new ArrayList<>();
+    for (Budget b : forModel(model)) {
+      for (Map.Entry<String, Double> e : b.limitsMs().entrySet()) {
+        String phase = canonicalKey(e.getKey());
+        double observed = stats.quantileMs(phase, b.quantile());
+        long[] c = exact.counts(phase, BucketLayout.limitNanos(e.getValue()));
+        if (c != null) {
+          out.add(
+              new BudgetResult(
+                  b.name(),
+                  e.getKey(),
+                  e.getValue(),
+                  observed,
+                  breached(b.quantile(), c[0], c[1]),
+                  new BudgetResult.Counts(c[0], c[1])));
+        } else {
+          boolean breached = !Double.isNaN(observed) && observed > e.getValue();
+          out.add(new BudgetResult(b.name(), e.getKey(), e.getValue(), observed, breached));
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The one definition of a breached latency budget, shared with the proxy's live verdict and the
+   * generated Prometheus rules: {@link io.phasemeter.proxy.budget.Budget#breached(double, long,
+   * long)}.
+   */
+  public static boolean breached(double quantile, long atOrBelow, long total) {
+    return io.phasemeter.proxy.budget.Budget.breached(quantile, atOrBelow, total);
+  }
+
+  /** The canonical phase key a {@code limits_ms} key names ({@code ttft}: server_ttft). */
+  public static String canonicalKey(String key) {
+    return budgetPhase(key).canonical().key();
   }
 
   /** The run's validity gates: error rate and join coverage (exit code 4 territory). */

@@ -245,15 +245,17 @@ final class HtmlReport {
       td("l", r.phase());
       td("", rate ? Html.pct(r.limitMs()) : Html.msUnit(r.limitMs()));
       td("", rate ? Html.pct(r.observedMs()) : Html.msUnit(r.observedMs()));
-      double ratio = r.observedMs() / r.limitMs();
+      double ratio = rate ? r.observedMs() / r.limitMs() : r.ratio();
       td("", Double.isFinite(ratio) ? String.format(Locale.ROOT, "%.2f", ratio) : "\u2013");
       td(
           "l",
           r.breached() ? "BREACHED" : Double.isFinite(r.observedMs()) ? "held" : "not observed");
       b.append("</tr>");
     }
-    b.append("</table><p class=\"muted\">Latency budgets compare the budget's quantile of the")
-        .append(" phase with its limit; error rate must stay under its limit and join")
+    b.append("</table><p class=\"muted\">A latency budget is breached when more than")
+        .append(" 1 \u2212 quantile of the phase's values were above its limit, counted exactly")
+        .append(" (as the proxy and its alert rules judge it); the observed quantile beside it is")
+        .append(" the HdrHistogram's, within 1 %. Error rate must stay under its limit and join")
         .append(" coverage over it.</p></section>");
   }
 

@@ -49,7 +49,10 @@ public final class LiveReport implements AutoCloseable {
   private final String model;
   private final Supplier<Status> status;
   private final Object statsLock = new Object();
-  private final PhaseStats cumulative = new PhaseStats();
+
+  /** The whole run, with exact counts against every budget limit (what the verdict is on). */
+  private final PhaseStats cumulative;
+
   private final PhaseWindow window = new PhaseWindow();
   private final AtomicLong notable = new AtomicLong();
   private final AtomicLong notableSuppressed = new AtomicLong();
@@ -74,6 +77,7 @@ public final class LiveReport implements AutoCloseable {
     this.budgets = budgets;
     this.model = model;
     this.status = status;
+    this.cumulative = PhaseStats.withLimits(budgets.limitsNanos(model));
   }
 
   /** One finished request, joined or alone: into the window and the whole run. */

@@ -4,7 +4,9 @@ import io.phasemeter.core.Phases;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.join.ServerRecord;
+import java.util.Collection;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -29,6 +31,11 @@ import org.HdrHistogram.Histogram;
  * within 1 % of the per-request values, with memory bounded by the range of values, not their
  * number (see {@link SignedHistogram}). Construction allocates no histogram until a value arrives,
  * so one instance per reporting window is cheap.
+ *
+ * <p>An instance made {@link #withLimits with budget limits} also counts, beside the histograms and
+ * exactly, each limited phase's values and those at or below each of its limits (in whole
+ * nanoseconds, see {@link LimitCounts}): what the budgets are judged on, as the proxy judges them
+ * ({@code Budget.breached}). The histograms give the quantile shown beside the verdict.
  *
  * <p>Thread-safe: every method holds the instance's lock briefly.
  */
@@ -75,6 +82,13 @@ public final class PhaseStats {
   }
 
   private final Map<String, SignedHistogram> histograms = new LinkedHashMap<>();
+
+  /**
+   * Exact counts per limited phase; a phase leaves the map when values reach its histogram that
+   * were not counted (an hlog read back, a merge of uncounted statistics): no counts, no claim.
+   */
+  private final Map<String, LimitCounts> exact = new HashMap<>();
+
   private long started;
   private long ok;
   private long joined;
@@ -98,6 +112,23 @@ public final class PhaseStats {
   /** An empty instance. */
   public static PhaseStats create() {
     return new PhaseStats();
+  }
+
+  /**
+   * An empty instance that counts, for each phase key of {@code limitsNanos} (canonical keys:
+   * {@code server_ttft}, not {@code ttft}), its values at or below each given limit in nanoseconds.
+   */
+  public static PhaseStats withLimits(Map<String, ? extends Collection<Long>> limitsNanos) {
+    PhaseStats stats = new PhaseStats();
+    limitsNanos.forEach(
+        (name, limits) -> {
+          stats.existing(name);
+          long[] sorted = limits.stream().mapToLong(Long::longValue).sorted().distinct().toArray();
+          if (sorted.length > 0) {
+            stats.exact.put(name, new LimitCounts(sorted));
+          }
+        });
+    return stats;
   }
 
   /** An instance holding every pair of {@code pairs} (no ITL: that has its own path). */
@@ -129,7 +160,18 @@ public final class PhaseStats {
         }
       }
     }
-    values(pair, (name, ms) -> histogram(name).recordMs(ms));
+    values(pair, this::record);
+  }
+
+  /** One value: into the phase's histogram and, if the phase is limited, its exact counts. */
+  private void record(String name, double ms) {
+    histogram(name).recordMs(ms);
+    if (!exact.isEmpty()) {
+      LimitCounts c = exact.get(name);
+      if (c != null) {
+        c.record(SignedHistogram.nanos(ms));
+      }
+    }
   }
 
   /** Where one request's per-phase values go: a run's histograms or a live window's recorders. */
@@ -210,7 +252,7 @@ public final class PhaseStats {
   public synchronized void addItl(long nanos) {
     Double ms = itlMs(nanos);
     if (ms != null) {
-      histogram("itl").recordMs(ms);
+      record("itl", ms);
     }
   }
 
@@ -219,6 +261,15 @@ public final class PhaseStats {
     PhaseStats snapshot = other.copy();
     synchronized (this) {
       snapshot.histograms.forEach((name, h) -> histogram(name).add(h));
+      for (String name : List.copyOf(exact.keySet())) {
+        SignedHistogram h = snapshot.histograms.get(name);
+        LimitCounts theirs = snapshot.exact.get(name);
+        if (theirs != null && theirs.sameLimits(exact.get(name))) {
+          exact.get(name).add(theirs);
+        } else if (h != null && h.count() > 0) {
+          exact.remove(name);
+        }
+      }
       started += snapshot.started;
       ok += snapshot.ok;
       joined += snapshot.joined;
@@ -232,6 +283,7 @@ public final class PhaseStats {
   public synchronized PhaseStats copy() {
     PhaseStats c = new PhaseStats();
     histograms.forEach((name, h) -> c.histograms.put(name, h.copy()));
+    exact.forEach((name, counts) -> c.exact.put(name, counts.copy()));
     c.started = started;
     c.ok = ok;
     c.joined = joined;
@@ -269,6 +321,17 @@ public final class PhaseStats {
   public synchronized long count(String name) {
     SignedHistogram h = existing(name);
     return h == null ? 0 : h.count();
+  }
+
+  /**
+   * {@code {atOrBelow, total}}: of one phase's values, how many were at or below {@code
+   * limitNanos}, and how many there were, both exact; null when this instance does not count that
+   * phase and limit exactly (judge by the quantile then, and say so).
+   */
+  public synchronized long[] limitCounts(String name, long limitNanos) {
+    existing(name);
+    LimitCounts c = exact.get(name);
+    return c == null ? null : c.counts(limitNanos);
   }
 
   /** Values below zero recorded for one phase (for an envelope: boundary, unit or join errors). */
@@ -325,6 +388,8 @@ public final class PhaseStats {
     String name =
         negatives ? tag.substring(0, tag.length() - PhaseLog.NEGATIVE_SUFFIX.length()) : tag;
     existing(name);
+    // Values at microsecond resolution, uncounted: this phase's exact counts no longer cover it.
+    exact.remove(name);
     histogram(name).addMicros(micros, negatives);
   }
 

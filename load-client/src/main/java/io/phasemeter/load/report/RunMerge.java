@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStream;
@@ -34,6 +35,13 @@ import org.HdrHistogram.HistogramLogWriter;
  * instance's percentiles — the pairs are concatenated with the instance they came from, request
  * counts and join counters are summed, and every trace id must be unique across the inputs (two
  * instances sharing one would make both joins untrustworthy).
+ *
+ * <p>Latency budgets are judged as a run judges them, on exact counts of the values above each
+ * limit ({@link ClientBudgets}), from the first source that has them for the phase and limit: every
+ * instance's summary.json (its {@code at_or_below} and {@code count}, to the nanosecond, summed);
+ * else the merged pairs.csv (its per-request values, to the microsecond it keeps them); else, for a
+ * phase that only the histograms hold (itl, the engine's split), the merged quantile compared with
+ * the limit, which the merged summary says ({@code basis: "quantile"} and {@code budgets_note}).
  */
 public final class RunMerge {
   private static final ObjectMapper JSON =
@@ -60,14 +68,40 @@ public final class RunMerge {
    * @param stats every phase, from the merged histograms, with the summed join counters
    * @param requests sent, ok, errors, dropped and invalid, summed
    * @param pairs rows in the merged pairs.csv
-   * @param budgets the latency budgets judged on the merged histograms (empty without budgets)
+   * @param budgets the latency budgets judged on the merged run (empty without budgets)
+   * @param basis per budget result, in the same order: where its verdict came from ({@link
+   *     #EXACT_SUMMARIES}, {@link #EXACT_PAIRS} or {@link #QUANTILE})
    */
   public record Result(
-      PhaseStats stats, Map<String, Long> requests, long pairs, List<BudgetResult> budgets) {
+      PhaseStats stats,
+      Map<String, Long> requests,
+      long pairs,
+      List<BudgetResult> budgets,
+      List<String> basis) {
     public boolean breached() {
       return budgets.stream().anyMatch(BudgetResult::breached);
     }
+
+    /** Whether any latency budget was judged on the quantile, not on exact counts. */
+    public boolean quantileFallback() {
+      return basis.contains(QUANTILE);
+    }
   }
+
+  /** Verdict from the instances' exact counts (summary.json), summed: to the nanosecond. */
+  public static final String EXACT_SUMMARIES = "exact";
+
+  /** Verdict from counts over the merged pairs.csv: exact to the microsecond it keeps. */
+  public static final String EXACT_PAIRS = "pairs.csv";
+
+  /** Verdict from the merged histograms' quantile compared with the limit (1 % resolution). */
+  public static final String QUANTILE = "quantile";
+
+  /** What the merged summary says when some budget fell back to the quantile. */
+  static final String QUANTILE_NOTE =
+      "judged by the merged HdrHistogram quantile against the limit (1 % resolution), not by exact"
+          + " counts: neither the instances' summary.json nor pairs.csv hold the phase's values;"
+          + " within 1 % of the limit this verdict may differ from the run's and the proxy's";
 
   private RunMerge() {}
 
@@ -133,8 +167,10 @@ public final class RunMerge {
     double achievedRate = 0;
     String model = null;
     ArrayNode sources = JsonNodeFactory.instance.arrayNode();
+    List<Map<String, long[]>> instanceCounts = new ArrayList<>();
     for (Path dir : inputs) {
       JsonNode summary = JSON.readTree(dir.resolve(ReportWriter.SUMMARY).toFile());
+      instanceCounts.add(summaryCounts(summary));
       for (String k : List.of("sent", "ok", "errors", "dropped", "invalid")) {
         requests.merge(k, summary.path("requests").path(k).asLong(), Long::sum);
       }
@@ -156,8 +192,36 @@ public final class RunMerge {
       readLog(dir.resolve(ReportWriter.PHASE_LOG), stats);
     }
 
+    Map<String, String> basisOf = new HashMap<>();
+    Map<String, long[]> summed = sumCounts(instanceCounts);
+    List<String> finalHeader = header;
+    ClientBudgets.ExactCounts exact =
+        (phase, limitNanos) -> {
+          String key = key(phase, limitNanos);
+          // Counts that do not cover exactly the values of the merged histogram are not the
+          // phase's: a pairs.csv without the phase's values, a summary from another population.
+          long values = stats.count(phase);
+          long[] c = summed.get(key);
+          String basis = EXACT_SUMMARIES;
+          if (c == null || c[1] != values) {
+            c = pairsCounts(finalHeader, rows, phase, limitNanos);
+            basis = EXACT_PAIRS;
+            if (c == null || c[1] != values) {
+              c = null;
+              basis = QUANTILE;
+            }
+          }
+          basisOf.put(key, basis);
+          return c;
+        };
     List<BudgetResult> judged =
-        budgets == null || model == null ? List.of() : budgets.judgeLatency(model, stats);
+        budgets == null || model == null ? List.of() : budgets.judgeLatency(model, stats, exact);
+    List<String> basis = new ArrayList<>();
+    for (BudgetResult r : judged) {
+      basis.add(
+          basisOf.get(
+              key(ClientBudgets.canonicalKey(r.phase()), BucketLayout.limitNanos(r.limitMs()))));
+    }
 
     Files.createDirectories(out);
     writeLog(out.resolve(ReportWriter.PHASE_LOG), stats);
@@ -200,20 +264,105 @@ public final class RunMerge {
       p.put("negative", stats.negativeCount(name));
     }
     ArrayNode b = root.putArray("budgets");
-    for (BudgetResult r : judged) {
+    for (int i = 0; i < judged.size(); i++) {
+      BudgetResult r = judged.get(i);
       ObjectNode o = b.addObject();
       o.put("name", r.name());
       o.put("phase", r.phase());
       putNumber(o, "limit_ms", r.limitMs());
       putNumber(o, "observed_ms", r.observedMs());
       o.put("breached", r.breached());
+      if (r.counts() != null) {
+        putNumber(o, "over_limit_share", r.counts().overLimitShare());
+        o.put("at_or_below", r.counts().atOrBelow());
+        o.put("count", r.counts().total());
+      }
+      o.put("basis", basis.get(i));
+    }
+    if (basis.contains(QUANTILE)) {
+      root.put("budgets_note", QUANTILE_NOTE);
     }
     root.put(
         "method",
         "histograms of every instance added (HdrHistogram), quantiles taken on the sum;"
             + " percentiles of instances are never averaged");
     JSON.writeValue(out.resolve(ReportWriter.SUMMARY).toFile(), root);
-    return new Result(stats, requests, rows.size(), judged);
+    return new Result(stats, requests, rows.size(), judged, List.copyOf(basis));
+  }
+
+  private static String key(String phase, long limitNanos) {
+    return phase + "@" + limitNanos;
+  }
+
+  /**
+   * One instance's exact counts from its summary.json budgets ({@code at_or_below}, {@code count}),
+   * by canonical phase and limit in nanoseconds; empty for a run written before they existed.
+   */
+  static Map<String, long[]> summaryCounts(JsonNode summary) {
+    Map<String, long[]> out = new HashMap<>();
+    for (JsonNode o : summary.path("budgets")) {
+      if (!o.path("at_or_below").isIntegralNumber() || !o.path("count").isIntegralNumber()) {
+        continue;
+      }
+      String phase;
+      try {
+        phase = ClientBudgets.canonicalKey(o.path("phase").asText());
+      } catch (RuntimeException e) {
+        continue;
+      }
+      out.put(
+          key(phase, BucketLayout.limitNanos(o.path("limit_ms").asDouble())),
+          new long[] {o.path("at_or_below").asLong(), o.path("count").asLong()});
+    }
+    return out;
+  }
+
+  /** The counts every instance has for a phase and limit, summed; the others are left out. */
+  static Map<String, long[]> sumCounts(List<Map<String, long[]>> instances) {
+    Map<String, long[]> out = new HashMap<>(instances.get(0));
+    out.replaceAll((k, v) -> v.clone());
+    for (Map<String, long[]> m : instances.subList(1, instances.size())) {
+      out.keySet().retainAll(m.keySet());
+      out.forEach(
+          (k, v) -> {
+            v[0] += m.get(k)[0];
+            v[1] += m.get(k)[1];
+          });
+    }
+    return out;
+  }
+
+  /**
+   * {@code {atOrBelow, total}} of one phase over the merged pairs.csv rows, the values in
+   * nanoseconds as a run records them ({@code Math.round(ms × 1e6)}); null when pairs.csv has no
+   * column for the phase. Its population is the histograms': schedule lag of every request, every
+   * other phase of the successful ones (class NONE) that have a value.
+   */
+  static long[] pairsCounts(List<String> header, List<String> rows, String phase, long limit) {
+    int column = header.indexOf(phase + "_ms");
+    int cls = header.indexOf("class");
+    if (column < 0 || cls < 0) {
+      return null;
+    }
+    boolean everyRequest = phase.equals("schedule_lag");
+    long atOrBelow = 0;
+    long total = 0;
+    for (String row : rows) {
+      List<String> f = splitCsv(row);
+      String v = f.get(column);
+      if (v.isEmpty() || (!everyRequest && !f.get(cls).equals("NONE"))) {
+        continue;
+      }
+      double ms = Double.parseDouble(v);
+      if (!Double.isFinite(ms)) {
+        continue;
+      }
+      total++;
+      if (Math.round(ms * 1e6) <= limit) {
+        atOrBelow++;
+      }
+    }
+    return new long[] {atOrBelow, total};
   }
 
   /** Adds every interval of one phases.hlog to {@code stats}. */

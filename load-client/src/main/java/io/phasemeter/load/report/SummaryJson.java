@@ -83,6 +83,12 @@ final class SummaryJson {
       num(o, "limit_ms", b.limitMs());
       num(o, "observed_ms", b.observedMs());
       o.put("breached", b.breached());
+      if (b.counts() != null) {
+        // Exact, as the proxy's /admin/stats: the share of values above the limit.
+        num(o, "over_limit_share", b.counts().overLimitShare());
+        o.put("at_or_below", b.counts().atOrBelow());
+        o.put("count", b.counts().total());
+      }
     }
 
     ObjectNode conditions = root.putObject("conditions");

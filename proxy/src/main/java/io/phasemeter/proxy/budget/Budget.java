@@ -153,6 +153,14 @@ public record Budget(
    * {@code 1 − quantile} holds, where {@code 1 − 95/100 > 0.05} would not. No data: no breach.
    */
   public boolean breached(long atOrBelow, long total) {
+    return breached(quantile, atOrBelow, total);
+  }
+
+  /**
+   * {@link #breached(long, long)} for a budget at {@code quantile}: the one definition, which the
+   * load client's verdict (ClientBudgets, over a run) calls too.
+   */
+  public static boolean breached(double quantile, long atOrBelow, long total) {
     return total > 0 && 1 - (double) atOrBelow / total > 1 - quantile;
   }
 
