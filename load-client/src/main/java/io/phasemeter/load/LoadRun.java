@@ -130,8 +130,17 @@ public final class LoadRun {
                   : "; joining with " + o.admin())
               + ")");
       out.flush();
-      WarmUp.oneByOne(vertx, o, o.workload(), out);
-      WarmUp.atLoad(schedule, o, workload, live, out);
+      WarmUp.Plan warm =
+          new WarmUp.Plan(
+              o.warmup(),
+              o.warmupDuration(),
+              o.url(),
+              o.timeout(),
+              o.connectionReuse(),
+              o.concurrency(),
+              o.steps().isEmpty() ? o.rate() : o.steps().get(0));
+      WarmUp.oneByOne(vertx, warm, o.workload(), out);
+      WarmUp.atLoad(schedule, warm, workload, live, out);
       WarmUp.collectBeforeTheClock(conditions);
       runStart = System.nanoTime();
       schedule.startTheClock();

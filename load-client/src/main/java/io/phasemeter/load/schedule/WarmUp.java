@@ -1,6 +1,5 @@
 package io.phasemeter.load.schedule;
 
-import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.report.LiveReport;
@@ -10,6 +9,7 @@ import io.phasemeter.load.workload.Arrivals;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import java.io.PrintWriter;
+import java.net.URI;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Map;
@@ -20,19 +20,39 @@ public final class WarmUp {
   private WarmUp() {}
 
   /**
+   * What the warm-up needs of the run's options.
+   *
+   * @param requests {@code --warmup}: requests sent one by one
+   * @param atLoad {@code --warmup-duration}: the first step's load, uncounted (zero for none)
+   * @param url the target
+   * @param timeout a request's timeout
+   * @param connectionReuse whether connections are kept alive
+   * @param concurrency the closed model's concurrency, or 0 for the open model
+   * @param firstRate the open model's first rate (req/s)
+   */
+  public record Plan(
+      int requests,
+      Duration atLoad,
+      URI url,
+      Duration timeout,
+      boolean connectionReuse,
+      int concurrency,
+      double firstRate) {}
+
+  /**
    * Sends {@code --warmup} requests one by one before the clock starts, under a different trace-id
    * prefix so their records are ignored: JIT and connection set-up stay out of the figures.
    */
-  public static void oneByOne(io.vertx.core.Vertx vertx, LoadOptions o, Workload w, PrintWriter out)
+  public static void oneByOne(io.vertx.core.Vertx vertx, Plan o, Workload w, PrintWriter out)
       throws Exception {
-    if (o.warmup() <= 0) {
+    if (o.requests() <= 0) {
       return;
     }
     TraceIds warm = TraceIds.random();
     RequestRunner warmRunner =
         new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {}, o.connectionReuse());
     try {
-      for (int i = 1; i <= o.warmup(); i++) {
+      for (int i = 1; i <= o.requests(); i++) {
         warmRunner
             .run(-i, w.request(-i), warm.traceId(i), warm.traceparent(i), 0, System.nanoTime())
             .await(o.timeout().toMillis() + 5000, TimeUnit.MILLISECONDS);
@@ -40,7 +60,7 @@ public final class WarmUp {
     } finally {
       warmRunner.close();
     }
-    out.println("phasemeter load: " + o.warmup() + " warm-up requests sent (not counted)");
+    out.println("phasemeter load: " + o.requests() + " warm-up requests sent (not counted)");
   }
 
   /**
@@ -54,9 +74,9 @@ public final class WarmUp {
    * finish uncounted.
    */
   public static void atLoad(
-      StepRunner steps, LoadOptions o, Workload workload, LiveReport live, PrintWriter out)
+      StepRunner steps, Plan o, Workload workload, LiveReport live, PrintWriter out)
       throws Exception {
-    Duration d = o.warmupDuration();
+    Duration d = o.atLoad();
     if (d.isZero()) {
       return;
     }
@@ -67,7 +87,7 @@ public final class WarmUp {
     Series warm =
         Series.warmUp(
             ids,
-            o.warmup(),
+            o.requests(),
             workload,
             discarded::addItl,
             r -> {
@@ -85,7 +105,7 @@ public final class WarmUp {
     } else {
       // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
       // never starts the run already behind.
-      rate = o.steps().isEmpty() ? o.rate() : o.steps().get(0);
+      rate = o.firstRate();
       s = steps.open(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
     }
     out.println(
