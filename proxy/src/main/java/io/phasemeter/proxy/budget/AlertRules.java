@@ -217,7 +217,7 @@ public final class AlertRules {
     return "1 - (sum by (llm_pool) (rate("
         + p.metric()
         + "_bucket{"
-        + join(matchers, "le=\"" + b.le(p) + "\"")
+        + join(matchers, b.leMatcher(p))
         + "}"
         + w
         + ")) / sum by (llm_pool) (rate("
@@ -229,8 +229,8 @@ public final class AlertRules {
   }
 
   private static AlertRule phaseRule(Budget b, BudgetPhase p) {
-    // "> (1 - q)", not "> 0.05": PromQL then computes both sides as 1 - x, float for float, so a
-    // share of exactly 1 - q holds (1 - 95/100 is 0.050000000000000044, above 0.05).
+    // "> (1 - q)", not "> 0.05": 1 - 95/100 is 0.050000000000000044, above 0.05. (At a share of
+    // exactly 1 - q, rate()'s scaling of bucket and count can still tip it either way.)
     String expr = shareAbove(b, p, b.window()) + " > " + allowed(b);
     String what = "over the last " + Durations.format(b.window());
     return phaseAlert(b, p, "Breached", "page", expr, forDuration(b), what);

@@ -146,11 +146,12 @@ public record Budget(
   /**
    * The budget's verdict on one phase, from counts: breached when the share of values above the
    * limit, {@code 1 − atOrBelow / total}, is more than {@code 1 − quantile}. This is the arithmetic
-   * of the generated rule ({@code 1 − rate(bucket{le=limit}) / rate(count) > (1 − quantile)}),
-   * float for float, and of the live verdict. It equals "the quantile is above the limit", the
-   * quantile taken as the smallest value with at least {@code quantile × total} values at or below
-   * it: both sides are computed as {@code 1 − x} (exact for x in [0.5, 2]), so a share of exactly
-   * {@code 1 − quantile} holds, where {@code 1 − 95/100 > 0.05} would not. No data: no breach.
+   * of the generated rule ({@code 1 − rate(bucket{le=limit}) / rate(count) > (1 − quantile)}; there
+   * {@code rate()} scales both counts first, so an exact tie may tip either way) and of the live
+   * verdict. It equals "the quantile is above the limit", the quantile taken as the smallest value
+   * with at least {@code quantile × total} values at or below it: both sides are computed as {@code
+   * 1 − x} (exact for x in [0.5, 2]), so a share of exactly {@code 1 − quantile} holds, where
+   * {@code 1 − 95/100 > 0.05} would not. No data: no breach.
    */
   public boolean breached(long atOrBelow, long total) {
     return breached(quantile, atOrBelow, total);
@@ -177,6 +178,11 @@ public record Budget(
   /** The {@code le} label of {@code phase}'s limit, as {@code /metrics} prints it. */
   public String le(BudgetPhase phase) {
     return BucketLayout.le(limitNanos(phase));
+  }
+
+  /** The PromQL matcher of {@code phase}'s limit bucket ({@link BucketLayout#leMatcher}). */
+  public String leMatcher(BudgetPhase phase) {
+    return BucketLayout.leMatcher(limitNanos(phase));
   }
 
   /** Whether this budget applies to every model. */

@@ -89,6 +89,46 @@ public final class BucketLayout {
   }
 
   /**
+   * The same boundary as Prometheus stores it when it normalises {@code le} on ingestion (3.x, and
+   * 2.x scraping protobuf): Go's shortest {@code 'g'} format, with {@code .0} added when it has
+   * neither a point nor an exponent. It equals {@link #le} from 1 ms up; below, Java writes {@code
+   * 3.0E-4} where Prometheus keeps {@code 0.0003}, and {@code 5.0E-5} where it keeps {@code 5e-05}.
+   */
+  public static String leNormalized(long nanos) {
+    java.math.BigDecimal v = new java.math.BigDecimal(le(nanos)).stripTrailingZeros();
+    String digits = v.unscaledValue().abs().toString();
+    int exp = digits.length() - v.scale() - 1;
+    String s;
+    if (v.signum() != 0 && (exp < -4 || exp >= 6)) {
+      String mantissa =
+          digits.length() == 1 ? digits : digits.charAt(0) + "." + digits.substring(1);
+      int e = Math.abs(exp);
+      s = mantissa + "e" + (exp < 0 ? "-" : "+") + (e < 10 ? "0" : "") + e;
+    } else {
+      s = v.toPlainString();
+    }
+    return s.indexOf('.') < 0 && s.indexOf('e') < 0 ? s + ".0" : s;
+  }
+
+  /**
+   * The PromQL matcher for the boundary at {@code nanos}: {@code le="0.25"} where every Prometheus
+   * stores one text, otherwise a match of either text ({@code le=~`3\.0E-4|0\.0003`}), so that a
+   * rule finds the bucket whether the server normalises {@code le} or not.
+   */
+  public static String leMatcher(long nanos) {
+    String printed = le(nanos);
+    String stored = leNormalized(nanos);
+    if (printed.equals(stored)) {
+      return "le=\"" + printed + "\"";
+    }
+    return "le=~`" + regexQuote(printed) + "|" + regexQuote(stored) + "`";
+  }
+
+  private static String regexQuote(String s) {
+    return s.replace(".", "\\.").replace("+", "\\+");
+  }
+
+  /**
    * The boundaries of {@code metric} (for {@link Metric#PHASE}, of the series of {@code phase}),
    * ascending, as durations.
    */

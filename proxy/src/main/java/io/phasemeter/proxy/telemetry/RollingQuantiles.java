@@ -256,7 +256,10 @@ public final class RollingQuantiles {
     private void drain() {
       spare = recorder.getIntervalHistogram(spare);
       open.add(spare);
-      for (int i = 0; i < counts.length; i++) {
+      // Highest limit first, the total last: record() adds to the total first, so a value that
+      // lands while this runs may be in the total without its limit counts (next slice's), never
+      // in a limit count without the total, and no slice has more values above a limit than in all.
+      for (int i = counts.length - 1; i >= 0; i--) {
         openCounts[i] += counts[i].sumThenReset();
       }
     }

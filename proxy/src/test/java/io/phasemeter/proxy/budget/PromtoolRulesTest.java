@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.math.BigDecimal;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -24,6 +25,12 @@ import org.junit.jupiter.api.io.TempDir;
 class PromtoolRulesTest {
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
   private static final String POOL = "default";
+
+  /**
+   * Whether fixtures write {@code le} as Prometheus 3 stores it ({@code 0.0003}) rather than as
+   * {@code /metrics} prints it ({@code 3.0E-4}); see {@link #subMillisecondLimits}.
+   */
+  private static boolean normalisedLe;
 
   @TempDir Path dir;
 
@@ -103,6 +110,40 @@ class PromtoolRulesTest {
     // rate
     assertThat(rules).hasSize(15 + 1 + 2 + 1);
     runUnitTests(rulesFile, rules, committedRules(rulesFile));
+  }
+
+  /**
+   * Below 1 ms Java prints a boundary as {@code 3.0E-4}, and Prometheus 3 (or 2.x scraping
+   * protobuf) stores it as {@code 0.0003}: the rules match either, and fire and hold alike.
+   */
+  @Test
+  void subMillisecondLimits() throws Exception {
+    Budgets budgets =
+        Budgets.parse(
+            "budgets:\n"
+                + "  - {name: fast, quantile: 0.95, window: 5m, limits_ms: {gateway: 0.3,"
+                + " receive: 0.05, write: 0.15, queue: 250}, max_error_rate: 0.02,"
+                + " min_join_coverage: 0}\n",
+            "fast.yaml");
+    Path rulesFile = dir.resolve("fast-rules.yaml");
+    Files.writeString(rulesFile, AlertRules.render(budgets, "fast.yaml"));
+    Promtool.runOk("check", "rules", rulesFile.toString());
+    assertThat(Files.readString(rulesFile))
+        .contains("le=~`3\\.0E-4|0\\.0003`")
+        .contains("le=~`5\\.0E-5|5e-05`")
+        .contains("le=~`1\\.5E-4|0\\.00015`")
+        .contains("le=\"0.25\"");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    try {
+      for (boolean normalised : new boolean[] {false, true}) {
+        normalisedLe = normalised;
+        assertThat(runUnitTests(rulesFile, rules, committedRules(rulesFile)))
+            .as("le as %s", normalised ? "Prometheus 3 stores it" : "/metrics prints it")
+            .contains("SUCCESS");
+      }
+    } finally {
+      normalisedLe = false;
+    }
   }
 
   private String runUnitTests(Path rulesFile, List<AlertRule> rules, Map<String, JsonNode> yaml)
@@ -237,7 +278,11 @@ class PromtoolRulesTest {
       all[i] = segments.get(i)[1];
       steps.add(new long[] {segments.get(i)[0]});
     }
-    series(t, p.metric() + "_bucket{" + labels + ",le=\"" + b.le(p) + "\"}", steps, atOrBelow);
+    String le =
+        normalisedLe
+            ? BucketLayout.leNormalized(b.limitNanos(p))
+            : BucketLayout.le(b.limitNanos(p));
+    series(t, p.metric() + "_bucket{" + labels + ",le=\"" + le + "\"}", steps, atOrBelow);
     series(t, p.metric() + "_bucket{" + labels + ",le=\"+Inf\"}", steps, all);
     series(t, p.metric() + "_count{" + labels + "}", steps, all);
   }
