@@ -57,11 +57,13 @@ public final class Durations {
    * @throws IllegalArgumentException naming {@code name} when the text is not a positive duration
    */
   public static Duration parsePositive(String name, String text) {
-    Duration d;
-    try {
-      d = BARE_NUMBER.matcher(text).matches() ? Duration.ZERO : parse(text);
-    } catch (IllegalArgumentException | NullPointerException e) {
-      d = Duration.ZERO;
+    Duration d = Duration.ZERO;
+    if (text != null && !BARE_NUMBER.matcher(text).matches()) {
+      try {
+        d = parse(text);
+      } catch (IllegalArgumentException e) {
+        // reported below, naming the flag
+      }
     }
     if (d.isZero()) {
       throw new IllegalArgumentException(

@@ -28,9 +28,6 @@ import org.HdrHistogram.Histogram;
  * disagree when the quantile lies within the histogram's resolution of the limit.
  */
 public final class BudgetTracker implements MeterBinder {
-  /** The rolling series of failed requests (counted, for the error rate). */
-  public static final String FAILED = LiveStats.FAILED_SERIES;
-
   private final Budgets budgets;
   private final RollingQuantiles quantiles;
 
@@ -130,7 +127,8 @@ public final class BudgetTracker implements MeterBinder {
     JsonArray out = new JsonArray();
     for (Budget b : budgets.budgets()) {
       long ok = quantiles.merged(matches(b, Phases.TOTAL.key()), b.window()).getTotalCount();
-      long failed = quantiles.merged(matches(b, FAILED), b.window()).getTotalCount();
+      long failed =
+          quantiles.merged(matches(b, LiveStats.FAILED_SERIES), b.window()).getTotalCount();
       double errorRate = ok + failed == 0 ? Double.NaN : (double) failed / (ok + failed);
       JsonArray phases = new JsonArray();
       for (BudgetPhase p : b.phases()) {

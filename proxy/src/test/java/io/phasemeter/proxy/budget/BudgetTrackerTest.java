@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.vertx.core.json.JsonObject;
 import java.time.Duration;
@@ -77,7 +78,7 @@ class BudgetTrackerTest {
       q.record("m", "p", "queue", 300 * MS);
     }
     for (int i = 0; i < 20; i++) {
-      q.record("m", "p", BudgetTracker.FAILED, 100 * MS);
+      q.record("m", "p", LiveStats.FAILED_SERIES, 100 * MS);
     }
     JsonObject all = new BudgetTracker(budgets, q).status().getJsonObject(0);
     assertThat(all.getLong("requests")).isEqualTo(100);
