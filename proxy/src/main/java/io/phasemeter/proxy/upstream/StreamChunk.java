@@ -264,7 +264,14 @@ public final class StreamChunk {
           "api_error",
           "rate_limit_error",
           "overloaded_error",
-          "timeout_error");
+          "timeout_error",
+          // The Responses API's error codes (response.failed, error events).
+          "rate_limit_exceeded",
+          "invalid_prompt",
+          "invalid_request",
+          "context_length_exceeded",
+          "internal_error",
+          "vector_store_timeout");
 
   /** {@code type} if it is a known error type, {@code unknown} when missing, else {@code other}. */
   static String safeErrorType(String type) {
