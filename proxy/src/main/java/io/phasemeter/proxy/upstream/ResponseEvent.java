@@ -84,7 +84,11 @@ public final class ResponseEvent {
   /** Classifies the {@code data} of one event; an event without data is {@link Kind#OTHER}. */
   public static ResponseEvent inspect(SseEvent event) {
     Buffer data = event.dataBuffer();
-    return data == null ? OTHER : scan(data, event.dataStart(), event.dataEnd(), false);
+    if (data == null || StreamChunk.isDone(data, event.dataStart(), event.dataEnd())) {
+      // vLLM sends no [DONE] here; a server that adds one has it relayed, as any other event.
+      return OTHER;
+    }
+    return scan(data, event.dataStart(), event.dataEnd(), false);
   }
 
   /** Classifies a whole response object (a request that was not streamed). */

@@ -162,7 +162,7 @@ public final class StreamChunk {
   }
 
   /** {@code [DONE]}, give or take leading and trailing bytes up to space (String.trim()'s). */
-  private static boolean isDone(Buffer in, int from, int to) {
+  static boolean isDone(Buffer in, int from, int to) {
     while (from < to && (in.getByte(from) & 0xff) <= ' ') {
       from++;
     }

@@ -119,6 +119,13 @@ class ResponseEventTest {
   }
 
   @Test
+  void aDoneSentinelIsJustAnotherEvent() {
+    List<SseEvent> events = new ArrayList<>();
+    new SseParser(1024).feed(Buffer.buffer("data: [DONE]\n\n"), e -> events.add(e.copy()));
+    assertThat(ResponseEvent.inspect(events.get(0)).kind()).isEqualTo(ResponseEvent.Kind.OTHER);
+  }
+
+  @Test
   void notOneJsonObjectIsMalformed() {
     assertThat(event("response.completed", "{\"type\":\"response.completed\"").kind())
         .isEqualTo(ResponseEvent.Kind.MALFORMED);
