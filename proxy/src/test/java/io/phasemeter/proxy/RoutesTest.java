@@ -47,6 +47,11 @@ class RoutesTest extends ProxyTestBase {
     backend =
         startBackend(
             req -> {
+              if (req.path().equals("/early")) {
+                // Judges the head and answers before reading the body, as an engine may.
+                req.response().setStatusCode(413).end("{\"detail\":\"too large\"}");
+                return;
+              }
               MessageDigest sha = sha256();
               long[] n = {0};
               MultiMap headers = MultiMap.caseInsensitiveMultiMap().addAll(req.headers());
@@ -334,6 +339,35 @@ class RoutesTest extends ProxyTestBase {
     assertThat(new JsonObject(chunked.text()).getJsonObject("error").getString("code"))
         .isEqualTo("request_too_large");
     assertIdle();
+  }
+
+  @Test
+  void anUpstreamThatAnswersBeforeTheUploadEndedIsRelayedAndTheConnectionClosed() throws Exception {
+    start(null);
+    try (java.net.Socket socket = new java.net.Socket("127.0.0.1", proxy.port())) {
+      socket.setSoTimeout(20_000);
+      var out = socket.getOutputStream();
+      out.write(
+          ("POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n")
+              .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+      out.write(new byte[64 * 1024]);
+      out.flush();
+      String answer =
+          new String(
+              socket.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+      assertThat(answer).startsWith("HTTP/1.1 413").contains("too large");
+      assertThat(answer.toLowerCase(java.util.Locale.ROOT)).contains("connection: close");
+    }
+    Finished f = awaitFinished(1).get(0);
+    assertThat(f.outcome()).isEqualTo("client_error");
+    assertThat(f.errorType()).isEqualTo("upstream_413");
+    assertIdle();
+    try {
+      call(HttpMethod.GET, "/version", null, MultiMap.caseInsensitiveMultiMap());
+    } catch (Exception e) {
+      throw new AssertionError(
+          "DEBUG seen=" + seen + " inflight=" + proxy.inFlight() + " finished=" + finished, e);
+    }
   }
 
   @Test

@@ -175,6 +175,7 @@ final class GeneratePhase {
     private SseParser parser;
     // A streamed pass-through took the first of the client's body bytes: it cannot be sent again.
     private boolean bodyTaken;
+    private boolean uploadEnded;
     private boolean sawTerminal;
     // Made once: a method reference written at the call would be a new object per chunk.
     private final Consumer<SseEvent> eventSink = this::onEvent;
@@ -323,13 +324,16 @@ final class GeneratePhase {
       }
       long limit = ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : maxBodyBytes;
       long[] sent = {0};
+      if ("100-continue".equalsIgnoreCase(in.getHeader("expect"))) {
+        ctx.response().writeContinue();
+      }
       in.handler(
           chunk -> {
             if (over) {
               return;
             }
-            bodyTaken = true;
             sent[0] += chunk.length();
+            bodyTaken = true;
             lastActivity = ctx.now();
             if (sent[0] > limit) {
               ctx.response().putHeader("connection", "close");
@@ -351,6 +355,7 @@ final class GeneratePhase {
               return;
             }
             ctx.uploaded(sent[0]);
+            uploadEnded = true;
             span.addEvent("request.body.sent", Attributes.of(REQUEST_BODY_BYTES, sent[0]));
             request.end();
           });
@@ -712,7 +717,13 @@ final class GeneratePhase {
     private void relayRaw(HttpClientResponse resp) {
       HttpServerResponse out = ctx.response();
       cancelFirstTokenTimer();
-      out.setStatusCode(resp.statusCode());
+      int status = resp.statusCode();
+      out.setStatusCode(status);
+      if (!ctx.request().isEnded()) {
+        // The upstream answered before the client's body was all read (an engine refusing an
+        // upload early): what is left of it must not be read as the next request.
+        out.putHeader("connection", "close");
+      }
       for (Map.Entry<String, String> h : resp.headers()) {
         if (!RAW_HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
           out.headers().add(h.getKey(), h.getValue());
@@ -721,11 +732,14 @@ final class GeneratePhase {
       String length = resp.getHeader("content-length");
       if (length != null) {
         out.putHeader("content-length", length);
-      } else {
+      } else if (status >= 200
+          && status != 204
+          && status != 304
+          && ctx.request().method() != HttpMethod.HEAD) {
         out.setChunked(true);
       }
       out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
-      ctx.relayed(resp.statusCode());
+      ctx.relayed(status);
       armIdle();
       resp.handler(
           chunk -> {
@@ -846,6 +860,15 @@ final class GeneratePhase {
       if (current != null) {
         pool.ended(current);
         current = null;
+      }
+      if (upstreamRequest != null && streamsBody() && !uploadEnded) {
+        // The upstream answered before the upload ended: the rest of the body has nowhere to go
+        // (the client's connection closes after the answer, see relayRaw). A reset does not
+        // free a connection whose response already ended: it is closed, or the pool keeps it.
+        upstreamRequest.reset();
+        if (upstreamRequest.connection() != null) {
+          upstreamRequest.connection().close();
+        }
       }
       upstreamRequest = null;
       // The upstream is done: its slot goes to the next request now, whatever the client's socket

@@ -206,8 +206,10 @@ public final class ResponseEvent {
       }
       return switch (type) {
         case 1, 2 -> delta ? CONTENT : OTHER;
-        case 3 -> completed(null);
-        case 4 -> completed(incompleteReason == null ? "other" : incompleteReason);
+        // vLLM ends a response stopped at max_output_tokens with response.completed whose status
+        // is incomplete; OpenAI with response.incomplete. Both are successes that stopped early.
+        case 3 -> completed("incomplete".equals(status) ? incompleteOr() : null);
+        case 4 -> completed(incompleteOr());
         case 5, 6 -> failed();
         default -> OTHER;
       };

@@ -100,6 +100,18 @@ class ResponseEventTest {
   }
 
   @Test
+  void vllmsCompletedEventWithAnIncompleteStatusStoppedAtItsLength() {
+    ResponseEvent e =
+        event(
+            "response.completed",
+            "{\"response\":{\"incomplete_details\":{\"reason\":\"max_output_tokens\"},"
+                + "\"status\":\"incomplete\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}},"
+                + "\"sequence_number\":9,\"type\":\"response.completed\"}");
+    assertThat(e.kind()).isEqualTo(ResponseEvent.Kind.COMPLETED);
+    assertThat(e.finishReason()).isEqualTo("length");
+  }
+
+  @Test
   void aFailedResponseAndAnErrorEventAreFailuresWithABoundedType() {
     ResponseEvent failed =
         event(
