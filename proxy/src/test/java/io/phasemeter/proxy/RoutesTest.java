@@ -362,12 +362,12 @@ class RoutesTest extends ProxyTestBase {
     assertThat(f.outcome()).isEqualTo("client_error");
     assertThat(f.errorType()).isEqualTo("upstream_413");
     assertIdle();
-    try {
-      call(HttpMethod.GET, "/version", null, MultiMap.caseInsensitiveMultiMap());
-    } catch (Exception e) {
-      throw new AssertionError(
-          "DEBUG seen=" + seen + " inflight=" + proxy.inFlight() + " finished=" + finished, e);
-    }
+    // The upstream connection that carried the cut upload was closed, not kept by the pool: the
+    // next request gets one.
+    assertThat(call(HttpMethod.GET, "/version", null, MultiMap.caseInsensitiveMultiMap()).status())
+        .as("the proxy still serves")
+        .isEqualTo(200);
+    assertIdle();
   }
 
   @Test
