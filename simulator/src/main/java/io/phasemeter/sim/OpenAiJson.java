@@ -1,6 +1,7 @@
 package io.phasemeter.sim;
 
 import io.phasemeter.sim.ParsedRequest.Endpoint;
+import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 
@@ -12,6 +13,11 @@ import io.vertx.core.json.JsonObject;
  */
 final class OpenAiJson {
   private OpenAiJson() {}
+
+  /** Answers {@code response} with a JSON body. */
+  static void send(HttpServerResponse response, int status, JsonObject body) {
+    response.setStatusCode(status).putHeader("content-type", "application/json").end(body.encode());
+  }
 
   static String sse(JsonObject json) {
     return "data: " + json.encode() + "\n\n";

@@ -1,23 +1,19 @@
 package io.phasemeter.sim;
 
-import io.phasemeter.sim.FaultPlan.Kind;
 import io.phasemeter.sim.ParsedRequest.Endpoint;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
 import io.vertx.core.http.HttpServerRequest;
-import io.vertx.core.http.HttpServerResponse;
-import io.vertx.core.json.JsonObject;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
-import java.util.SplittableRandom;
 import java.util.function.LongSupplier;
 
 /**
- * The HTTP face of the simulator. Everything (routes, engine, timers) runs on this verticle's one
- * context, so the engine needs no locks.
+ * The HTTP face of the simulator: its routes and the generation handlers. Everything (routes,
+ * engine, timers) runs on this verticle's one context, so the engine needs no locks.
  */
 final class SimulatorVerticle extends VerticleBase {
   private static final long MAX_BODY_BYTES = 64L * 1024 * 1024;
@@ -26,25 +22,24 @@ final class SimulatorVerticle extends VerticleBase {
   private final LongSupplier clock;
   private final VllmMetrics metrics;
   private final RequestParser parser;
-  private final SplittableRandom faultRng;
   private final long startedEpochSeconds = System.currentTimeMillis() / 1000;
   private Engine engine;
   private EngineTracer tracer;
+  private Admission admission;
   private HttpServer server;
-  private long ids;
 
   SimulatorVerticle(SimulatorConfig config, LongSupplier clock) {
     this.config = config;
     this.clock = clock;
     this.metrics = new VllmMetrics(config.models());
     this.parser = new RequestParser(config);
-    this.faultRng = new SplittableRandom(TokenPlan.mix(config.seed() ^ 0xFA017L));
   }
 
   @Override
   public Future<?> start() {
     tracer = EngineTracer.create(config.otlpTracesEndpoint(), clock);
     engine = new Engine(vertx, config, CostModel.of(config), clock, metrics, tracer);
+    admission = new Admission(config, engine, tracer);
     Router router = Router.router(vertx);
     router.get("/health").handler(ctx -> ctx.response().setStatusCode(200).end());
     router.get("/v1/models").handler(this::models);
@@ -106,24 +101,14 @@ final class SimulatorVerticle extends VerticleBase {
     HttpServerRequest request = ctx.request();
     ParsedRequest parsed;
     FaultPlan fault;
-    long holdNanos;
-    double stepOverride;
     try {
       parsed = parser.parse(endpoint, ctx.body().buffer());
-      fault = FaultPlan.choose(request.headers(), config, faultRng);
-      holdNanos = FaultPlan.holdNanos(request.headers());
-      stepOverride = FaultPlan.decodeStepOverrideMs(request.headers());
+      fault = admission.faults(request);
     } catch (ApiError e) {
-      fail(ctx.response(), e);
+      admission.refuse(ctx.response(), e);
       return;
     }
-    if (fault.kind() == Kind.ERROR) {
-      fail(ctx.response(), ApiError.internal("Simulated engine failure (x-sim-fault: error)"));
-      return;
-    }
-    if (fault.kind() == Kind.RESET) {
-      engine.countFailed();
-      request.connection().close();
+    if (admission.endedBeforeEngine(request, fault, true)) {
       return;
     }
     TokenPlan plan =
@@ -133,40 +118,14 @@ final class SimulatorVerticle extends VerticleBase {
             parsed.maxTokens(),
             parsed.minTokens(),
             parsed.ignoreEos());
-    String id = endpoint.idPrefix + String.format("%016x%08x", TokenPlan.mix(config.seed()), ++ids);
-    Exchange exchange =
-        new Exchange(request, parsed, fault, engine, id, System.currentTimeMillis() / 1000);
-    boolean stall = fault.kind() == Kind.STALL;
-    long stallNanos = fault.stallMs() < 0 ? -1 : fault.stallMs() * 1_000_000;
-    Sequence sequence =
-        new Sequence(
-            parsed,
-            plan,
-            holdNanos,
-            stepOverride,
-            stall ? fault.afterTokens() : -1,
-            stallNanos,
-            exchange);
+    String id = endpoint.idPrefix + admission.nextHex(8);
+    Exchange exchange = new Exchange(request, parsed, fault, engine, id, Admission.nowSeconds());
+    Sequence sequence = admission.sequence(request, parsed, plan, fault, exchange, id);
     exchange.attach(sequence);
-    sequence.requestId = id;
-    sequence.traceParent = tracer.parent(request.headers());
-    if (!engine.admit(sequence)) {
-      fail(
-          ctx.response(),
-          ApiError.unavailable(
-              "The waiting queue is full (" + config.maxQueue() + " requests); try again later."));
+    if (!admission.admit(ctx.response(), sequence)) {
       return;
     }
     ctx.response().closeHandler(v -> engine.cancel(sequence));
     exchange.open();
-  }
-
-  private void fail(HttpServerResponse response, ApiError error) {
-    engine.countFailed();
-    JsonObject body = error.body();
-    response
-        .setStatusCode(error.status)
-        .putHeader("content-type", "application/json")
-        .end(body.encode());
   }
 }
