@@ -17,12 +17,25 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
 
   enum Kind {
     NONE,
+    /**
+     * The engine fails: a 500 before any byte; on a Responses stream, a {@code response.failed}
+     * event after {@code x-sim-fault-after-tokens} deltas.
+     */
     ERROR,
+    /**
+     * The engine fails after {@code x-sim-fault-after-tokens} tokens and says so in-band: vLLM's
+     * {@code data: {"error": …}} then {@code [DONE]} on a chat or completion stream, a bare {@code
+     * error} event on a Responses stream, a 500 for a whole response.
+     */
+    ERROR_EVENT,
     RESET,
     STALL,
     DISCONNECT,
     MALFORMED
   }
+
+  /** The header values, in the order the help lists them. */
+  static final String NAMES = "error, error_event, reset, stall, disconnect, malformed";
 
   static final FaultPlan NONE = new FaultPlan(Kind.NONE, 0, -1);
 
@@ -55,8 +68,7 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
       kind = Kind.NONE;
     }
     if (kind == Kind.NONE && !fault.trim().equalsIgnoreCase("none")) {
-      throw ApiError.badRequest(
-          FAULT + " must be one of error, reset, stall, disconnect, malformed; got " + fault, null);
+      throw ApiError.badRequest(FAULT + " must be one of " + NAMES + "; got " + fault, null);
     }
     int after = (int) headerLong(headers, AFTER_TOKENS, 1, 1);
     long stall = headerLong(headers, STALL_MS, -1, 0);

@@ -25,6 +25,14 @@ final class OpenAiJson {
 
   static final String DONE = "data: [DONE]\n\n";
 
+  /**
+   * vLLM's body for an engine failure during generation ({@code GenerationError}): sent in-band on
+   * a stream, as the 500's body otherwise.
+   */
+  static JsonObject generationError() {
+    return ApiError.internal("Internal server error").body();
+  }
+
   static JsonObject roleChunk(String id, long created, String model) {
     JsonObject delta = new JsonObject().put("role", "assistant").put("content", "");
     return envelope(id, Endpoint.CHAT.chunkObject, created, model)
