@@ -14,6 +14,7 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
   static final String STALL_MS = "x-sim-stall-ms";
   static final String TTFT_MS = "x-sim-ttft-ms";
   static final String DECODE_STEP_MS = "x-sim-decode-step-ms";
+  static final String REASONING_TOKENS = "x-sim-reasoning-tokens";
 
   enum Kind {
     NONE,
@@ -78,6 +79,14 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
   /** The {@code x-sim-ttft-ms} hold in nanoseconds, 0 when absent. */
   static long holdNanos(MultiMap headers) {
     return Math.round(headerDouble(headers, TTFT_MS, 0) * 1e6);
+  }
+
+  /**
+   * {@code x-sim-reasoning-tokens}: how many of the first generated tokens a Responses request
+   * streams as reasoning; 0 when absent.
+   */
+  static int reasoningTokens(MultiMap headers) {
+    return (int) Math.min(Integer.MAX_VALUE, headerLong(headers, REASONING_TOKENS, 0, 0));
   }
 
   /** The {@code x-sim-decode-step-ms} override, negative when absent. */

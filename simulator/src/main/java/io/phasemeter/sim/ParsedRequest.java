@@ -14,7 +14,8 @@ record ParsedRequest(
 
   enum Endpoint {
     CHAT("chat.completion", "chat.completion.chunk", "chatcmpl-"),
-    COMPLETION("text_completion", "text_completion", "cmpl-");
+    COMPLETION("text_completion", "text_completion", "cmpl-"),
+    RESPONSES("response", "response", "resp_");
 
     final String object;
     final String chunkObject;

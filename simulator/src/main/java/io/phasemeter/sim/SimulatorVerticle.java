@@ -12,8 +12,9 @@ import io.vertx.ext.web.handler.BodyHandler;
 import java.util.function.LongSupplier;
 
 /**
- * The HTTP face of the simulator: its routes and the generation handlers. Everything (routes,
- * engine, timers) runs on this verticle's one context, so the engine needs no locks.
+ * The HTTP face of the simulator: its routes, and the generation handlers (the Responses API has
+ * its own class). Everything (routes, engine, timers) runs on this verticle's one context, so the
+ * engine needs no locks.
  */
 final class SimulatorVerticle extends VerticleBase {
   private static final long MAX_BODY_BYTES = 64L * 1024 * 1024;
@@ -47,6 +48,7 @@ final class SimulatorVerticle extends VerticleBase {
     BodyHandler body = BodyHandler.create().setBodyLimit(MAX_BODY_BYTES);
     router.post("/v1/chat/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.CHAT));
     router.post("/v1/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.COMPLETION));
+    new ResponsesApi(config, engine, admission, parser, new ResponseStore()).mount(router, body);
     router
         .route()
         .last()
