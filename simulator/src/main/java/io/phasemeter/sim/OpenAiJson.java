@@ -149,7 +149,7 @@ final class OpenAiJson {
         .put("model", model);
   }
 
-  private static JsonObject usage(int prompt, int completion, boolean withDetails) {
+  static JsonObject usage(int prompt, int completion, boolean withDetails) {
     JsonObject usage =
         new JsonObject()
             .put("prompt_tokens", prompt)

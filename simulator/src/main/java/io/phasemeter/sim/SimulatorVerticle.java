@@ -12,9 +12,9 @@ import io.vertx.ext.web.handler.BodyHandler;
 import java.util.function.LongSupplier;
 
 /**
- * The HTTP face of the simulator: its routes, and the generation handlers (the Responses API has
- * its own class). Everything (routes, engine, timers) runs on this verticle's one context, so the
- * engine needs no locks.
+ * The HTTP face of the simulator: its routes, and the generation and embeddings handlers (the
+ * Responses API has its own class). Everything (routes, engine, timers) runs on this verticle's one
+ * context, so the engine needs no locks.
  */
 final class SimulatorVerticle extends VerticleBase {
   private static final long MAX_BODY_BYTES = 64L * 1024 * 1024;
@@ -49,6 +49,7 @@ final class SimulatorVerticle extends VerticleBase {
     router.post("/v1/chat/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.CHAT));
     router.post("/v1/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.COMPLETION));
     new ResponsesApi(config, engine, admission, parser, new ResponseStore()).mount(router, body);
+    router.post("/v1/embeddings").handler(body).handler(this::embeddings);
     router
         .route()
         .last()
@@ -129,5 +130,33 @@ final class SimulatorVerticle extends VerticleBase {
     }
     ctx.response().closeHandler(v -> engine.cancel(sequence));
     exchange.open();
+  }
+
+  private void embeddings(RoutingContext ctx) {
+    engine.countReceived();
+    HttpServerRequest request = ctx.request();
+    Embeddings.Request req;
+    FaultPlan fault;
+    try {
+      req = Embeddings.parse(parser, config, ctx.body().buffer());
+      fault = admission.faults(request);
+    } catch (ApiError e) {
+      admission.refuse(ctx.response(), e);
+      return;
+    }
+    if (admission.endedBeforeEngine(request, fault, true)) {
+      return;
+    }
+    String id = "embd-" + admission.nextHex(16);
+    EmbeddingsExchange exchange =
+        new EmbeddingsExchange(
+            request, req, fault, engine, config.seed(), id, Admission.nowSeconds());
+    Sequence sequence =
+        admission.sequence(request, req.parsed(), TokenPlan.pooling(), fault, exchange, id);
+    exchange.attach(sequence);
+    if (!admission.admit(ctx.response(), sequence)) {
+      return;
+    }
+    ctx.response().closeHandler(v -> engine.cancel(sequence));
   }
 }
