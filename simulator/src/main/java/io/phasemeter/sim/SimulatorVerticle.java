@@ -6,6 +6,8 @@ import io.vertx.core.VerticleBase;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
 import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.json.JsonArray;
+import io.vertx.core.json.JsonObject;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
@@ -13,8 +15,8 @@ import java.util.function.LongSupplier;
 
 /**
  * The HTTP face of the simulator: its routes, and the generation and embeddings handlers (the
- * Responses API has its own class). Everything (routes, engine, timers) runs on this verticle's one
- * context, so the engine needs no locks.
+ * Responses API and tokenizer have their own classes). Everything (routes, engine, timers) runs on
+ * this verticle's one context, so the engine needs no locks.
  */
 final class SimulatorVerticle extends VerticleBase {
   private static final long MAX_BODY_BYTES = 64L * 1024 * 1024;
@@ -44,12 +46,15 @@ final class SimulatorVerticle extends VerticleBase {
     Router router = Router.router(vertx);
     router.get("/health").handler(ctx -> ctx.response().setStatusCode(200).end());
     router.get("/v1/models").handler(this::models);
+    router.getWithRegex("/v1/models/(?<id>.+)").handler(this::model);
     router.get("/metrics").handler(this::metrics);
+    router.get("/version").handler(this::version);
     BodyHandler body = BodyHandler.create().setBodyLimit(MAX_BODY_BYTES);
     router.post("/v1/chat/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.CHAT));
     router.post("/v1/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.COMPLETION));
     new ResponsesApi(config, engine, admission, parser, new ResponseStore()).mount(router, body);
     router.post("/v1/embeddings").handler(body).handler(this::embeddings);
+    new TokenizerApi(parser, config.maxModelLen()).mount(router, body);
     router
         .route()
         .last()
@@ -93,6 +98,25 @@ final class SimulatorVerticle extends VerticleBase {
         .putHeader("content-type", "application/json")
         .end(
             OpenAiJson.models(config.models(), config.maxModelLen(), startedEpochSeconds).encode());
+  }
+
+  /** {@code GET /v1/models/{id}}: OpenAI's retrieve, which vLLM does not serve. */
+  private void model(RoutingContext ctx) {
+    String id = ctx.pathParam("id");
+    JsonArray cards =
+        OpenAiJson.models(config.models(), config.maxModelLen(), startedEpochSeconds)
+            .getJsonArray("data");
+    for (Object card : cards) {
+      if (id.equals(((JsonObject) card).getString("id"))) {
+        OpenAiJson.send(ctx.response(), 200, (JsonObject) card);
+        return;
+      }
+    }
+    ApiError.notFound("The model `" + id + "` does not exist.", "model").sendTo(ctx.response());
+  }
+
+  private void version(RoutingContext ctx) {
+    OpenAiJson.send(ctx.response(), 200, new JsonObject().put("version", Simulator.version()));
   }
 
   private void metrics(RoutingContext ctx) {

@@ -52,6 +52,11 @@ record TokenPlan(long textSeed, int contentTokens, int completionTokens, String 
     return index == 0 ? word : " " + word;
   }
 
+  /** A vocabulary word for a token id the tokenizer did not make: {@code " " + word}. */
+  static String word(long id) {
+    return " " + WORDS[(int) Long.remainderUnsigned(id, WORDS.length)];
+  }
+
   /** The whole completion text. */
   String fullText() {
     StringBuilder sb = new StringBuilder();
