@@ -55,6 +55,13 @@ final class SimulatorVerticle extends VerticleBase {
     new ResponsesApi(config, engine, admission, parser, new ResponseStore()).mount(router, body);
     router.post("/v1/embeddings").handler(body).handler(this::embeddings);
     new TokenizerApi(parser, config.maxModelLen()).mount(router, body);
+    // No BodyHandler: uploads are read as they arrive and never held (AudioUpload).
+    router
+        .post("/v1/audio/transcriptions")
+        .handler(ctx -> AudioUpload.receive(ctx.request(), true, config.seed()));
+    router
+        .post("/v1/audio/translations")
+        .handler(ctx -> AudioUpload.receive(ctx.request(), false, config.seed()));
     router
         .route()
         .last()
