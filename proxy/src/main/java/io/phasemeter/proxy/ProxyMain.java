@@ -102,6 +102,21 @@ public final class ProxyMain implements Callable<Integer> {
               + (budgets.budgets().isEmpty()
                   ? "none"
                   : budgets.budgets().size() + " from " + cfg.budgets()));
+      for (ProxyConfig.Route r : cfg.routes()) {
+        out.println(
+            "route "
+                + r.path()
+                + " -> "
+                + r.handler()
+                + (r.pool() != null ? " (pool " + r.pool() + ")" : "")
+                + (r.adminOnly() ? ", admin keys only" : ""));
+      }
+      out.println(
+          "routes: "
+              + cfg.routes().size()
+              + " from the config, then the built-in table (chat, completions, responses,"
+              + " embeddings and pooling measured; vLLM's admin endpoints denied; every other"
+              + " path passed through)");
       return 0;
     }
     ProxyTelemetry telemetry;

@@ -158,6 +158,16 @@ class PrometheusIntegrationTest extends ProxyTestBase {
         }
         batch.add(callAsync(HttpMethod.POST, "/v1/chat/completions", body, h));
       }
+      // A pass-through (the simulator serves /version) for the dashboard's pass-through panel, and
+      // a Responses request for the operation split.
+      batch.add(callAsync(HttpMethod.GET, "/version", null, MultiMap.caseInsensitiveMultiMap()));
+      batch.add(
+          callAsync(
+              HttpMethod.POST,
+              "/v1/responses",
+              "{\"model\":\"sim-llama\",\"input\":\"hello\",\"max_output_tokens\":6,"
+                  + "\"stream\":true}",
+              MultiMap.caseInsensitiveMultiMap()));
       for (Future<Response> f : batch) {
         f.await(30, TimeUnit.SECONDS);
       }

@@ -73,8 +73,32 @@ class ProxyMainTest {
             "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000; health /health"
                 + " every 5s)",
             "admin: 127.0.0.1:9464, loopback only, no token",
-            "budgets: none");
+            "budgets: none",
+            "routes: 0 from the config, then the built-in table (chat, completions, responses,"
+                + " embeddings and pooling measured; vLLM's admin endpoints denied; every other"
+                + " path passed through)");
     assertThat(err.toString()).isEmpty();
+  }
+
+  @Test
+  void checkPrintsTheConfiguredRoutes() throws IOException {
+    Path file =
+        write(
+            """
+            pools:
+              - {name: default, models: [m], upstreams: ['http://gpu1:8000']}
+              - {name: whisper, models: [w], upstreams: ['http://gpu2:8000']}
+            routes:
+              - {path: /v1/audio/**, handler: passthrough, pool: whisper}
+              - {path: /tokenize, handler: deny}
+            """);
+
+    assertThat(run("--check", "--config", file.toString())).isZero();
+
+    assertThat(out.toString())
+        .contains("route /v1/audio/** -> passthrough (pool whisper)\n")
+        .contains("route /tokenize -> deny\n")
+        .contains("routes: 2 from the config");
   }
 
   @Test

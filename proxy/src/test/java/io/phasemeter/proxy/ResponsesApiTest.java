@@ -226,6 +226,24 @@ class ResponsesApiTest extends ProxyTestBase {
   }
 
   @Test
+  void aBackgroundRequestIsRelayedAsItComesAndCountedAsAPlainRequest() throws Exception {
+    Response r = responses("{\"model\":\"sim-llama\",\"input\":\"x\",\"background\":true}", null);
+    assertThat(r.status()).isEqualTo(200);
+    assertThat(new JsonObject(r.text()).getString("id")).isEqualTo("resp_2");
+    Finished f = awaitFinished(1).get(0);
+    assertThat(f.outcome()).isEqualTo("success");
+    assertThat(f.stream()).isFalse();
+    assertThat(f.ttftNanos()).isEqualTo(-1);
+    assertThat(f.outputTokens()).as("not inspected").isEqualTo(-1);
+    String metrics = admin("/metrics").text();
+    assertThat(metrics)
+        .contains(
+            "http_server_request_duration_seconds_count{http_request_method=\"POST\","
+                + "http_route=\"/v1/responses\",llm_pool=\"default\",outcome=\"success\"} 1")
+        .doesNotContain("gen_ai_operation_name=\"responses\"");
+  }
+
+  @Test
   void aRequestWithoutInputIsRefusedBeforeTheUpstream() throws Exception {
     Response r = responses("{\"model\":\"sim-llama\",\"stream\":true}", null);
     assertThat(r.status()).isEqualTo(400);

@@ -296,7 +296,8 @@ final class GeneratePhase {
                             if (reused && !bodyTaken && staleConnection(host, rr.cause(), sentAt)) {
                               return;
                             }
-                            attemptFailed(host, connectFailure(rr.cause()), true);
+                            // A body already streamed on cannot be sent again.
+                            attemptFailed(host, connectFailure(rr.cause()), !bodyTaken);
                           } else {
                             onResponse(rr.result());
                           }

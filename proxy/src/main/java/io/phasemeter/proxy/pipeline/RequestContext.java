@@ -512,6 +512,15 @@ public final class RequestContext {
     this.stream = false;
   }
 
+  /**
+   * Whether this request is model traffic as metrics and budgets judge it: a generation or pooling
+   * request whose response was inspected. Pass-through requests and background Responses requests
+   * (answered at once, generated out of sight) are not.
+   */
+  public boolean modelTraffic() {
+    return route.modelTraffic() && !plain;
+  }
+
   /** Whether a model's response was relayed uninspected (a background Responses request). */
   public boolean plain() {
     return plain;

@@ -60,7 +60,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
 
   @Override
   public void onFinished(RequestContext ctx) {
-    if (!ctx.route().modelTraffic()) {
+    if (!ctx.modelTraffic()) {
       // A pass-through (tokenize, audio, a stored response) is not what a model's budgets judge.
       return;
     }

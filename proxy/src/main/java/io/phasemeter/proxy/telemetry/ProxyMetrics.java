@@ -132,7 +132,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   @Override
   public void onFinished(RequestContext ctx) {
-    if (!ctx.route().modelTraffic()) {
+    if (!ctx.modelTraffic()) {
       passThrough(ctx);
       return;
     }
@@ -180,9 +180,10 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   }
 
   /**
-   * A pass-through: {@code http.server.request.duration} by route (its pattern, or {@code other}),
-   * method, outcome and pool, with the root span as exemplar. It stays out of the GenAI and phase
-   * histograms, which a model's budgets judge; its phases are in its record and spans.
+   * A pass-through (or a background Responses request, answered at once): {@code
+   * http.server.request.duration} by route (its pattern, or {@code other}), method, outcome and
+   * pool, with the root span as exemplar. It stays out of the GenAI and phase histograms, which a
+   * model's budgets judge; its phases are in its record and spans.
    */
   private void passThrough(RequestContext ctx) {
     String pool = ctx.poolName() == null ? NO_POOL : ctx.poolName();
