@@ -202,6 +202,7 @@ public final class LoadRun {
     conditions.put("target_url", o.url().toString());
     conditions.put("admin_url", o.admin() == null ? null : o.admin().toString());
     conditions.put("model", o.model());
+    conditions.put("api", o.api().key());
     conditions.put("workload", o.workloadText());
     conditions.put("arrival", o.arrivalDescription());
     conditions.put("max_in_flight", o.maxInFlight());
