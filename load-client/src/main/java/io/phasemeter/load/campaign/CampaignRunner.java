@@ -131,6 +131,7 @@ public final class CampaignRunner {
               o.coldCmd(),
               o.serverUrl() == null ? o.url() : o.serverUrl(),
               plan.model(),
+              plan.api(),
               o.readyTimeout(),
               o.out(),
               out);
