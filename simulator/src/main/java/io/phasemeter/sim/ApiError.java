@@ -1,5 +1,6 @@
 package io.phasemeter.sim;
 
+import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.json.JsonObject;
 
 /** A failure that becomes vLLM's error body: {@code {"error":{message,type,param,code}}}. */
@@ -31,6 +32,11 @@ final class ApiError extends RuntimeException {
 
   static ApiError unavailable(String message) {
     return new ApiError(503, "ServiceUnavailableError", message, null);
+  }
+
+  /** Answers {@code response} with this error's status and body. */
+  void sendTo(HttpServerResponse response) {
+    OpenAiJson.send(response, status, body());
   }
 
   JsonObject body() {

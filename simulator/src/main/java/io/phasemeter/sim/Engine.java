@@ -1,5 +1,6 @@
 package io.phasemeter.sim;
 
+import io.phasemeter.sim.ParsedRequest.Endpoint;
 import io.phasemeter.sim.Sequence.State;
 import io.vertx.core.Vertx;
 import java.util.ArrayDeque;
@@ -16,7 +17,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Continuous batching: at most {@code slots} sequences run, the rest wait in FIFO order. A running
  * sequence spends its prefill time (plus any requested hold), emits its first token, then one token
- * per decode step, whose cost grows with the number of running sequences. Every method runs on the
+ * per decode step, whose cost grows with the number of running sequences. A pooling sequence
+ * (embeddings) holds its slot for the prefill alone and ends in one step. Every method runs on the
  * simulator's context; only the counters are read from other threads.
  */
 final class Engine {
@@ -206,14 +208,20 @@ final class Engine {
     int index = s.nextIndex++;
     boolean last = s.nextIndex >= s.plan.completionTokens();
     String model = s.request.model();
-    if (index == 0) {
+    boolean pooling = s.request.endpoint() == Endpoint.EMBEDDINGS;
+    if (pooling) {
+      s.firstTokenNanos = now;
+      metrics.pooled(model, s.request.promptTokens());
+    } else if (index == 0) {
       s.firstTokenNanos = now;
       metrics.firstToken(model, s.request.promptTokens(), (now - s.arrivalNanos) / 1e9);
     } else {
       metrics.interToken(model, (now - s.lastTokenNanos) / 1e9);
     }
     s.lastTokenNanos = now;
-    metrics.generated(model);
+    if (!pooling) {
+      metrics.generated(model);
+    }
     try {
       s.listener.onToken(index, s.plan.text(index), last ? s.plan.finishReason() : null);
     } catch (RuntimeException e) {
@@ -232,7 +240,9 @@ final class Engine {
           model,
           (now - s.arrivalNanos) / 1e9,
           n > 1 ? (s.lastTokenNanos - s.firstTokenNanos) / 1e9 / (n - 1) : -1);
-      tracer.finished(s);
+      if (!pooling) {
+        tracer.finished(s);
+      }
     }
   }
 }

@@ -4,10 +4,12 @@ import io.phasemeter.sim.FaultPlan.Kind;
 import io.phasemeter.sim.ParsedRequest.Endpoint;
 import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.json.JsonObject;
 
 /**
  * Writes one generation to its client: an SSE stream, one {@code write()} per chunk, or a single
- * JSON body; and applies the output-side faults ({@code disconnect}, {@code malformed}).
+ * JSON body; and applies the output-side faults ({@code disconnect}, {@code malformed}, {@code
+ * error_event}).
  */
 final class Exchange implements Sequence.Listener {
   static final String MALFORMED_EVENT = "data: {not json\n\n";
@@ -86,6 +88,22 @@ final class Exchange implements Sequence.Listener {
         && (contentChunks >= fault.afterTokens() || finishReason != null)) {
       engine.fail(sequence);
       request.connection().close();
+      return;
+    }
+    if (fault.kind() == Kind.ERROR_EVENT
+        && (contentChunks >= fault.afterTokens() || finishReason != null)) {
+      // vLLM's GenerationError: in-band on a stream (then [DONE]), a 500 for a whole response.
+      engine.fail(sequence);
+      JsonObject error = OpenAiJson.generationError();
+      if (parsed.stream()) {
+        response.write(OpenAiJson.sse(error));
+        response.end(OpenAiJson.DONE);
+      } else {
+        response
+            .setStatusCode(500)
+            .putHeader("content-type", "application/json")
+            .end(error.encode());
+      }
       return;
     }
     if (finishReason == null) {

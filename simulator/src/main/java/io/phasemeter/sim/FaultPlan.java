@@ -14,15 +14,29 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
   static final String STALL_MS = "x-sim-stall-ms";
   static final String TTFT_MS = "x-sim-ttft-ms";
   static final String DECODE_STEP_MS = "x-sim-decode-step-ms";
+  static final String REASONING_TOKENS = "x-sim-reasoning-tokens";
 
   enum Kind {
     NONE,
+    /**
+     * The engine fails: a 500 before any byte; on a Responses stream, a {@code response.failed}
+     * event after {@code x-sim-fault-after-tokens} deltas.
+     */
     ERROR,
+    /**
+     * The engine fails after {@code x-sim-fault-after-tokens} tokens and says so in-band: vLLM's
+     * {@code data: {"error": …}} then {@code [DONE]} on a chat or completion stream, a bare {@code
+     * error} event on a Responses stream, a 500 for a whole response.
+     */
+    ERROR_EVENT,
     RESET,
     STALL,
     DISCONNECT,
     MALFORMED
   }
+
+  /** The header values, in the order the help lists them. */
+  static final String NAMES = "error, error_event, reset, stall, disconnect, malformed";
 
   static final FaultPlan NONE = new FaultPlan(Kind.NONE, 0, -1);
 
@@ -55,8 +69,7 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
       kind = Kind.NONE;
     }
     if (kind == Kind.NONE && !fault.trim().equalsIgnoreCase("none")) {
-      throw ApiError.badRequest(
-          FAULT + " must be one of error, reset, stall, disconnect, malformed; got " + fault, null);
+      throw ApiError.badRequest(FAULT + " must be one of " + NAMES + "; got " + fault, null);
     }
     int after = (int) headerLong(headers, AFTER_TOKENS, 1, 1);
     long stall = headerLong(headers, STALL_MS, -1, 0);
@@ -66,6 +79,14 @@ record FaultPlan(Kind kind, int afterTokens, long stallMs) {
   /** The {@code x-sim-ttft-ms} hold in nanoseconds, 0 when absent. */
   static long holdNanos(MultiMap headers) {
     return Math.round(headerDouble(headers, TTFT_MS, 0) * 1e6);
+  }
+
+  /**
+   * {@code x-sim-reasoning-tokens}: how many of the first generated tokens a Responses request
+   * streams as reasoning; 0 when absent.
+   */
+  static int reasoningTokens(MultiMap headers) {
+    return (int) Math.min(Integer.MAX_VALUE, headerLong(headers, REASONING_TOKENS, 0, 0));
   }
 
   /** The {@code x-sim-decode-step-ms} override, negative when absent. */

@@ -1,6 +1,7 @@
 package io.phasemeter.sim;
 
 import io.phasemeter.sim.ParsedRequest.Endpoint;
+import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 
@@ -13,11 +14,24 @@ import io.vertx.core.json.JsonObject;
 final class OpenAiJson {
   private OpenAiJson() {}
 
+  /** Answers {@code response} with a JSON body. */
+  static void send(HttpServerResponse response, int status, JsonObject body) {
+    response.setStatusCode(status).putHeader("content-type", "application/json").end(body.encode());
+  }
+
   static String sse(JsonObject json) {
     return "data: " + json.encode() + "\n\n";
   }
 
   static final String DONE = "data: [DONE]\n\n";
+
+  /**
+   * vLLM's body for an engine failure during generation ({@code GenerationError}): sent in-band on
+   * a stream, as the 500's body otherwise.
+   */
+  static JsonObject generationError() {
+    return ApiError.internal("Internal server error").body();
+  }
 
   static JsonObject roleChunk(String id, long created, String model) {
     JsonObject delta = new JsonObject().put("role", "assistant").put("content", "");
@@ -135,7 +149,7 @@ final class OpenAiJson {
         .put("model", model);
   }
 
-  private static JsonObject usage(int prompt, int completion, boolean withDetails) {
+  static JsonObject usage(int prompt, int completion, boolean withDetails) {
     JsonObject usage =
         new JsonObject()
             .put("prompt_tokens", prompt)

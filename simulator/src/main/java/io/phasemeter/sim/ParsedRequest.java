@@ -14,7 +14,10 @@ record ParsedRequest(
 
   enum Endpoint {
     CHAT("chat.completion", "chat.completion.chunk", "chatcmpl-"),
-    COMPLETION("text_completion", "text_completion", "cmpl-");
+    COMPLETION("text_completion", "text_completion", "cmpl-"),
+    RESPONSES("response", "response", "resp_"),
+    /** A pooling request: prefill only, one engine step, no generated text. */
+    EMBEDDINGS("list", "list", "embd-");
 
     final String object;
     final String chunkObject;

@@ -25,31 +25,8 @@ final class RequestParser {
   }
 
   ParsedRequest parse(Endpoint endpoint, Buffer raw) {
-    JsonObject body;
-    String text = raw == null ? "" : raw.toString().strip();
-    if (!text.startsWith("{")) {
-      if (text.startsWith("[") || text.isEmpty()) {
-        throw ApiError.badRequest("Request body must be a JSON object", null);
-      }
-    }
-    try {
-      body = new JsonObject(text);
-    } catch (DecodeException | ClassCastException e) {
-      throw ApiError.badRequest("Invalid JSON in request body: " + firstLine(e.getMessage()), null);
-    }
-
-    Object modelValue = body.getValue("model");
-    String model;
-    if (modelValue == null) {
-      model = config.models().get(0);
-    } else if (modelValue instanceof String s) {
-      model = s;
-    } else {
-      throw ApiError.badRequest("'model' must be a string", "model");
-    }
-    if (!config.models().contains(model)) {
-      throw ApiError.notFound("The model `" + model + "` does not exist.", "model");
-    }
+    JsonObject body = object(raw);
+    String model = model(body);
 
     int promptTokens;
     Object promptKey;
@@ -78,37 +55,13 @@ final class RequestParser {
     boolean ignoreEos = optionalBool(body, "ignore_eos");
     boolean stream = optionalBool(body, "stream");
 
-    int maxModelLen = config.maxModelLen();
-    if (promptTokens >= maxModelLen) {
-      throw ApiError.badRequest(
-          "This model's maximum context length is "
-              + maxModelLen
-              + " tokens. However, your request has "
-              + promptTokens
-              + " input tokens. Please reduce the length of the input messages.",
-          null);
-    }
-    int maxTokens;
-    if (requested == null) {
-      maxTokens = Math.min(config.defaultMaxTokens(), maxModelLen - promptTokens);
-    } else {
-      maxTokens = requested;
-      if ((long) promptTokens + maxTokens > maxModelLen) {
-        throw ApiError.badRequest(
-            "This model's maximum context length is "
-                + maxModelLen
-                + " tokens. However, you requested "
-                + ((long) promptTokens + maxTokens)
-                + " tokens ("
-                + promptTokens
-                + " in the messages, "
-                + maxTokens
-                + " in the completion). Please reduce the length of the messages or completion.",
+    int maxTokens =
+        maxTokens(
+            promptTokens,
+            requested,
             endpoint == Endpoint.CHAT && body.containsKey("max_completion_tokens")
                 ? "max_completion_tokens"
                 : "max_tokens");
-      }
-    }
     if (minTokens > maxTokens) {
       throw ApiError.badRequest(
           "min_tokens must be less than or equal to max_tokens="
@@ -158,8 +111,79 @@ final class RequestParser {
         fnv64(key));
   }
 
+  /** The body as a JSON object, or vLLM's 400. */
+  static JsonObject object(Buffer raw) {
+    String text = raw == null ? "" : raw.toString().strip();
+    if (!text.startsWith("{")) {
+      if (text.startsWith("[") || text.isEmpty()) {
+        throw ApiError.badRequest("Request body must be a JSON object", null);
+      }
+    }
+    try {
+      return new JsonObject(text);
+    } catch (DecodeException | ClassCastException e) {
+      throw ApiError.badRequest("Invalid JSON in request body: " + firstLine(e.getMessage()), null);
+    }
+  }
+
+  /** The request's {@code model}, the first served one when absent; 404 when not served. */
+  String model(JsonObject body) {
+    Object modelValue = body.getValue("model");
+    String model;
+    if (modelValue == null) {
+      model = config.models().get(0);
+    } else if (modelValue instanceof String s) {
+      model = s;
+    } else {
+      throw ApiError.badRequest("'model' must be a string", "model");
+    }
+    if (!config.models().contains(model)) {
+      throw ApiError.notFound("The model `" + model + "` does not exist.", "model");
+    }
+    return model;
+  }
+
+  /**
+   * The completion budget: {@code requested} when it fits the context, the configured default
+   * (capped by the context) when absent; vLLM's 400 when the prompt or the sum does not fit.
+   */
+  int maxTokens(int promptTokens, Integer requested, String param) {
+    int maxModelLen = config.maxModelLen();
+    if (promptTokens >= maxModelLen) {
+      throw ApiError.badRequest(
+          "This model's maximum context length is "
+              + maxModelLen
+              + " tokens. However, your request has "
+              + promptTokens
+              + " input tokens. Please reduce the length of the input messages.",
+          null);
+    }
+    if (requested == null) {
+      return Math.min(config.defaultMaxTokens(), maxModelLen - promptTokens);
+    }
+    if ((long) promptTokens + requested > maxModelLen) {
+      throw ApiError.badRequest(
+          "This model's maximum context length is "
+              + maxModelLen
+              + " tokens. However, you requested "
+              + ((long) promptTokens + requested)
+              + " tokens ("
+              + promptTokens
+              + " in the messages, "
+              + requested
+              + " in the completion). Please reduce the length of the messages or completion.",
+          param);
+    }
+    return requested;
+  }
+
   static int textTokens(String text) {
     return Math.max(1, (text.length() + 3) / 4);
+  }
+
+  /** One chat message's tokens: the template's markers plus {@code ceil(chars / 4)}. */
+  static long messageTokens(long chars) {
+    return CHAT_MESSAGE_OVERHEAD_TOKENS + (chars + 3) / 4;
   }
 
   private static int chatPromptTokens(Object messages) {
@@ -177,13 +201,13 @@ final class RequestParser {
       if (!(message.getValue("role") instanceof String)) {
         throw ApiError.badRequest("Each message needs a string 'role'", "messages");
       }
-      long chars = contentChars(message.getValue("content"));
-      tokens += CHAT_MESSAGE_OVERHEAD_TOKENS + (chars + 3) / 4;
+      tokens += messageTokens(contentChars(message.getValue("content"), "messages"));
     }
     return (int) Math.min(Integer.MAX_VALUE, tokens);
   }
 
-  private static long contentChars(Object content) {
+  /** The characters of a message's content: a string, or the {@code text} of its parts. */
+  static long contentChars(Object content, String param) {
     if (content == null) {
       return 0;
     }
@@ -196,12 +220,12 @@ final class RequestParser {
         if (part instanceof JsonObject p && p.getValue("text") instanceof String t) {
           chars += t.length();
         } else if (!(part instanceof JsonObject)) {
-          throw ApiError.badRequest("Each content part must be an object", "messages");
+          throw ApiError.badRequest("Each content part must be an object", param);
         }
       }
       return chars;
     }
-    throw ApiError.badRequest("'content' must be a string or an array of parts", "messages");
+    throw ApiError.badRequest("'content' must be a string or an array of parts", param);
   }
 
   private static int completionPromptTokens(Object prompt) {
@@ -233,12 +257,20 @@ final class RequestParser {
   }
 
   private static int tokenIds(JsonArray ids) {
+    return tokenIds(ids, "prompt");
+  }
+
+  static int tokenIds(JsonArray ids, String param) {
     for (Object id : ids) {
-      if (!(id instanceof Integer || id instanceof Long) || ((Number) id).longValue() < 0) {
-        throw ApiError.badRequest("Token ids must be non-negative integers", "prompt");
+      if (!isTokenId(id)) {
+        throw ApiError.badRequest("Token ids must be non-negative integers", param);
       }
     }
     return ids.size();
+  }
+
+  static boolean isTokenId(Object id) {
+    return (id instanceof Integer || id instanceof Long) && ((Number) id).longValue() >= 0;
   }
 
   private static int requireNonEmpty(int tokens) {
@@ -248,7 +280,7 @@ final class RequestParser {
     return tokens;
   }
 
-  private static Integer optionalInt(JsonObject body, String key, int min) {
+  static Integer optionalInt(JsonObject body, String key, int min) {
     Object value = body.getValue(key);
     if (value == null) {
       return null;
@@ -263,10 +295,14 @@ final class RequestParser {
     return (int) Math.min(Integer.MAX_VALUE, v);
   }
 
-  private static boolean optionalBool(JsonObject body, String key) {
+  static boolean optionalBool(JsonObject body, String key) {
+    return optionalBool(body, key, false);
+  }
+
+  static boolean optionalBool(JsonObject body, String key, boolean absent) {
     Object value = body.getValue(key);
     if (value == null) {
-      return false;
+      return absent;
     }
     if (!(value instanceof Boolean b)) {
       throw ApiError.badRequest("'" + key + "' must be a boolean", key);
@@ -282,7 +318,7 @@ final class RequestParser {
     return nl < 0 ? message : message.substring(0, nl);
   }
 
-  private static long fnv64(String s) {
+  static long fnv64(String s) {
     long h = 0xcbf29ce484222325L;
     byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
     for (byte b : bytes) {

@@ -2,7 +2,10 @@ package io.phasemeter.sim;
 
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
+import java.io.IOException;
+import java.io.InputStream;
 import java.util.Objects;
+import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -30,6 +33,20 @@ public final class Simulator {
     Objects.requireNonNull(config, "config");
     SimulatorVerticle verticle = new SimulatorVerticle(config, System::nanoTime);
     return vertx.deployVerticle(verticle).map(id -> new Simulator(vertx, id, verticle));
+  }
+
+  /** This build's version, as {@code GET /version} answers it; {@code dev} when unknown. */
+  public static String version() {
+    try (InputStream in =
+        Simulator.class.getResourceAsStream("/phasemeter-sim-version.properties")) {
+      Properties p = new Properties();
+      if (in != null) {
+        p.load(in);
+      }
+      return p.getProperty("version", "dev");
+    } catch (IOException e) {
+      return "dev";
+    }
   }
 
   /** The port actually bound. */

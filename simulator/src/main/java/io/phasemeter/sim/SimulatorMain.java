@@ -21,12 +21,16 @@ import picocli.CommandLine.Spec;
     usageHelpAutoWidth = true,
     description = {
       "An OpenAI-compatible inference server that behaves like vLLM: /v1/chat/completions,"
-          + " /v1/completions, /v1/models, /health and /metrics, with continuous batching"
-          + " (slots, prefill time, decode steps that grow with the batch) and injectable faults.",
+          + " /v1/completions, /v1/responses (GET and DELETE /v1/responses/{id}, POST"
+          + " /v1/responses/{id}/cancel; the last 1,000 stored), /v1/embeddings,"
+          + " /v1/audio/transcriptions and /v1/audio/translations (uploads counted and hashed,"
+          + " never held), /tokenize, /detokenize, /v1/models, /v1/models/{id}, /version, /health"
+          + " and /metrics, with continuous batching (slots, prefill time, decode steps that grow"
+          + " with the batch) and injectable faults.",
       "",
-      "Per-request headers: x-sim-ttft-ms, x-sim-decode-step-ms,"
-          + " x-sim-fault (error|reset|stall|disconnect|malformed), x-sim-fault-after-tokens,"
-          + " x-sim-stall-ms.",
+      "Per-request headers: x-sim-ttft-ms, x-sim-decode-step-ms, x-sim-reasoning-tokens"
+          + " (/v1/responses), x-sim-fault (error|error_event|reset|stall|disconnect|malformed),"
+          + " x-sim-fault-after-tokens, x-sim-stall-ms.",
       ""
     },
     exitCodeListHeading = "%nExit codes:%n",

@@ -8,8 +8,8 @@ package io.phasemeter.sim;
  * @param completed generations that ran to their finish reason and were fully written
  * @param cancelled generations abandoned because the client went away
  * @param failed requests answered with an error status or ended by an injected fault
- * @param received generation requests received ({@code POST /v1/chat/completions} and {@code POST
- *     /v1/completions}), whatever became of them
+ * @param received engine requests received ({@code POST /v1/chat/completions}, {@code
+ *     /v1/completions}, {@code /v1/responses} and {@code /v1/embeddings}), whatever became of them
  */
 public record SimulatorStats(
     int running, int waiting, long completed, long cancelled, long failed, long received) {}

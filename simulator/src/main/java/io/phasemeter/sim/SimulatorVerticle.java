@@ -1,23 +1,22 @@
 package io.phasemeter.sim;
 
-import io.phasemeter.sim.FaultPlan.Kind;
 import io.phasemeter.sim.ParsedRequest.Endpoint;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
 import io.vertx.core.http.HttpServerRequest;
-import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
-import java.util.SplittableRandom;
 import java.util.function.LongSupplier;
 
 /**
- * The HTTP face of the simulator. Everything (routes, engine, timers) runs on this verticle's one
- * context, so the engine needs no locks.
+ * The HTTP face of the simulator: its routes, and the generation and embeddings handlers (the
+ * Responses API and tokenizer have their own classes). Everything (routes, engine, timers) runs on
+ * this verticle's one context, so the engine needs no locks.
  */
 final class SimulatorVerticle extends VerticleBase {
   private static final long MAX_BODY_BYTES = 64L * 1024 * 1024;
@@ -26,32 +25,43 @@ final class SimulatorVerticle extends VerticleBase {
   private final LongSupplier clock;
   private final VllmMetrics metrics;
   private final RequestParser parser;
-  private final SplittableRandom faultRng;
   private final long startedEpochSeconds = System.currentTimeMillis() / 1000;
   private Engine engine;
   private EngineTracer tracer;
+  private Admission admission;
   private HttpServer server;
-  private long ids;
 
   SimulatorVerticle(SimulatorConfig config, LongSupplier clock) {
     this.config = config;
     this.clock = clock;
     this.metrics = new VllmMetrics(config.models());
     this.parser = new RequestParser(config);
-    this.faultRng = new SplittableRandom(TokenPlan.mix(config.seed() ^ 0xFA017L));
   }
 
   @Override
   public Future<?> start() {
     tracer = EngineTracer.create(config.otlpTracesEndpoint(), clock);
     engine = new Engine(vertx, config, CostModel.of(config), clock, metrics, tracer);
+    admission = new Admission(config, engine, tracer);
     Router router = Router.router(vertx);
     router.get("/health").handler(ctx -> ctx.response().setStatusCode(200).end());
     router.get("/v1/models").handler(this::models);
+    router.getWithRegex("/v1/models/(?<id>.+)").handler(this::model);
     router.get("/metrics").handler(this::metrics);
+    router.get("/version").handler(this::version);
     BodyHandler body = BodyHandler.create().setBodyLimit(MAX_BODY_BYTES);
     router.post("/v1/chat/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.CHAT));
     router.post("/v1/completions").handler(body).handler(ctx -> generate(ctx, Endpoint.COMPLETION));
+    new ResponsesApi(config, engine, admission, parser, new ResponseStore()).mount(router, body);
+    router.post("/v1/embeddings").handler(body).handler(this::embeddings);
+    new TokenizerApi(parser, config.maxModelLen()).mount(router, body);
+    // No BodyHandler: uploads are read as they arrive and never held (AudioUpload).
+    router
+        .post("/v1/audio/transcriptions")
+        .handler(ctx -> AudioUpload.receive(ctx.request(), true, config.seed()));
+    router
+        .post("/v1/audio/translations")
+        .handler(ctx -> AudioUpload.receive(ctx.request(), false, config.seed()));
     router
         .route()
         .last()
@@ -97,6 +107,25 @@ final class SimulatorVerticle extends VerticleBase {
             OpenAiJson.models(config.models(), config.maxModelLen(), startedEpochSeconds).encode());
   }
 
+  /** {@code GET /v1/models/{id}}: OpenAI's retrieve, which vLLM does not serve. */
+  private void model(RoutingContext ctx) {
+    String id = ctx.pathParam("id");
+    JsonArray cards =
+        OpenAiJson.models(config.models(), config.maxModelLen(), startedEpochSeconds)
+            .getJsonArray("data");
+    for (Object card : cards) {
+      if (id.equals(((JsonObject) card).getString("id"))) {
+        OpenAiJson.send(ctx.response(), 200, (JsonObject) card);
+        return;
+      }
+    }
+    ApiError.notFound("The model `" + id + "` does not exist.", "model").sendTo(ctx.response());
+  }
+
+  private void version(RoutingContext ctx) {
+    OpenAiJson.send(ctx.response(), 200, new JsonObject().put("version", Simulator.version()));
+  }
+
   private void metrics(RoutingContext ctx) {
     ctx.response().putHeader("content-type", VllmMetrics.CONTENT_TYPE).end(metrics.scrape());
   }
@@ -106,24 +135,14 @@ final class SimulatorVerticle extends VerticleBase {
     HttpServerRequest request = ctx.request();
     ParsedRequest parsed;
     FaultPlan fault;
-    long holdNanos;
-    double stepOverride;
     try {
       parsed = parser.parse(endpoint, ctx.body().buffer());
-      fault = FaultPlan.choose(request.headers(), config, faultRng);
-      holdNanos = FaultPlan.holdNanos(request.headers());
-      stepOverride = FaultPlan.decodeStepOverrideMs(request.headers());
+      fault = admission.faults(request);
     } catch (ApiError e) {
-      fail(ctx.response(), e);
+      admission.refuse(ctx.response(), e);
       return;
     }
-    if (fault.kind() == Kind.ERROR) {
-      fail(ctx.response(), ApiError.internal("Simulated engine failure (x-sim-fault: error)"));
-      return;
-    }
-    if (fault.kind() == Kind.RESET) {
-      engine.countFailed();
-      request.connection().close();
+    if (admission.endedBeforeEngine(request, fault, true)) {
       return;
     }
     TokenPlan plan =
@@ -133,40 +152,42 @@ final class SimulatorVerticle extends VerticleBase {
             parsed.maxTokens(),
             parsed.minTokens(),
             parsed.ignoreEos());
-    String id = endpoint.idPrefix + String.format("%016x%08x", TokenPlan.mix(config.seed()), ++ids);
-    Exchange exchange =
-        new Exchange(request, parsed, fault, engine, id, System.currentTimeMillis() / 1000);
-    boolean stall = fault.kind() == Kind.STALL;
-    long stallNanos = fault.stallMs() < 0 ? -1 : fault.stallMs() * 1_000_000;
-    Sequence sequence =
-        new Sequence(
-            parsed,
-            plan,
-            holdNanos,
-            stepOverride,
-            stall ? fault.afterTokens() : -1,
-            stallNanos,
-            exchange);
+    String id = endpoint.idPrefix + admission.nextHex(8);
+    Exchange exchange = new Exchange(request, parsed, fault, engine, id, Admission.nowSeconds());
+    Sequence sequence = admission.sequence(request, parsed, plan, fault, exchange, id);
     exchange.attach(sequence);
-    sequence.requestId = id;
-    sequence.traceParent = tracer.parent(request.headers());
-    if (!engine.admit(sequence)) {
-      fail(
-          ctx.response(),
-          ApiError.unavailable(
-              "The waiting queue is full (" + config.maxQueue() + " requests); try again later."));
+    if (!admission.admit(ctx.response(), sequence)) {
       return;
     }
     ctx.response().closeHandler(v -> engine.cancel(sequence));
     exchange.open();
   }
 
-  private void fail(HttpServerResponse response, ApiError error) {
-    engine.countFailed();
-    JsonObject body = error.body();
-    response
-        .setStatusCode(error.status)
-        .putHeader("content-type", "application/json")
-        .end(body.encode());
+  private void embeddings(RoutingContext ctx) {
+    engine.countReceived();
+    HttpServerRequest request = ctx.request();
+    Embeddings.Request req;
+    FaultPlan fault;
+    try {
+      req = Embeddings.parse(parser, config, ctx.body().buffer());
+      fault = admission.faults(request);
+    } catch (ApiError e) {
+      admission.refuse(ctx.response(), e);
+      return;
+    }
+    if (admission.endedBeforeEngine(request, fault, true)) {
+      return;
+    }
+    String id = "embd-" + admission.nextHex(16);
+    EmbeddingsExchange exchange =
+        new EmbeddingsExchange(
+            request, req, fault, engine, config.seed(), id, Admission.nowSeconds());
+    Sequence sequence =
+        admission.sequence(request, req.parsed(), TokenPlan.pooling(), fault, exchange, id);
+    exchange.attach(sequence);
+    if (!admission.admit(ctx.response(), sequence)) {
+      return;
+    }
+    ctx.response().closeHandler(v -> engine.cancel(sequence));
   }
 }

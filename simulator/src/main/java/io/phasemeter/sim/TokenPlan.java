@@ -38,6 +38,11 @@ record TokenPlan(long textSeed, int contentTokens, int completionTokens, String 
     return new TokenPlan(textSeed, eos, eos + 1, "stop");
   }
 
+  /** A pooling request's plan: one engine step (the prefill), no text, finishing {@code stop}. */
+  static TokenPlan pooling() {
+    return new TokenPlan(0, 0, 1, "stop");
+  }
+
   /** Text of completion token {@code index}; the EOS token (if any) has empty text. */
   String text(int index) {
     if (index >= contentTokens) {
@@ -45,6 +50,11 @@ record TokenPlan(long textSeed, int contentTokens, int completionTokens, String 
     }
     String word = WORDS[(int) Long.remainderUnsigned(mix(textSeed + index), WORDS.length)];
     return index == 0 ? word : " " + word;
+  }
+
+  /** A vocabulary word for a token id the tokenizer did not make: {@code " " + word}. */
+  static String word(long id) {
+    return " " + WORDS[(int) Long.remainderUnsigned(id, WORDS.length)];
   }
 
   /** The whole completion text. */

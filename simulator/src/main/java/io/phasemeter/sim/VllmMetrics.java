@@ -194,6 +194,11 @@ final class VllmMetrics {
     ttft.labelValues(model).observe(ttftSeconds);
   }
 
+  /** A pooling request's prompt: counted, but it has no first token to time. */
+  void pooled(String model, int prompt) {
+    promptTokens.labelValues(model).inc(prompt);
+  }
+
   void interToken(String model, double seconds) {
     itl.labelValues(model).observe(seconds);
   }

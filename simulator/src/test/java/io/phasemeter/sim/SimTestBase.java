@@ -3,6 +3,7 @@ package io.phasemeter.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.vertx.core.Future;
+import io.vertx.core.MultiMap;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
@@ -66,7 +67,8 @@ abstract class SimTestBase {
       String body,
       List<Event> events,
       boolean endedNormally,
-      long startNanos) {
+      long startNanos,
+      MultiMap headers) {
     JsonObject json() {
       return new JsonObject(body);
     }
@@ -85,8 +87,15 @@ abstract class SimTestBase {
     }
   }
 
-  /** One {@code data:} event and when the client parsed it. */
-  record Event(String data, long nanos) {
+  /**
+   * One SSE event and when the client parsed it: its {@code data:} and, for the Responses API's
+   * named events, its {@code event:} line (null when the event has none).
+   */
+  record Event(String name, String data, long nanos) {
+    Event(String data, long nanos) {
+      this(null, data, nanos);
+    }
+
     boolean isJson() {
       try {
         new JsonObject(data);
@@ -189,8 +198,8 @@ abstract class SimTestBase {
                     while ((idx = pending.indexOf("\n\n")) >= 0) {
                       String block = pending.substring(0, idx);
                       pending.delete(0, idx + 2);
-                      if (block.startsWith("data: ")) {
-                        Event e = new Event(block.substring(6), now);
+                      Event e = parse(block, now);
+                      if (e != null) {
                         events.add(e);
                         if (onEvent != null) {
                           onEvent.accept(e, resp);
@@ -207,7 +216,8 @@ abstract class SimTestBase {
                               all.toString(),
                               events,
                               false,
-                              start)));
+                              start,
+                              resp.headers())));
               resp.endHandler(
                   v ->
                       done.tryComplete(
@@ -217,7 +227,8 @@ abstract class SimTestBase {
                               all.toString(),
                               events,
                               true,
-                              start)));
+                              start,
+                              resp.headers())));
               resp.request()
                   .connection()
                   .closeHandler(
@@ -229,8 +240,23 @@ abstract class SimTestBase {
                                   all.toString(),
                                   events,
                                   false,
-                                  start)));
+                                  start,
+                                  resp.headers())));
             });
+  }
+
+  /** {@code data: x} or {@code event: name\ndata: x}; null for anything else. */
+  private static Event parse(String block, long now) {
+    if (block.startsWith("data: ")) {
+      return new Event(block.substring(6), now);
+    }
+    if (block.startsWith("event: ")) {
+      int nl = block.indexOf('\n');
+      if (nl > 0 && block.startsWith("data: ", nl + 1)) {
+        return new Event(block.substring(7, nl), block.substring(nl + 7), now);
+      }
+    }
+    return null;
   }
 
   static JsonObject chat(String content, int maxTokens) {

@@ -49,7 +49,8 @@ class SimulatorMainTest {
         .contains("--prefill-tokens-per-s", "--decode-step-ms", "--decode-step-growth")
         .contains("--default-max-tokens", "--max-model-len", "--seed")
         .contains("--error-rate", "--stall-rate", "--stall-ms", "--disconnect-rate")
-        .contains("x-sim-ttft-ms");
+        .contains("x-sim-ttft-ms", "error_event", "x-sim-reasoning-tokens")
+        .contains("/v1/responses", "/v1/embeddings", "/v1/audio/transcriptions", "/tokenize");
   }
 
   @Test

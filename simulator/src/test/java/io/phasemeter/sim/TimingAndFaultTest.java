@@ -260,6 +260,45 @@ class TimingAndFaultTest extends SimTestBase {
   }
 
   @Test
+  void errorEventFaultReportsVllmsGenerationErrorInBand() throws Exception {
+    Simulator sim = startSimulator(FAST);
+    Reply reply =
+        stream(
+                sim,
+                streamed(chat("x", 10).put("ignore_eos", true), true),
+                Map.of("x-sim-fault", "error_event", "x-sim-fault-after-tokens", "2"))
+            .await(TIMEOUT_S, TimeUnit.SECONDS);
+    assertThat(reply.status()).isEqualTo(200);
+    assertThat(reply.endedNormally()).isTrue();
+    assertThat(reply.contentEvents()).hasSize(2);
+    List<String> data = reply.data();
+    assertThat(data).last().isEqualTo("[DONE]");
+    // vLLM: data: {"error": …} then data: [DONE], no usage chunk
+    assertThat(new JsonObject(data.get(data.size() - 2)))
+        .isEqualTo(
+            new JsonObject()
+                .put(
+                    "error",
+                    new JsonObject()
+                        .put("message", "Internal server error")
+                        .put("type", "InternalServerError")
+                        .put("param", null)
+                        .put("code", 500)));
+    eventually(() -> sim.stats().failed() == 1, "counted as failed");
+    assertThat(sim.stats().running()).isZero();
+
+    Reply whole =
+        post(
+            sim,
+            "/v1/completions",
+            new JsonObject().put("prompt", "x").put("max_tokens", 5),
+            Map.of("x-sim-fault", "error_event"));
+    assertThat(whole.status()).isEqualTo(500);
+    assertThat(whole.json().getJsonObject("error").getString("type"))
+        .isEqualTo("InternalServerError");
+  }
+
+  @Test
   void unknownFaultHeaderIs400() throws Exception {
     Simulator sim = startSimulator(FAST);
     Reply reply = post(sim, "/v1/chat/completions", chat("x", 2), Map.of("x-sim-fault", "boom"));
