@@ -92,4 +92,45 @@ class ApiCampaignTest {
       }
     }
   }
+
+  @Test
+  void responsesAndEmbeddingsCampaignsRunValid() throws Exception {
+    Path responses = dir.resolve("responses");
+    assertThat(
+            campaign(
+                "model: sim-llama\nrepeats: 3\nduration: 400ms\nwarmup_duration: 200ms\n"
+                    + "profiles: [64:6]\nconcurrency: [2]\napi: responses\n",
+                responses))
+        .as(out.toString())
+        .isZero();
+    Path embeddings = dir.resolve("embeddings");
+    assertThat(
+            campaign(
+                "model: sim-llama\nrepeats: 3\nduration: 400ms\nwarmup_duration: 200ms\n"
+                    + "profiles: [64:6]\nconcurrency: [2]\napi: embeddings\n",
+                embeddings))
+        .as(out.toString())
+        .isZero();
+    JsonNode c = JSON.readTree(embeddings.resolve("campaign.json").toFile());
+    assertThat(c.path("plan").path("api").asText()).isEqualTo("embeddings");
+    assertThat(c.path("plan").path("stream").asBoolean()).isFalse();
+    assertThat(c.path("invalid_runs")).isEmpty();
+    try (Stream<Path> runs = Files.list(responses.resolve("runs"))) {
+      for (Path run : runs.toList()) {
+        JsonNode s = JSON.readTree(run.resolve("summary.json").toFile());
+        long ok = s.path("requests").path("ok").asLong();
+        assertThat(s.path("total_output_tokens").asLong()).isBetween(ok, 6 * ok);
+      }
+    }
+    try (Stream<Path> runs = Files.list(embeddings.resolve("runs"))) {
+      for (Path run : runs.toList()) {
+        JsonNode s = JSON.readTree(run.resolve("summary.json").toFile());
+        assertThat(s.path("conditions").path("workload").asText())
+            .isEqualTo("embeddings, 64 tokens in, whole responses");
+        assertThat(s.path("phases").path("client_ttft").isNull()).isTrue();
+      }
+    }
+    // The progress lines of an embeddings campaign show no TTFT or TPOT figure.
+    assertThat(out.toString()).contains("(ttft, tpot: not applicable to embeddings)");
+  }
 }
