@@ -196,12 +196,11 @@ public record LoadOptions(
     } else if (mix != null) {
       lengths = (api == Api.EMBEDDINGS ? "embeddings, input of mix " : "mix ") + mix;
     } else if (api == Api.EMBEDDINGS) {
-      int in = profile == null && inputTokens > 0 ? inputTokens : lengths().inputTokens();
+      Profile p = profile == null && inputTokens > 0 ? null : lengths();
       lengths =
-          "embeddings, "
-              + (profile == null && inputTokens > 0 ? "" : lengths().name() + ", ")
-              + in
-              + " tokens in";
+          p == null
+              ? "embeddings, " + inputTokens + " tokens in"
+              : "embeddings, " + p.name() + ", " + p.inputTokens() + " tokens in";
     } else {
       Profile p = lengths();
       lengths = p.name() + " (" + p.inputTokens() + " in / " + p.outputTokens() + " out)";

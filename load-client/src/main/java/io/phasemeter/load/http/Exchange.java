@@ -248,33 +248,20 @@ final class Exchange implements ConnectionPool.Waiter {
         validate();
       }
     } else {
+      // A whole response's first token is seen with its last byte; embeddings have none.
+      if (spec.api().generates()) {
+        ttft = lastByte - intended;
+      }
       byte[] bytes = body == null ? null : body.getBytes();
       body = null;
       if (bodyTooLarge) {
-        if (spec.api().generates()) {
-          ttft = lastByte - intended;
-        }
         finish(ErrorClass.INVALID, "response body larger than " + MAX_BODY_BYTES + " bytes");
       } else {
-        wholeBody(bytes);
-      }
-    }
-  }
-
-  /**
-   * A whole (not streamed) response: its first token is seen with its last byte, except for
-   * embeddings, which have none.
-   */
-  private void wholeBody(byte[] bytes) {
-    switch (spec.api()) {
-      case EMBEDDINGS -> embeddings(bytes);
-      case RESPONSES -> {
-        ttft = lastByte - intended;
-        response(bytes);
-      }
-      default -> {
-        ttft = lastByte - intended;
-        completion(bytes);
+        switch (spec.api()) {
+          case EMBEDDINGS -> embeddings(bytes);
+          case RESPONSES -> response(bytes);
+          default -> completion(bytes);
+        }
       }
     }
   }
