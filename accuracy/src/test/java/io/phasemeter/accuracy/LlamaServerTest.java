@@ -33,7 +33,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
@@ -475,7 +474,77 @@ class LlamaServerTest {
   }
 
   @Test
-  void embeddingsPoolIsNotServedYet() throws Exception {
+  void theResponsesApiOfARealEngineIsMeasuredFromItsFirstDelta() throws Exception {
+    int port = Procs.freePort();
+    startLlama(port, 2, List.of(), "llama");
+    startProxy(pool("llama", MODEL, 2, port), null);
+    String body =
+        "{\"model\":\""
+            + MODEL
+            + "\",\"input\":\"Write a story.\",\"max_output_tokens\":24,\"stream\":true}";
+    String traceId = newTraceId();
+    HttpRequest req =
+        HttpRequest.newBuilder(URI.create(proxyUrl() + "/v1/responses"))
+            .timeout(REQUEST_BOUND)
+            .header("content-type", "application/json")
+            .header("traceparent", "00-" + traceId + "-" + traceId.substring(0, 16) + "-01")
+            .POST(HttpRequest.BodyPublishers.ofString(body))
+            .build();
+    HttpResponse<String> streamed = HTTP.send(req, HttpResponse.BodyHandlers.ofString());
+    assertThat(streamed.statusCode()).as(streamed.body()).isEqualTo(200);
+    List<String> events =
+        streamed
+            .body()
+            .lines()
+            .filter(l -> l.startsWith("event: "))
+            .map(l -> l.substring(7))
+            .toList();
+    assertThat(events).first().isEqualTo("response.created");
+    assertThat(events)
+        .contains("response.output_text.delta")
+        .last()
+        .isEqualTo("response.completed");
+    String completed =
+        streamed
+            .body()
+            .lines()
+            .filter(l -> l.startsWith("data: ") && l.contains("\"response.completed\""))
+            .findFirst()
+            .orElseThrow();
+    JsonNode usage = JSON.readTree(completed.substring(6)).at("/response/usage");
+    JsonNode rec = awaitRecord(traceId);
+    assertThat(rec.get("outcome").asText()).isEqualTo("success");
+    assertThat(rec.get("operation").asText()).isEqualTo("responses");
+    assertThat(rec.get("route").asText()).isEqualTo("/v1/responses");
+    assertThat(rec.at("/tokens/input").asLong()).isEqualTo(usage.get("input_tokens").asLong());
+    assertThat(rec.at("/tokens/output").asLong()).isEqualTo(usage.get("output_tokens").asLong());
+    double ttft = rec.get("server_ttft_ms").asDouble();
+    assertThat(ttft).isPositive().isLessThan(rec.get("root_ms").asDouble());
+
+    String wholeTrace = newTraceId();
+    Reply whole =
+        post(
+            "/v1/responses",
+            "{\"model\":\"" + MODEL + "\",\"input\":\"Hello\",\"max_output_tokens\":8}",
+            wholeTrace);
+    assertThat(whole.status()).as(whole.body()).isEqualTo(200);
+    JsonNode wholeUsage = JSON.readTree(whole.body()).get("usage");
+    JsonNode wholeRecord = awaitRecord(wholeTrace);
+    assertThat(wholeRecord.get("outcome").asText()).isEqualTo("success");
+    assertThat(wholeRecord.at("/tokens/output").asLong())
+        .isEqualTo(wholeUsage.get("output_tokens").asLong());
+    System.out.printf(
+        Locale.ROOT,
+        "llama-server /v1/responses through the proxy: %d events, server TTFT %.2f ms of %.2f ms,"
+            + " %d output tokens%n",
+        events.size(),
+        ttft,
+        rec.get("root_ms").asDouble(),
+        rec.at("/tokens/output").asLong());
+  }
+
+  @Test
+  void embeddingsAndTokenizeGoThroughTheProxyToARealEngine() throws Exception {
     int chat = Procs.freePort();
     int embed = Procs.freePort();
     startLlama(chat, 2, List.of(), "llama");
@@ -487,7 +556,6 @@ class LlamaServerTest {
     startProxy(pool("llama", MODEL, 2, chat) + pool("embed", "tiny-llama-embed", 1, embed), null);
     String embedBody = "{\"model\":\"tiny-llama-embed\",\"input\":\"a test sentence\"}";
 
-    // The engine serves embeddings itself …
     HttpResponse<String> direct =
         HTTP.send(
             HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + embed + "/v1/embeddings"))
@@ -497,24 +565,44 @@ class LlamaServerTest {
                 .build(),
             HttpResponse.BodyHandlers.ofString());
     assertThat(direct.statusCode()).as(direct.body()).isEqualTo(200);
-    int dims = JSON.readTree(direct.body()).at("/data/0/embedding").size();
+    JsonNode directJson = JSON.readTree(direct.body());
+    int dims = directJson.at("/data/0/embedding").size();
     assertThat(dims).isPositive();
-    // … and the second pool is live through the proxy for what the proxy does serve …
-    Reply completion =
-        post("/v1/completions", body("/v1/completions", false, 4, "tiny-llama-embed"), null);
-    assertThat(completion.status()).as(completion.body()).isEqualTo(200);
-    // … but the proxy does not route /v1/embeddings yet.
-    Reply viaProxy = post("/v1/embeddings", embedBody, null);
-    assertThat(viaProxy.status()).as(viaProxy.body()).isEqualTo(404);
-    assertThat(JSON.readTree(viaProxy.body()).at("/error/code").asText()).isEqualTo("unknown_url");
+
+    // Through the proxy: routed by model to the embeddings pool, answered whole, measured.
+    String traceId = newTraceId();
+    Reply viaProxy = post("/v1/embeddings", embedBody, traceId);
+    assertThat(viaProxy.status()).as(viaProxy.body()).isEqualTo(200);
+    JsonNode proxied = JSON.readTree(viaProxy.body());
+    assertThat(proxied.at("/data/0/embedding").size()).isEqualTo(dims);
+    JsonNode rec = awaitRecord(traceId);
+    assertThat(rec.get("operation").asText()).isEqualTo("embeddings");
+    assertThat(rec.get("pool").asText()).isEqualTo("embed");
+    assertThat(rec.get("outcome").asText()).isEqualTo("success");
+    assertThat(rec.get("server_ttft_ms").isNull()).as("no token timings for pooling").isTrue();
+    long promptTokens = proxied.at("/usage/prompt_tokens").asLong(-1);
+    assertThat(promptTokens).as("the engine reports usage: " + viaProxy.body()).isPositive();
+    assertThat(rec.at("/tokens/input").asLong()).isEqualTo(promptTokens);
+
+    // /tokenize is llama-server's too: passed through (its body names no model: the first pool).
+    String tokenizeTrace = newTraceId();
+    Reply tokens = post("/tokenize", "{\"content\":\"a test sentence\"}", tokenizeTrace);
+    assertThat(tokens.status()).as(tokens.body()).isEqualTo(200);
+    assertThat(JSON.readTree(tokens.body()).get("tokens").size()).isPositive();
+    JsonNode tokenizeRecord = awaitRecord(tokenizeTrace);
+    assertThat(tokenizeRecord.get("route").asText()).isEqualTo("/tokenize");
+    assertThat(tokenizeRecord.get("pool").asText()).isEqualTo("llama");
+    assertThat(tokenizeRecord.has("operation")).isFalse();
+    assertThat(tokenizeRecord.at("/phases_ms/queue").isMissingNode())
+        .as("tokenisation takes no slot")
+        .isTrue();
     System.out.printf(
         Locale.ROOT,
-        "llama-server embeddings: the engine answers /v1/embeddings (%d dimensions), the proxy"
-            + " 404 unknown_url: skipped until \"Every vLLM endpoint through the sidecar\"%n",
-        dims);
-    Assumptions.abort(
-        "the proxy does not serve /v1/embeddings yet (404 unknown_url; llama-server --embeddings"
-            + " answers it directly): issue \"Every vLLM endpoint through the sidecar\"");
+        "llama-server embeddings through the proxy: %d dimensions, %d prompt tokens counted;"
+            + " /tokenize passed through in %.2f ms%n",
+        dims,
+        promptTokens,
+        tokenizeRecord.get("root_ms").asDouble());
   }
 
   // -------------------------------------------------------------------------------- fixtures

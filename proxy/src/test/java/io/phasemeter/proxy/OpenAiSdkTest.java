@@ -159,6 +159,116 @@ class OpenAiSdkTest extends ProxyTestBase {
     assertThat(awaitFinished(2)).allSatisfy(f -> assertThat(f.outcome()).isEqualTo("success"));
   }
 
+  private OpenAIClient validatingSdk() {
+    sdk =
+        OpenAIOkHttpClient.builder()
+            .baseUrl("http://127.0.0.1:" + proxy.port() + "/v1")
+            .apiKey("sk-test-not-a-real-key")
+            .maxRetries(0)
+            .timeout(Duration.ofSeconds(20))
+            .responseValidation(true)
+            .build();
+    return sdk;
+  }
+
+  private static com.openai.models.responses.ResponseCreateParams responseParams(int maxTokens) {
+    return com.openai.models.responses.ResponseCreateParams.builder()
+        .model("sim-llama")
+        .input("Say hello.")
+        .maxOutputTokens(maxTokens)
+        .build();
+  }
+
+  @Test
+  void theResponsesApiThroughTheProxyParsesIntoTheSdkTypes() throws Exception {
+    startWithSimulator();
+    OpenAIClient client = validatingSdk();
+    com.openai.models.responses.Response r = client.responses().create(responseParams(6));
+    long outputTokens = r.usage().get().outputTokens();
+    assertThat(outputTokens).isBetween(1L, 6L);
+    // Stored by the engine: retrieved and deleted through the proxy's pass-through.
+    assertThat(client.responses().retrieve(r.id()).id()).isEqualTo(r.id());
+    client.responses().delete(r.id());
+
+    List<com.openai.models.responses.ResponseStreamEvent> events;
+    try (StreamResponse<com.openai.models.responses.ResponseStreamEvent> stream =
+        client.responses().createStreaming(responseParams(5))) {
+      events = stream.stream().collect(Collectors.toList());
+    }
+    events.forEach(com.openai.models.responses.ResponseStreamEvent::validate);
+    assertThat(events.get(0).isCreated()).isTrue();
+    com.openai.models.responses.ResponseStreamEvent last = events.get(events.size() - 1);
+    assertThat(last.isCompleted()).isTrue();
+    long deltas =
+        events.stream()
+            .filter(com.openai.models.responses.ResponseStreamEvent::isOutputTextDelta)
+            .count();
+
+    List<Finished> done = awaitFinished(4);
+    Finished whole = done.get(0);
+    assertThat(whole.outcome()).isEqualTo("success");
+    assertThat(whole.outputTokens()).as("the engine's usage").isEqualTo(outputTokens);
+    assertThat(done.get(1).outcome()).as("GET /v1/responses/{id}").isEqualTo("success");
+    assertThat(done.get(2).outcome()).as("DELETE /v1/responses/{id}").isEqualTo("success");
+    Finished streamed = done.get(3);
+    assertThat(streamed.stream()).isTrue();
+    assertThat(streamed.outcome()).isEqualTo("success");
+    assertThat(streamed.outputTokens())
+        .isEqualTo(last.asCompleted().response().usage().get().outputTokens());
+    assertThat(streamed.ttftNanos()).isPositive();
+    if (streamed.outputTokens() > 1) {
+      assertThat(streamed.tpotNanos()).isPositive();
+    }
+    assertThat(deltas).isPositive();
+  }
+
+  @Test
+  void aResponsesStreamThatFailsIsAFailureForTheSdkAndTheProxy() throws Exception {
+    startWithSimulator();
+    OpenAIClient faulty =
+        validatingSdk()
+            .withOptions(
+                b ->
+                    b.putHeader("x-sim-fault", "error").putHeader("x-sim-fault-after-tokens", "2"));
+    List<com.openai.models.responses.ResponseStreamEvent> events;
+    try (StreamResponse<com.openai.models.responses.ResponseStreamEvent> stream =
+        faulty.responses().createStreaming(responseParams(8))) {
+      events = stream.stream().collect(Collectors.toList());
+    }
+    assertThat(events.get(events.size() - 1).isFailed()).isTrue();
+    OpenAIClient erroring = sdk.withOptions(b -> b.putHeader("x-sim-fault", "error_event"));
+    try (StreamResponse<com.openai.models.responses.ResponseStreamEvent> stream =
+        erroring.responses().createStreaming(responseParams(8))) {
+      assertThat(stream.stream().reduce((a, b) -> b).get().isError()).isTrue();
+    }
+    assertThat(awaitFinished(2))
+        .allSatisfy(
+            f -> {
+              assertThat(f.outcome()).isEqualTo("upstream_error");
+              assertThat(f.errorType()).isEqualTo("upstream_error");
+            });
+    assertIdle();
+  }
+
+  @Test
+  void embeddingsThroughTheProxyParseIntoTheSdkTypes() throws Exception {
+    startWithSimulator();
+    com.openai.models.embeddings.CreateEmbeddingResponse e =
+        validatingSdk()
+            .embeddings()
+            .create(
+                com.openai.models.embeddings.EmbeddingCreateParams.builder()
+                    .model("sim-llama")
+                    .input("hello world")
+                    .build());
+    assertThat(e.data().get(0).embedding()).isNotEmpty();
+    Finished f = awaitFinished(1).get(0);
+    assertThat(f.outcome()).isEqualTo("success");
+    assertThat(f.inputTokens()).isEqualTo(e.usage().promptTokens());
+    assertThat(f.ttftNanos()).isEqualTo(-1);
+    assertThat(f.phases()).containsKey(io.phasemeter.proxy.pipeline.Phase.QUEUE);
+  }
+
   @Test
   void unknownModelIsTheSdksNotFoundException() throws Exception {
     startWithSimulator();

@@ -22,11 +22,16 @@ public record ProxyConfig(
     Telemetry telemetry,
     String budgets,
     Drain drain,
-    Forwarded forwarded) {
+    Forwarded forwarded,
+    List<Route> routes) {
+
+  /** The most entries {@code routes} may have (each may add a value to metric labels). */
+  public static final int MAX_ROUTES = 64;
 
   public ProxyConfig {
     drain = drain == null ? new Drain(Duration.ofSeconds(25)) : drain;
     forwarded = forwarded == null ? Forwarded.TRUST_NONE : forwarded;
+    routes = routes == null ? List.of() : List.copyOf(routes);
     Objects.requireNonNull(listen, "listen");
     Objects.requireNonNull(admin, "admin");
     Objects.requireNonNull(limits, "limits");
@@ -49,6 +54,23 @@ public record ProxyConfig(
         }
       }
     }
+    if (routes.size() > MAX_ROUTES) {
+      throw new IllegalArgumentException(
+          "routes: at most " + MAX_ROUTES + " entries (got " + routes.size() + ")");
+    }
+    for (int i = 0; i < routes.size(); i++) {
+      Route r = routes.get(i);
+      if (r.pool() != null && !names.contains(r.pool())) {
+        throw new IllegalArgumentException(
+            "routes[" + i + "].pool: no pool is named '" + r.pool() + "'");
+      }
+      if (r.adminOnly() && !auth.enabled()) {
+        throw new IllegalArgumentException(
+            "routes["
+                + i
+                + "].admin_only: needs auth.enabled (admin keys are keys of the keys file)");
+      }
+    }
     if (listen.port() != 0 && listen.port() == admin.port() && listen.host().equals(admin.host())) {
       throw new IllegalArgumentException("admin.port: must differ from listen.port");
     }
@@ -64,7 +86,7 @@ public record ProxyConfig(
       Telemetry telemetry,
       String budgets,
       Drain drain) {
-    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null);
+    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null, null);
   }
 
   /** The pool that serves {@code model}, or {@code null}. */
@@ -88,7 +110,8 @@ public record ProxyConfig(
         telemetry,
         budgets,
         drain,
-        forwarded);
+        forwarded,
+        routes);
   }
 
   /** Returns a copy whose admin listener uses {@code port} (0 = any free port). */
@@ -102,31 +125,32 @@ public record ProxyConfig(
         telemetry,
         budgets,
         drain,
-        forwarded);
+        forwarded,
+        routes);
   }
 
   /** Returns a copy with {@code pools} replaced. */
   public ProxyConfig withPools(List<Pool> newPools) {
     return new ProxyConfig(
-        listen, admin, limits, auth, newPools, telemetry, budgets, drain, forwarded);
+        listen, admin, limits, auth, newPools, telemetry, budgets, drain, forwarded, routes);
   }
 
   /** Returns a copy with {@code limits} replaced. */
   public ProxyConfig withLimits(Limits newLimits) {
     return new ProxyConfig(
-        listen, admin, newLimits, auth, pools, telemetry, budgets, drain, forwarded);
+        listen, admin, newLimits, auth, pools, telemetry, budgets, drain, forwarded, routes);
   }
 
   /** Returns a copy with {@code auth} replaced. */
   public ProxyConfig withAuth(Auth newAuth) {
     return new ProxyConfig(
-        listen, admin, limits, newAuth, pools, telemetry, budgets, drain, forwarded);
+        listen, admin, limits, newAuth, pools, telemetry, budgets, drain, forwarded, routes);
   }
 
   /** Returns a copy with {@code drain} replaced. */
   public ProxyConfig withDrain(Drain newDrain) {
     return new ProxyConfig(
-        listen, admin, limits, auth, pools, telemetry, budgets, newDrain, forwarded);
+        listen, admin, limits, auth, pools, telemetry, budgets, newDrain, forwarded, routes);
   }
 
   /** The public listener. */
@@ -270,6 +294,116 @@ public record ProxyConfig(
           }
         }
       }
+    }
+  }
+
+  /**
+   * One entry of the route table (docs/design.md §3): which requests of the public listener a path
+   * pattern matches and how they are handled. Entries given in proxy.yaml are tried in order before
+   * the built-in table; the first match wins.
+   *
+   * @param path {@code /segment/...}; a segment {@code {name}} matches any one segment, a last
+   *     segment {@code **} any rest (also none); matched against the normalised path
+   * @param handler {@code chat}, {@code completions}, {@code responses}, {@code embeddings}, {@code
+   *     passthrough} or {@code deny}
+   * @param pool the pool that serves it; null: by the body's {@code model} (the JSON handlers), or
+   *     the first pool (pass-through)
+   * @param slot whether it waits for a slot of its pool; null: yes, except for pass-through
+   * @param maxBodyBytes the body limit of this route; null: {@code limits.max_body_bytes}
+   * @param methods the methods allowed (others get 405); null: POST for the JSON handlers, any for
+   *     pass-through
+   * @param adminOnly only keys with {@code admin: true} may use it (needs auth)
+   * @param operation {@code gen_ai.operation.name} for an {@code embeddings} route; null: {@code
+   *     embeddings}
+   * @param modelFromBody pass-through only: the body is read (within the limit) and routed by its
+   *     {@code model}; otherwise it is streamed to the upstream as it arrives
+   */
+  public record Route(
+      String path,
+      String handler,
+      String pool,
+      Boolean slot,
+      Long maxBodyBytes,
+      List<String> methods,
+      Boolean adminOnly,
+      String operation,
+      Boolean modelFromBody) {
+    /** The handlers a route may name. */
+    public static final List<String> HANDLERS =
+        List.of("chat", "completions", "responses", "embeddings", "passthrough", "deny");
+
+    private static final java.util.regex.Pattern SEGMENT =
+        java.util.regex.Pattern.compile("[A-Za-z0-9._~!$&'()*+,;=:@-]+|\\{[a-z_]{1,32}\\}|\\*\\*");
+    private static final java.util.regex.Pattern OPERATION =
+        java.util.regex.Pattern.compile("[a-z][a-z0-9_.]{0,31}");
+    private static final Set<String> METHODS =
+        Set.of("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS");
+
+    public Route {
+      adminOnly = adminOnly != null && adminOnly;
+      modelFromBody = modelFromBody != null && modelFromBody;
+      if (path == null || !path.startsWith("/")) {
+        throw new IllegalArgumentException("routes.path: must start with '/' (got " + path + ")");
+      }
+      String[] segments = path.substring(1).split("/", -1);
+      for (int i = 0; i < segments.length; i++) {
+        String seg = segments[i];
+        if (path.equals("/")) {
+          break;
+        }
+        if (!SEGMENT.matcher(seg).matches() || (seg.equals("**") && i != segments.length - 1)) {
+          throw new IllegalArgumentException(
+              "routes.path: '"
+                  + path
+                  + "' has a bad segment '"
+                  + seg
+                  + "' (literal characters, {name}, or ** as the last segment)");
+        }
+      }
+      if (handler == null || !HANDLERS.contains(handler)) {
+        throw new IllegalArgumentException(
+            "routes.handler: must be one of "
+                + String.join(", ", HANDLERS)
+                + " (got "
+                + handler
+                + ")");
+      }
+      if (maxBodyBytes != null && maxBodyBytes < 1) {
+        throw new IllegalArgumentException(
+            "routes.max_body_bytes: must be at least 1 (got " + maxBodyBytes + ")");
+      }
+      if (methods != null) {
+        methods = methods.stream().map(m -> m == null ? "" : m.toUpperCase(Locale.ROOT)).toList();
+        for (String m : methods) {
+          if (!METHODS.contains(m)) {
+            throw new IllegalArgumentException(
+                "routes.methods: '" + m + "' is not one of " + new java.util.TreeSet<>(METHODS));
+          }
+        }
+        if (methods.isEmpty()) {
+          throw new IllegalArgumentException(
+              "routes.methods: must not be empty (omit it for the default)");
+        }
+      }
+      if (operation != null && !OPERATION.matcher(operation).matches()) {
+        throw new IllegalArgumentException(
+            "routes.operation: must be 1 to 32 characters of a-z, 0-9, '_' or '.' (got "
+                + operation
+                + ")");
+      }
+      if (operation != null && !handler.equals("embeddings")) {
+        throw new IllegalArgumentException(
+            "routes.operation: only an embeddings route names its operation (" + path + ")");
+      }
+      if (modelFromBody && !handler.equals("passthrough")) {
+        throw new IllegalArgumentException(
+            "routes.model_from_body: only for a passthrough route (" + path + ")");
+      }
+    }
+
+    /** A route of {@code handler} with every other setting at its default. */
+    public static Route of(String path, String handler) {
+      return new Route(path, handler, null, null, null, null, false, null, false);
     }
   }
 

@@ -14,6 +14,8 @@ import java.util.regex.Pattern;
  * @param tpm tokens per minute (input plus output); 0 means unlimited
  * @param priority the priority of this key's requests in the slot queue
  * @param allowPriorityHeader whether a request may choose its priority with {@code x-priority}
+ * @param admin whether the key may use routes marked {@code admin_only} (the engine's
+ *     administrative endpoints, when proxy.yaml allows them)
  */
 public record ApiKey(
     String name,
@@ -21,7 +23,8 @@ public record ApiKey(
     long rpm,
     long tpm,
     Priority priority,
-    boolean allowPriorityHeader) {
+    boolean allowPriorityHeader,
+    boolean admin) {
 
   /**
    * The largest rpm or tpm accepted; the rate limiter's fixed-point arithmetic stays exact below
@@ -47,6 +50,17 @@ public record ApiKey(
     if (priority == null) {
       throw new IllegalArgumentException("priority: missing (use high, normal or low)");
     }
+  }
+
+  /** A key that is not an admin key. */
+  public ApiKey(
+      String name,
+      String sha256,
+      long rpm,
+      long tpm,
+      Priority priority,
+      boolean allowPriorityHeader) {
+    this(name, sha256, rpm, tpm, priority, allowPriorityHeader, false);
   }
 
   /** A key with the default priority ({@code normal}) and no {@code x-priority} override. */
@@ -77,6 +91,7 @@ public record ApiKey(
         + priority.label()
         + ", allowPriorityHeader="
         + allowPriorityHeader
+        + (admin ? ", admin=true" : "")
         + "]";
   }
 

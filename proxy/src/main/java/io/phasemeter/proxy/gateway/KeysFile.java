@@ -19,16 +19,16 @@ import java.util.Map;
  * <pre>{@code
  * keys:
  *   - {name: team-a, sha256: <hex>, rpm: 600, tpm: 200000, priority: high,
- *      allow_priority_header: false}
+ *      allow_priority_header: false, admin: false}
  * ...
  * }</pre>
  *
  * <p>{@code rpm} and {@code tpm} default to 0 (unlimited), {@code priority} to {@code normal} and
- * {@code allow_priority_header} to false; {@code name} and {@code sha256} are required. A field
- * written with no value ({@code rpm:} alone) is an error, not its default. Unknown keys, duplicate
- * names and duplicate hashes are errors. Every problem becomes a {@link ConfigException} of one
- * line naming the file and the key path, e.g. {@code keys.yaml: keys[2].sha256: must be 64 hex
- * characters}. {@code keys: []} is valid and refuses every client.
+ * {@code allow_priority_header} and {@code admin} to false; {@code name} and {@code sha256} are
+ * required. A field written with no value ({@code rpm:} alone) is an error, not its default.
+ * Unknown keys, duplicate names and duplicate hashes are errors. Every problem becomes a {@link
+ * ConfigException} of one line naming the file and the key path, e.g. {@code keys.yaml:
+ * keys[2].sha256: must be 64 hex characters}. {@code keys: []} is valid and refuses every client.
  *
  * <p>The file ends with YAML's document end line, {@code ...}, and a newline. Cut at the end of any
  * line, a block-style file is still valid YAML, and would read as fewer keys or as a key whose
@@ -43,7 +43,7 @@ public record KeysFile(List<ApiKey> keys) {
   private static final ObjectMapper YAML =
       new ObjectMapper(new YAMLFactory()).enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
   private static final List<String> FIELDS =
-      List.of("name", "sha256", "rpm", "tpm", "priority", "allow_priority_header");
+      List.of("name", "sha256", "rpm", "tpm", "priority", "allow_priority_header", "admin");
 
   /** The line a complete keys file ends with: YAML's document end marker. */
   public static final String END = "...";
@@ -190,8 +190,16 @@ public record KeysFile(List<ApiKey> keys) {
       }
       allowHeader = h.booleanValue();
     }
+    boolean admin = false;
+    JsonNode a = node.get("admin");
+    if (a != null) {
+      if (!a.isBoolean()) {
+        throw new ConfigException(at + ".admin: expected true or false");
+      }
+      admin = a.booleanValue();
+    }
     try {
-      return new ApiKey(name, sha256, rpm, tpm, priority, allowHeader);
+      return new ApiKey(name, sha256, rpm, tpm, priority, allowHeader, admin);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }
@@ -201,7 +209,7 @@ public record KeysFile(List<ApiKey> keys) {
     return switch (field) {
       case "rpm", "tpm" -> " (write 0 for unlimited)";
       case "priority" -> " (write high, normal or low)";
-      case "allow_priority_header" -> " (write true or false)";
+      case "allow_priority_header", "admin" -> " (write true or false)";
       default -> "";
     };
   }

@@ -59,6 +59,15 @@ final class AuthPhase {
     ApiKey key = verified.key();
     span.setAttribute(SpanAttributes.AUTH, "verified");
     span.setAttribute(SpanAttributes.KEY_NAME, key.name());
+    if (ctx.route().adminOnly() && !key.admin()) {
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.ROUTE_DENIED,
+          "Key '"
+              + key.name()
+              + "' may not use "
+              + ctx.route().path()
+              + ": it needs an admin key.");
+    }
     ctx.authenticated(
         key,
         requestedPriority(

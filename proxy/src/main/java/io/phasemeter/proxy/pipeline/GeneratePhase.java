@@ -7,6 +7,7 @@ import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.opentelemetry.context.propagation.TextMapSetter;
 import io.phasemeter.core.SpanAttributes;
+import io.phasemeter.proxy.upstream.ResponseEvent;
 import io.phasemeter.proxy.upstream.SseEvent;
 import io.phasemeter.proxy.upstream.SseParser;
 import io.phasemeter.proxy.upstream.StaleConnections;
@@ -20,6 +21,8 @@ import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.http.HttpServerResponse;
 import java.net.ConnectException;
 import java.util.ArrayList;
@@ -80,6 +83,30 @@ final class GeneratePhase {
           "traceparent",
           "tracestate");
 
+  /**
+   * What a pass-through does not forward, either way: the hop's own headers, and what the proxy
+   * sets itself. Unlike a parsed body, a relayed one keeps its encoding and length.
+   */
+  private static final Set<String> RAW_HOP_BY_HOP =
+      Set.of(
+          "connection",
+          "keep-alive",
+          "proxy-authenticate",
+          "proxy-authorization",
+          "proxy-connection",
+          "te",
+          "trailer",
+          "transfer-encoding",
+          "upgrade",
+          "host",
+          "content-length",
+          "expect",
+          "traceparent",
+          "tracestate");
+
+  private static final io.opentelemetry.api.common.AttributeKey<Long> REQUEST_BODY_BYTES =
+      io.opentelemetry.api.common.AttributeKey.longKey("http.request.body.size");
+
   private static final TextMapSetter<MultiMap> SETTER =
       (carrier, key, value) -> carrier.set(key, value);
 
@@ -90,6 +117,8 @@ final class GeneratePhase {
   // Whole responses count against the same bound as request bodies: with the slot given back when
   // generation ends, a client that never reads could otherwise pile them up.
   private final BodyBudget bodies;
+  // limits.max_body_bytes: a streamed pass-through's bound when its route sets none.
+  private final long maxBodyBytes;
 
   /**
    * {@code gatewayOwnsCredentials}: with auth enabled the client's key is the gateway's, so it is
@@ -100,8 +129,10 @@ final class GeneratePhase {
       TextMapPropagator propagator,
       boolean gatewayOwnsCredentials,
       io.phasemeter.proxy.config.ProxyConfig.Forwarded forwarded,
-      BodyBudget bodies) {
+      BodyBudget bodies,
+      long maxBodyBytes) {
     this.bodies = bodies;
+    this.maxBodyBytes = maxBodyBytes;
     this.vertx = vertx;
     this.propagator = propagator;
     this.gatewayOwnsCredentials = gatewayOwnsCredentials;
@@ -142,6 +173,10 @@ final class GeneratePhase {
     // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
     private String upstreamErrorType;
     private SseParser parser;
+    // A streamed pass-through took the first of the client's body bytes: it cannot be sent again.
+    private boolean bodyTaken;
+    private boolean uploadEnded;
+    private boolean sawTerminal;
     // Made once: a method reference written at the call would be a new object per chunk.
     private final Consumer<SseEvent> eventSink = this::onEvent;
 
@@ -204,7 +239,9 @@ final class GeneratePhase {
       ctx.attempting(tried.size());
       span.setAttribute(SpanAttributes.SERVER_ADDRESS, host.address().host());
       span.setAttribute(SpanAttributes.SERVER_PORT, (long) host.address().port());
-      (fresh ? pool.openFresh(host, ctx.route().path()) : pool.open(host, ctx.route().path()))
+      HttpMethod method = ctx.request() == null ? HttpMethod.POST : ctx.request().method();
+      String path = ctx.upstreamPath();
+      (fresh ? pool.openFresh(host, method, path) : pool.open(host, method, path))
           .onComplete(
               ar -> {
                 if (ar.failed()) {
@@ -227,9 +264,11 @@ final class GeneratePhase {
                 boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
                 boolean trusted = forwarded.trusts(ctx.request().remoteAddress());
                 Set<String> named = ForwardedHeaders.connectionOptions(ctx.request());
+                boolean raw = ctx.route().api() == ApiRoute.Api.PASSTHROUGH;
+                Set<String> hopByHop = raw ? RAW_HOP_BY_HOP : HOP_BY_HOP;
                 for (Map.Entry<String, String> h : ctx.request().headers()) {
                   String name = h.getKey().toLowerCase(Locale.ROOT);
-                  if (!HOP_BY_HOP.contains(name)
+                  if (!hopByHop.contains(name)
                       && !named.contains(name)
                       && !(!trusted && ForwardedHeaders.CLAIMS.contains(name))
                       && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
@@ -243,17 +282,18 @@ final class GeneratePhase {
                 if (pool.apiKey() != null) {
                   headers.set("authorization", "Bearer " + pool.apiKey());
                 }
-                headers.set("content-type", "application/json");
+                if (!raw) {
+                  headers.set("content-type", "application/json");
+                }
                 propagator.inject(Context.root().with(span), headers, SETTER);
-                request
-                    .send(ctx.upstreamBody())
+                (streamsBody() ? sendStreamed(request) : request.send(ctx.upstreamBody()))
                     .onComplete(
                         rr -> {
                           if (current != host) {
                             return;
                           }
                           if (rr.failed()) {
-                            if (reused && staleConnection(host, rr.cause(), sentAt)) {
+                            if (reused && !bodyTaken && staleConnection(host, rr.cause(), sentAt)) {
                               return;
                             }
                             attemptFailed(host, connectFailure(rr.cause()), true);
@@ -262,6 +302,70 @@ final class GeneratePhase {
                           }
                         });
               });
+    }
+
+    /** Whether the client's body goes upstream as it arrives (a streamed pass-through). */
+    private boolean streamsBody() {
+      return !ctx.route().readsBody();
+    }
+
+    /**
+     * Sends the client's body on as it arrives, with backpressure both ways (a slow upstream pauses
+     * the client) and the route's limit counted as it goes: a body that crosses it fails as {@code
+     * request_too_large}, its connection closed. Completes with the upstream's response head.
+     */
+    private Future<HttpClientResponse> sendStreamed(HttpClientRequest request) {
+      HttpServerRequest in = ctx.request();
+      long declared = ctx.declaredBodyBytes();
+      if (declared >= 0) {
+        request.putHeader("content-length", Long.toString(declared));
+      } else if (in.headers().contains("transfer-encoding")) {
+        request.setChunked(true);
+      }
+      long limit = ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : maxBodyBytes;
+      long[] sent = {0};
+      if ("100-continue".equalsIgnoreCase(in.getHeader("expect"))) {
+        ctx.response().writeContinue();
+      }
+      in.handler(
+          chunk -> {
+            if (over) {
+              return;
+            }
+            sent[0] += chunk.length();
+            bodyTaken = true;
+            lastActivity = ctx.now();
+            if (sent[0] > limit) {
+              ctx.response().putHeader("connection", "close");
+              fail(
+                  ProxyFailure.of(
+                      ProxyFailure.Kind.BODY_TOO_LARGE,
+                      "The request body exceeds the limit of " + limit + " bytes."));
+              return;
+            }
+            request.write(chunk);
+            if (request.writeQueueFull()) {
+              in.pause();
+              request.drainHandler(v -> in.resume());
+            }
+          });
+      in.endHandler(
+          v -> {
+            if (over) {
+              return;
+            }
+            ctx.uploaded(sent[0]);
+            uploadEnded = true;
+            span.addEvent("request.body.sent", Attributes.of(REQUEST_BODY_BYTES, sent[0]));
+            request.end();
+          });
+      in.exceptionHandler(
+          t ->
+              fail(
+                  ProxyFailure.of(
+                      ProxyFailure.Kind.CLIENT_CANCELLED, "The request body was not received.")));
+      in.resume();
+      return request.response();
     }
 
     /**
@@ -358,6 +462,10 @@ final class GeneratePhase {
                       ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
                       "The upstream connection was lost mid-response.")));
       int status = resp.statusCode();
+      if (ctx.relaysRaw()) {
+        relayRaw(resp);
+        return;
+      }
       if (status >= 400) {
         collect(resp, MAX_ERROR_BODY)
             .onSuccess(body -> onUpstreamError(host, resp, status, body))
@@ -407,6 +515,23 @@ final class GeneratePhase {
 
     private void onFullBody(Buffer body) {
       long at = ctx.now();
+      if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
+        ResponseEvent r = ResponseEvent.inspectBody(body);
+        if (r.kind() == ResponseEvent.Kind.MALFORMED) {
+          fail(
+              ProxyFailure.of(
+                  ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                  "The upstream's response is not valid JSON."));
+          return;
+        }
+        takeUsage(r);
+        if (r.kind() == ResponseEvent.Kind.FAILED) {
+          upstreamErrorType = r.errorType();
+        }
+        ctx.answered(body, upstreamResponse.getHeader("content-type"));
+        complete(at);
+        return;
+      }
       StreamChunk chunk = StreamChunk.inspect(body);
       if (chunk.kind() == StreamChunk.Kind.MALFORMED) {
         fail(
@@ -478,11 +603,14 @@ final class GeneratePhase {
               // Only the "\n" of a final "\r\n" is left: it belongs to the client too.
               out.write(parser.pending());
             }
-            if (parser.hasPending() || !sawDone) {
+            boolean responses = ctx.route().api() == ApiRoute.Api.RESPONSES;
+            if (parser.hasPending() || !(responses ? sawTerminal : sawDone)) {
               fail(
                   ProxyFailure.of(
                       ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
-                      "The upstream stream ended before [DONE]."));
+                      responses
+                          ? "The upstream stream ended before its response.completed event."
+                          : "The upstream stream ended before [DONE]."));
               return;
             }
             complete(ctx.now());
@@ -496,6 +624,10 @@ final class GeneratePhase {
       HttpServerResponse out = ctx.response();
       if (!event.hasData()) {
         out.write(event.raw());
+        return;
+      }
+      if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
+        onResponseEvent(event, out);
         return;
       }
       StreamChunk chunk = StreamChunk.inspect(event);
@@ -532,6 +664,102 @@ final class GeneratePhase {
         ctx.onContentChunk(handedAt);
         cancelFirstTokenTimer();
       }
+    }
+
+    /**
+     * One event of a Responses stream: every event goes to the client as it came; a delta that
+     * carries generated text (or reasoning, or tool arguments) is content; the terminal event
+     * carries the usage; {@code response.failed} or {@code error} fail the request.
+     */
+    private void onResponseEvent(SseEvent event, HttpServerResponse out) {
+      ResponseEvent r = ResponseEvent.inspect(event);
+      switch (r.kind()) {
+        case MALFORMED -> {
+          fail(
+              ProxyFailure.of(
+                  ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                  "The upstream sent an event that is not valid JSON."));
+          return;
+        }
+        case COMPLETED -> {
+          sawTerminal = true;
+          takeUsage(r);
+        }
+        case FAILED -> {
+          sawTerminal = true;
+          takeUsage(r);
+          upstreamErrorType = r.errorType();
+        }
+        default -> {}
+      }
+      long handedAt = ctx.now();
+      out.write(event.raw());
+      if (r.kind() == ResponseEvent.Kind.CONTENT) {
+        ctx.onContentChunk(handedAt);
+        cancelFirstTokenTimer();
+      }
+    }
+
+    private void takeUsage(ResponseEvent r) {
+      if (r.hasUsage()) {
+        ctx.usage(plausibleTokens(r.inputTokens()), plausibleTokens(r.outputTokens()));
+      }
+      if (r.finishReason() != null) {
+        ctx.finishedFor(r.finishReason());
+      }
+    }
+
+    /**
+     * A pass-through's response (or a plain one): status, headers and body relayed as they come,
+     * with backpressure, uninspected. Generation ends at its last byte; the status decides the
+     * outcome ({@link Verdict}).
+     */
+    private void relayRaw(HttpClientResponse resp) {
+      HttpServerResponse out = ctx.response();
+      cancelFirstTokenTimer();
+      int status = resp.statusCode();
+      out.setStatusCode(status);
+      if (!ctx.request().isEnded()) {
+        // The upstream answered before the client's body was all read (an engine refusing an
+        // upload early): what is left of it must not be read as the next request.
+        out.putHeader("connection", "close");
+      }
+      for (Map.Entry<String, String> h : resp.headers()) {
+        if (!RAW_HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
+          out.headers().add(h.getKey(), h.getValue());
+        }
+      }
+      String length = resp.getHeader("content-length");
+      if (length != null) {
+        out.putHeader("content-length", length);
+      } else if (status >= 200
+          && status != 204
+          && status != 304
+          && ctx.request().method() != HttpMethod.HEAD) {
+        out.setChunked(true);
+      }
+      out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
+      ctx.relayed(status);
+      armIdle();
+      resp.handler(
+          chunk -> {
+            if (over) {
+              return;
+            }
+            lastActivity = ctx.now();
+            out.write(chunk);
+            if (out.writeQueueFull()) {
+              resp.pause();
+              pausedSince = ctx.now();
+              out.drainHandler(
+                  v -> {
+                    pausedSince = -1;
+                    lastActivity = ctx.now();
+                    resp.resume();
+                  });
+            }
+          });
+      resp.endHandler(v -> complete(ctx.now()));
     }
 
     private void takeUsage(StreamChunk chunk) {
@@ -633,6 +861,15 @@ final class GeneratePhase {
         pool.ended(current);
         current = null;
       }
+      if (upstreamRequest != null && streamsBody() && !uploadEnded) {
+        // The upstream answered before the upload ended: the rest of the body has nowhere to go
+        // (the client's connection closes after the answer, see relayRaw). A reset does not
+        // free a connection whose response already ended: it is closed, or the pool keeps it.
+        upstreamRequest.reset();
+        if (upstreamRequest.connection() != null) {
+          upstreamRequest.connection().close();
+        }
+      }
       upstreamRequest = null;
       // The upstream is done: its slot goes to the next request now, whatever the client's socket
       // does with the response (a client that never reads must not hold it).
@@ -687,9 +924,10 @@ final class GeneratePhase {
         "The upstream closed the connection before answering.");
   }
 
-  // "upstream_4xx" for each status a pass-through can have, built once: the record store keeps
-  // error types by reference, and a string per request would outlive young collections there.
-  private static final String[] UPSTREAM_ERROR_TYPES = new String[100];
+  // "upstream_4xx" and "upstream_5xx" for each status a pass-through can have, built once: the
+  // record store keeps error types by reference, and a string per request would outlive young
+  // collections there.
+  private static final String[] UPSTREAM_ERROR_TYPES = new String[200];
 
   static {
     for (int i = 0; i < UPSTREAM_ERROR_TYPES.length; i++) {
@@ -697,7 +935,7 @@ final class GeneratePhase {
     }
   }
 
-  /** {@code upstream_<status>} for a status the upstream judged the request by. */
+  /** {@code upstream_<status>}; one shared string for each status from 400 to 599. */
   static String upstreamErrorType(int status) {
     int i = status - 400;
     return i >= 0 && i < UPSTREAM_ERROR_TYPES.length

@@ -77,7 +77,12 @@ public final class Pipeline {
   private final WritePhase write;
   private final ErrorResponder errors = new ErrorResponder();
   private final BodyBudget bodyBudget;
+  private static final String MODELS = "/v1/models";
+  private static final String MODELS_PREFIX = "/v1/models/";
+
+  private final RouteTable routes;
   private final Buffer modelsBody;
+  private final Map<String, Buffer> modelBodies;
   private final AtomicInteger inFlight;
   private final Map<String, AtomicInteger> inFlightByPool;
   private final AtomicInteger unrouted;
@@ -100,7 +105,8 @@ public final class Pipeline {
             model -> {
               ProxyConfig.Pool p = config.poolFor(model);
               return p == null ? ProxyConfig.Pool.DEFAULT_MAX_TOKENS : p.defaultMaxTokens();
-            });
+            },
+            config.limits().maxBodyBytes());
     this.clock = runtime.clock();
     this.tracer = openTelemetry.getTracer("io.phasemeter.proxy");
     this.propagator = openTelemetry.getPropagators().getTextMapPropagator();
@@ -115,9 +121,16 @@ public final class Pipeline {
     this.route = new RoutePhase(runtime.upstreamPools(), runtime.slotPools());
     this.generate =
         new GeneratePhase(
-            vertx, propagator, config.auth().enabled(), config.forwarded(), bodyBudget);
+            vertx,
+            propagator,
+            config.auth().enabled(),
+            config.forwarded(),
+            bodyBudget,
+            config.limits().maxBodyBytes());
     this.write = new WritePhase(vertx);
+    this.routes = new RouteTable(config.routes());
     this.modelsBody = modelsBody(config);
+    this.modelBodies = modelBodies(config);
   }
 
   /** Handles one request from the public listener. */
@@ -153,36 +166,55 @@ public final class Pipeline {
         return;
       }
     }
-    ApiRoute api = ApiRoute.forPath(req.path());
-    if (api == null) {
-      if ("/v1/models".equals(req.path())) {
-        if (req.method() != HttpMethod.GET) {
-          reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "GET");
-        } else if (!auth.admitsListing(req.headers())) {
-          reject(req, ProxyFailure.Kind.INVALID_API_KEY, null);
-        } else {
-          req.response().putHeader("content-type", "application/json").end(modelsBody);
-        }
-      } else {
-        reject(req, ProxyFailure.Kind.UNKNOWN_URL, null);
-      }
+    String path = PathNormalizer.normalize(req.path());
+    if (path == null) {
+      reject(req, ProxyFailure.Kind.INVALID_REQUEST, null);
       return;
     }
-    if (req.method() != HttpMethod.POST) {
-      reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "POST");
+    if (path.equals(MODELS) || path.startsWith(MODELS_PREFIX)) {
+      models(req, path);
+      return;
+    }
+    ApiRoute api = routes.match(path);
+    if (api.api() == ApiRoute.Api.DENY) {
+      reject(req, ProxyFailure.Kind.ROUTE_DENIED, null);
+      return;
+    }
+    if (!api.allows(req.method())) {
+      reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, api.allowHeader());
       return;
     }
     req.pause();
     Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
     RequestContext ctx =
-        new RequestContext(clock, tracer, observers, req, api, parent, start, deferral);
+        new RequestContext(
+            clock,
+            tracer,
+            observers,
+            req,
+            api,
+            parent,
+            start,
+            deferral,
+            HttpMethods.label(req.method()));
+    ctx.targeted(path, req.query());
     inFlight.incrementAndGet();
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
-    timed(ctx, Phase.AUTH, start, span -> done(() -> auth.check(ctx, span)))
-        .compose(v -> timed(ctx, Phase.RECEIVE, span -> receive.receive(ctx)))
-        .compose(v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))))
+    Future<Void> authorised =
+        timed(ctx, Phase.AUTH, start, span -> done(() -> auth.check(ctx, span)));
+    // A streamed pass-through's body goes to the upstream as it arrives, during generation: it has
+    // no receive phase of its own, and prepare only checks its head.
+    Future<Void> prepared =
+        api.readsBody()
+            ? authorised
+                .compose(v -> timed(ctx, Phase.RECEIVE, span -> receive.receive(ctx)))
+                .compose(
+                    v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))))
+            : authorised.compose(
+                v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))));
+    prepared
         .compose(v -> timed(ctx, Phase.ROUTE, span -> Future.succeededFuture(route.select(ctx))))
         .compose(
             pool -> {
@@ -192,6 +224,9 @@ public final class Pipeline {
                 return Future.failedFuture(
                     ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
               }
+              if (!api.takesSlot()) {
+                return generation(ctx, pool);
+              }
               SlotPool slots = route.slots(ctx);
               return timed(ctx, Phase.QUEUE, span -> queue.acquire(ctx, slots, span))
                   .compose(v -> generation(ctx, pool));
@@ -199,6 +234,27 @@ public final class Pipeline {
         .compose(v -> timed(ctx, Phase.WRITE, span -> write.write(ctx)))
         .transform(ar -> conclude(ctx, ar.cause()))
         .onComplete(ar -> finish(ctx));
+  }
+
+  /**
+   * {@code GET /v1/models}, answered from the configuration (every pool's models), and {@code GET
+   * /v1/models/{id}} for one of them; a key is needed when auth is on, as for any request.
+   */
+  private void models(HttpServerRequest req, String path) {
+    if (req.method() != HttpMethod.GET) {
+      reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "GET");
+    } else if (!auth.admitsListing(req.headers())) {
+      reject(req, ProxyFailure.Kind.INVALID_API_KEY, null);
+    } else if (path.equals(MODELS)) {
+      req.response().putHeader("content-type", "application/json").end(modelsBody);
+    } else {
+      Buffer one = modelBodies.get(path.substring(MODELS_PREFIX.length()));
+      if (one == null) {
+        reject(req, ProxyFailure.Kind.MODEL_NOT_FOUND, null);
+      } else {
+        req.response().putHeader("content-type", "application/json").end(one);
+      }
+    }
   }
 
   /** Phase {@code generation}: ends at the upstream's last byte, which it marks on its timer. */
@@ -291,6 +347,16 @@ public final class Pipeline {
               "Unknown request URL: " + req.method() + " " + safePath(req.path()) + ".";
           case SHUTTING_DOWN -> "The proxy is shutting down; retry on another instance.";
           case INVALID_API_KEY -> "A valid API key is required: 'Authorization: Bearer <key>'.";
+          case INVALID_REQUEST -> "The request path is not valid: " + safePath(req.path()) + ".";
+          case ROUTE_DENIED ->
+              "The path "
+                  + safePath(req.path())
+                  + " is not served on this listener (the route table denies it).";
+          case MODEL_NOT_FOUND ->
+              "The model `"
+                  + safePath(
+                      req.path().substring(Math.min(req.path().length(), MODELS_PREFIX.length())))
+                  + "` does not exist or you do not have access to it.";
           default -> "Method " + req.method() + " is not allowed here; use " + allow + ".";
         };
     if (allow != null) {
@@ -309,10 +375,25 @@ public final class Pipeline {
 
   private static Buffer modelsBody(ProxyConfig config) {
     JsonArray data = new JsonArray();
+    for (JsonObject m : modelObjects(config).values()) {
+      data.add(m);
+    }
+    return new JsonObject().put("object", "list").put("data", data).toBuffer();
+  }
+
+  private static Map<String, Buffer> modelBodies(ProxyConfig config) {
+    Map<String, Buffer> bodies = new java.util.HashMap<>();
+    modelObjects(config).forEach((id, m) -> bodies.put(id, m.toBuffer()));
+    return Map.copyOf(bodies);
+  }
+
+  private static Map<String, JsonObject> modelObjects(ProxyConfig config) {
+    Map<String, JsonObject> models = new java.util.LinkedHashMap<>();
     long created = System.currentTimeMillis() / 1000;
     for (ProxyConfig.Pool p : config.pools()) {
       for (String m : p.models()) {
-        data.add(
+        models.put(
+            m,
             new JsonObject()
                 .put("id", m)
                 .put("object", "model")
@@ -320,7 +401,7 @@ public final class Pipeline {
                 .put("owned_by", p.name()));
       }
     }
-    return new JsonObject().put("object", "list").put("data", data).toBuffer();
+    return models;
   }
 
   /** Requests between headers parsed and root end. */

@@ -36,9 +36,20 @@ final class PreparePhase {
    * max_tokens} (its pool's {@code default_max_tokens}).
    */
   PreparePhase(AuthPhase auth, java.util.function.ToLongFunction<String> defaultMaxTokens) {
+    this(auth, defaultMaxTokens, Long.MAX_VALUE);
+  }
+
+  /** {@code listenerMaxBody}: {@code limits.max_body_bytes}, for routes without their own. */
+  PreparePhase(
+      AuthPhase auth,
+      java.util.function.ToLongFunction<String> defaultMaxTokens,
+      long listenerMaxBody) {
     this.auth = auth;
     this.defaultMaxTokens = defaultMaxTokens;
+    this.listenerMaxBody = listenerMaxBody;
   }
+
+  private final long listenerMaxBody;
 
   static final ObjectMapper JSON =
       new ObjectMapper(
@@ -56,6 +67,10 @@ final class PreparePhase {
    * phase's, opened by the pipeline.
    */
   void prepare(RequestContext ctx, Span span) {
+    if (ctx.route().api() == ApiRoute.Api.PASSTHROUGH) {
+      preparePassthrough(ctx);
+      return;
+    }
     String contentType = ctx.request().getHeader("content-type");
     if (contentType != null && !contentType.toLowerCase().contains("json")) {
       throw ProxyFailure.of(
@@ -92,32 +107,70 @@ final class PreparePhase {
           "model");
     }
     String modelName = model.asText();
-    if (ctx.route() == ApiRoute.CHAT) {
-      JsonNode messages = root.get("messages");
-      if (messages == null || !messages.isArray() || messages.isEmpty()) {
-        throw ProxyFailure.ofParam(
-            ProxyFailure.Kind.INVALID_REQUEST, "'messages' must be a non-empty array.", "messages");
+    ApiRoute.Api api = ctx.route().api();
+    switch (api) {
+      case CHAT -> {
+        JsonNode messages = root.get("messages");
+        if (messages == null || !messages.isArray() || messages.isEmpty()) {
+          throw ProxyFailure.ofParam(
+              ProxyFailure.Kind.INVALID_REQUEST,
+              "'messages' must be a non-empty array.",
+              "messages");
+        }
       }
-    } else {
-      JsonNode prompt = root.get("prompt");
-      if (prompt == null || !(prompt.isTextual() || prompt.isArray())) {
-        throw ProxyFailure.ofParam(
-            ProxyFailure.Kind.INVALID_REQUEST,
-            "'prompt' must be a string, an array of strings or an array of token ids.",
-            "prompt");
+      case COMPLETIONS -> {
+        JsonNode prompt = root.get("prompt");
+        if (prompt == null || !(prompt.isTextual() || prompt.isArray())) {
+          throw ProxyFailure.ofParam(
+              ProxyFailure.Kind.INVALID_REQUEST,
+              "'prompt' must be a string, an array of strings or an array of token ids.",
+              "prompt");
+        }
       }
+      case RESPONSES -> {
+        JsonNode input = root.get("input");
+        if (input == null || !(input.isTextual() || input.isArray())) {
+          throw ProxyFailure.ofParam(
+              ProxyFailure.Kind.INVALID_REQUEST,
+              "'input' must be a string or an array of input items.",
+              "input");
+        }
+      }
+      case EMBEDDINGS -> {
+        JsonNode input = root.get("input");
+        if ("embeddings".equals(ctx.route().operation())
+            && (input == null || !(input.isTextual() || input.isArray()))) {
+          throw ProxyFailure.ofParam(
+              ProxyFailure.Kind.INVALID_REQUEST,
+              "'input' must be a string, an array of strings or an array of token ids.",
+              "input");
+        }
+      }
+      default -> throw new IllegalStateException("no body to prepare for " + api);
     }
     JsonNode stream = root.get("stream");
     if (stream != null && !stream.isNull() && !stream.isBoolean()) {
       throw ProxyFailure.ofParam(
           ProxyFailure.Kind.INVALID_REQUEST, "'stream' must be a boolean.", "stream");
     }
-    boolean streamed = stream != null && stream.asBoolean(false);
+    // Embeddings and pooling answer whole, whatever a client asks.
+    boolean streamed = api != ApiRoute.Api.EMBEDDINGS && stream != null && stream.asBoolean(false);
     // Recorded now: a request refused below is still known as streamed or not (records, metrics).
     ctx.requested(modelName, streamed);
+    if (api == ApiRoute.Api.RESPONSES) {
+      JsonNode background = root.get("background");
+      if (background != null && !background.isNull() && !background.isBoolean()) {
+        throw ProxyFailure.ofParam(
+            ProxyFailure.Kind.INVALID_REQUEST, "'background' must be a boolean.", "background");
+      }
+      if (background != null && background.asBoolean(false)) {
+        // Answered at once with a queued response; the generation happens later, out of sight.
+        ctx.relayedPlain();
+      }
+    }
     // Both fields are checked; the larger bounds the output (engines differ in which one wins).
     long maxTokens = -1;
-    for (String field : new String[] {"max_tokens", "max_completion_tokens"}) {
+    for (String field : OUTPUT_BOUNDS) {
       JsonNode v = root.get(field);
       if (v != null && !v.isNull()) {
         maxTokens = Math.max(maxTokens, boundedInteger(v, field, 0, ProxyConfig.MAX_TOKENS_BOUND));
@@ -127,14 +180,20 @@ final class PreparePhase {
     long choices = n == null || n.isNull() ? 1 : boundedInteger(n, "n", 1, MAX_CHOICES);
     rejectNonFinite(root);
     if (ctx.apiKey() != null) {
-      // The output is bounded by max_tokens per choice; without it, by the pool's default.
-      long output = maxTokens >= 0 ? maxTokens : defaultMaxTokens.applyAsLong(modelName);
-      long completions = choices * promptCount(ctx.route(), root);
-      auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + completions * output, span);
+      if (api == ApiRoute.Api.EMBEDDINGS) {
+        // Pooling generates nothing: its input is its whole cost.
+        auth.admitTokens(ctx, estimateAnyTokens(root), span);
+      } else {
+        // The output is bounded by max_tokens per choice; without it, by the pool's default.
+        long output = maxTokens >= 0 ? maxTokens : defaultMaxTokens.applyAsLong(modelName);
+        long completions = choices * promptCount(ctx.route(), root);
+        auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + completions * output, span);
+      }
     }
     Buffer upstreamBody = ctx.body();
     boolean clientWantsUsage = false;
-    if (streamed) {
+    // The Responses API reports usage in its last event whatever the client asked.
+    if (streamed && api != ApiRoute.Api.RESPONSES) {
       JsonNode options = root.get("stream_options");
       JsonNode include = options == null ? null : options.get("include_usage");
       clientWantsUsage = include != null && include.asBoolean(false);
@@ -156,12 +215,63 @@ final class PreparePhase {
     ctx.prepared(maxTokens, upstreamBody, clientWantsUsage);
   }
 
+  /** The fields that bound a request's output, by API; the larger wins. */
+  private static final String[] OUTPUT_BOUNDS = {
+    "max_tokens", "max_completion_tokens", "max_output_tokens"
+  };
+
+  /**
+   * A pass-through: nothing is parsed unless the route routes by the body's model; a declared
+   * length over the route's limit is refused before a byte is read.
+   */
+  private void preparePassthrough(RequestContext ctx) {
+    if (!ctx.route().modelFromBody()) {
+      String declared = ctx.request().getHeader("content-length");
+      if (declared != null) {
+        long n;
+        try {
+          n = Long.parseLong(declared.trim());
+        } catch (NumberFormatException e) {
+          throw ProxyFailure.of(
+              ProxyFailure.Kind.INVALID_REQUEST, "Invalid Content-Length header.");
+        }
+        if (n > maxBodyBytes(ctx)) {
+          throw ProxyFailure.of(
+              ProxyFailure.Kind.BODY_TOO_LARGE,
+              "The request body exceeds the limit of " + maxBodyBytes(ctx) + " bytes.");
+        }
+        ctx.declared(n);
+      }
+      return;
+    }
+    // Routed by the model its JSON names; a body that is not such JSON is the upstream's to judge,
+    // and goes to the route's pool.
+    String model = null;
+    String contentType = ctx.request().getHeader("content-type");
+    if (ctx.body() != null && (contentType == null || contentType.toLowerCase().contains("json"))) {
+      try {
+        JsonNode root = JSON.readTree(ctx.body().getBytes());
+        JsonNode m = root == null ? null : root.get("model");
+        model = m != null && m.isTextual() && !m.asText().isBlank() ? m.asText() : null;
+      } catch (IOException e) {
+        model = null;
+      }
+    }
+    ctx.requested(model, false);
+    ctx.prepared(-1, ctx.body() == null ? Buffer.buffer() : ctx.body(), false);
+  }
+
+  /** The route's body limit, or the listener's. */
+  private long maxBodyBytes(RequestContext ctx) {
+    return ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : listenerMaxBody;
+  }
+
   /**
    * How many prompts a request carries: a completions request with a list of strings or of token-id
    * lists generates for each; anything else is one.
    */
   static long promptCount(ApiRoute route, JsonNode root) {
-    if (route == ApiRoute.CHAT) {
+    if (route.api() != ApiRoute.Api.COMPLETIONS) {
       return 1;
     }
     JsonNode prompt = root.get("prompt");
@@ -244,7 +354,23 @@ final class PreparePhase {
    * #TOKENS_PER_MESSAGE} per chat message. The usage the upstream reports settles it later.
    */
   static long estimateInputTokens(ApiRoute route, JsonNode root) {
-    if (route == ApiRoute.CHAT) {
+    if (route.api() == ApiRoute.Api.RESPONSES) {
+      // Text at the usual rate, a message's overhead per input item, as for chat.
+      long chars = textLength(root.get("instructions"));
+      long items = 0;
+      JsonNode input = root.get("input");
+      if (input.isTextual()) {
+        chars += input.asText().length();
+        items = 1;
+      } else {
+        for (JsonNode item : input) {
+          items++;
+          chars += item.isTextual() ? item.asText().length() : textLength(item.get("content"));
+        }
+      }
+      return items * TOKENS_PER_MESSAGE + ceilDiv(chars, CHARS_PER_TOKEN);
+    }
+    if (route.api() == ApiRoute.Api.CHAT) {
       long chars = 0;
       long messages = 0;
       for (JsonNode m : root.get("messages")) {
@@ -268,6 +394,36 @@ final class PreparePhase {
       }
     }
     return tokens;
+  }
+
+  /**
+   * The input tokens of a pooling request (embeddings, score, rerank, classify), whose inputs sit
+   * under fields that differ by endpoint: every string at {@value #CHARS_PER_TOKEN} characters per
+   * token and every integer (a token id) as one, anywhere in the body but {@code model}.
+   */
+  static long estimateAnyTokens(JsonNode root) {
+    long[] chars = new long[1];
+    long[] ids = new long[1];
+    var it = root.fields();
+    while (it.hasNext()) {
+      var e = it.next();
+      if (!e.getKey().equals("model")) {
+        count(e.getValue(), chars, ids, 0);
+      }
+    }
+    return ids[0] + ceilDiv(chars[0], CHARS_PER_TOKEN);
+  }
+
+  private static void count(JsonNode n, long[] chars, long[] ids, int depth) {
+    if (n.isTextual()) {
+      chars[0] += n.asText().length();
+    } else if (n.isIntegralNumber()) {
+      ids[0]++;
+    } else if (n.isContainerNode() && depth < 8) {
+      for (JsonNode child : n) {
+        count(child, chars, ids, depth + 1);
+      }
+    }
   }
 
   /** The text length of a message's content: a string, or the text parts of an array. */

@@ -16,6 +16,7 @@ public final class ProxyFailure extends RuntimeException {
         415, "invalid_request_error", "unsupported_media_type", Outcome.CLIENT_ERROR),
     MODEL_NOT_FOUND(404, "invalid_request_error", "model_not_found", Outcome.CLIENT_ERROR),
     UNKNOWN_URL(404, "invalid_request_error", "unknown_url", Outcome.CLIENT_ERROR),
+    ROUTE_DENIED(403, "permission_error", "route_denied", Outcome.CLIENT_ERROR),
     METHOD_NOT_ALLOWED(405, "invalid_request_error", "method_not_allowed", Outcome.CLIENT_ERROR),
     BODY_TOO_LARGE(413, "invalid_request_error", "request_too_large", Outcome.CLIENT_ERROR),
     URI_TOO_LONG(414, "invalid_request_error", "request_uri_too_long", Outcome.CLIENT_ERROR),

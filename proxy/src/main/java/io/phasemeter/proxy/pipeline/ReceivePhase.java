@@ -6,9 +6,10 @@ import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpServerRequest;
 
 /**
- * Phase {@code receive}: reads the whole request body, bounded by {@code limits.max_body_bytes}. A
- * declared length over the limit is refused before a byte is read; a chunked body is cut off the
- * moment it crosses the limit. This phase is the client's upload, so it is network-bound.
+ * Phase {@code receive}: reads the whole request body, bounded by {@code limits.max_body_bytes} (or
+ * the route's {@code max_body_bytes}). A declared length over the limit is refused before a byte is
+ * read; a chunked body is cut off the moment it crosses the limit. This phase is the client's
+ * upload, so it is network-bound.
  *
  * <p>Memory follows the bytes that arrived, never the declared length: a head that promises 10 MB
  * and sends one byte holds a few hundred bytes. Every body counts against the proxy-wide {@link
@@ -35,6 +36,8 @@ final class ReceivePhase {
   /** Reads the body; the phase ends when this completes (the pipeline times it). */
   Future<Void> receive(RequestContext ctx) {
     HttpServerRequest req = ctx.request();
+    long maxBodyBytes =
+        ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : this.maxBodyBytes;
     String declaredHeader = req.getHeader("content-length");
     long declared = -1;
     if (declaredHeader != null) {
@@ -45,7 +48,7 @@ final class ReceivePhase {
             ProxyFailure.of(ProxyFailure.Kind.INVALID_REQUEST, "Invalid Content-Length header."));
       }
       if (declared > maxBodyBytes) {
-        return Future.failedFuture(tooLarge());
+        return Future.failedFuture(tooLarge(maxBodyBytes));
       }
     }
     String encoding = req.getHeader("content-encoding");
@@ -82,7 +85,7 @@ final class ReceivePhase {
           }
           if (body.length() + chunk.length() > maxBodyBytes) {
             req.pause();
-            done.tryFail(tooLarge());
+            done.tryFail(tooLarge(maxBodyBytes));
           } else if (!ctx.holdBody(budget, chunk.length())) {
             req.pause();
             done.tryFail(overloaded("bytes of request bodies are held"));
@@ -118,7 +121,7 @@ final class ReceivePhase {
         1);
   }
 
-  private ProxyFailure tooLarge() {
+  private static ProxyFailure tooLarge(long maxBodyBytes) {
     return ProxyFailure.of(
         ProxyFailure.Kind.BODY_TOO_LARGE,
         "The request body exceeds the limit of " + maxBodyBytes + " bytes.");

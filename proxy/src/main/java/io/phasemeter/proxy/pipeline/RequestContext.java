@@ -42,6 +42,7 @@ public final class RequestContext {
   private final RequestObserver[] observers;
   private final HttpServerRequest request;
   private final ApiRoute route;
+  private final String method;
   private final long rootStart;
   private final Span rootSpan;
   private final Context rootContext;
@@ -58,6 +59,8 @@ public final class RequestContext {
   // another thread, reaches a context only through runOnContext.
 
   // What the request asked for: auth, receive, prepare, route, queue.
+  private String upstreamPath;
+  private long declaredBodyBytes = -1;
   private Buffer body;
   private Buffer upstreamBody;
   private String model;
@@ -77,6 +80,9 @@ public final class RequestContext {
   // What the response showed: generation, write.
   private int upstreamAttempts;
   private int passthroughStatus;
+  private int relayedStatus;
+  private boolean plain;
+  private long uploadedBytes = -1;
   private String passthroughContentType;
   private Buffer responseBody;
   private boolean upstreamReportedError;
@@ -127,23 +133,43 @@ public final class RequestContext {
       Context parent,
       long rootStart,
       SpanDeferral deferral) {
+    this(clock, tracer, observers, request, route, parent, rootStart, deferral, "POST");
+  }
+
+  /**
+   * @param method {@code http.request.method}, bounded ({@link HttpMethods#label})
+   */
+  RequestContext(
+      NanoClock clock,
+      Tracer tracer,
+      RequestObserver[] observers,
+      HttpServerRequest request,
+      ApiRoute route,
+      Context parent,
+      long rootStart,
+      SpanDeferral deferral,
+      String method) {
     this.clock = clock;
     this.tracer = tracer;
     this.observers = observers;
     this.request = request;
     this.route = route;
     this.rootStart = rootStart;
-    this.rootSpan =
+    this.method = method;
+    this.upstreamPath = route.path();
+    var builder =
         tracer
-            .spanBuilder(route.spanName())
+            .spanBuilder(route.spanName(method))
             .setParent(parent)
             .setSpanKind(SpanKind.SERVER)
             .setStartTimestamp(clock.toEpochNanos(rootStart), TimeUnit.NANOSECONDS)
-            .setAttribute(SpanAttributes.HTTP_REQUEST_METHOD, "POST")
+            .setAttribute(SpanAttributes.HTTP_REQUEST_METHOD, method)
             .setAttribute(SpanAttributes.HTTP_ROUTE, route.path())
-            .setAttribute(SpanAttributes.URL_PATH, route.path())
-            .setAttribute(SpanAttributes.GEN_AI_OPERATION_NAME, route.operation())
-            .startSpan();
+            .setAttribute(SpanAttributes.URL_PATH, route.path());
+    if (route.operation() != null) {
+      builder.setAttribute(SpanAttributes.GEN_AI_OPERATION_NAME, route.operation());
+    }
+    this.rootSpan = builder.startSpan();
     this.rootContext = parent.with(rootSpan);
     // A root that records nothing (telemetry off) keeps the no-op spans: nothing to defer.
     this.deferral = deferral != null && rootSpan.isRecording() ? deferral : null;
@@ -447,6 +473,55 @@ public final class RequestContext {
     this.tokensAdmitted = true;
   }
 
+  /**
+   * The pipeline, before auth: the request is for {@code path} (normalised, as the table matched
+   * it), forwarded with the client's query string; neither reaches a span or a record.
+   */
+  void targeted(String path, String query) {
+    String encoded = PathNormalizer.encode(path);
+    this.upstreamPath = query == null || query.isEmpty() ? encoded : encoded + "?" + query;
+    // url.path stays the route's pattern: a path can carry anything (an id, a secret someone put
+    // in a URL), and spans get only what the route table names.
+  }
+
+  /** Prepare (a streamed pass-through): the body's declared length, or -1 when chunked. */
+  void declared(long bytes) {
+    this.declaredBodyBytes = bytes;
+  }
+
+  /** Generation (a streamed pass-through): the body's bytes sent on to the upstream. */
+  void uploaded(long bytes) {
+    this.uploadedBytes = bytes;
+  }
+
+  /**
+   * Generation (a pass-through): the upstream's status, relayed with its body as it came. A 4xx is
+   * the client's error, a 5xx the upstream's (see {@link Verdict}).
+   */
+  void relayed(int status) {
+    this.relayedStatus = status;
+    this.status = status;
+  }
+
+  /**
+   * Prepare: the response is relayed as it comes, not inspected for tokens (a background Responses
+   * request, answered at once with a queued response).
+   */
+  void relayedPlain() {
+    this.plain = true;
+    this.stream = false;
+  }
+
+  /** Whether a model's response was relayed uninspected (a background Responses request). */
+  public boolean plain() {
+    return plain;
+  }
+
+  /** Whether the response is relayed byte for byte, uninspected: a pass-through, or plain. */
+  boolean relaysRaw() {
+    return plain || route.api() == ApiRoute.Api.PASSTHROUGH;
+  }
+
   /** Receive: the whole body arrived. */
   void received(Buffer body) {
     this.body = body;
@@ -592,6 +667,21 @@ public final class RequestContext {
     return tokenEstimate;
   }
 
+  /** The upstream path and query this request is forwarded to. */
+  String upstreamPath() {
+    return upstreamPath;
+  }
+
+  /** A streamed pass-through's declared body length, or -1. */
+  long declaredBodyBytes() {
+    return declaredBodyBytes;
+  }
+
+  /** The status of a pass-through's relayed response, or 0. */
+  int relayedStatus() {
+    return relayedStatus;
+  }
+
   /** The status of an upstream 4xx passed through, or 0. */
   int passthroughStatus() {
     return passthroughStatus;
@@ -640,6 +730,16 @@ public final class RequestContext {
 
   public ApiRoute route() {
     return route;
+  }
+
+  /** {@code http.request.method}: the method, or {@code _OTHER} for one HTTP does not define. */
+  public String method() {
+    return method;
+  }
+
+  /** A streamed pass-through's body bytes sent on to the upstream, or -1. */
+  public long uploadedBytes() {
+    return uploadedBytes;
   }
 
   public Span rootSpan() {

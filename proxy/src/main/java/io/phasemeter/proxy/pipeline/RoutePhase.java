@@ -12,19 +12,33 @@ import java.util.Map;
  */
 final class RoutePhase {
   private final Map<String, Target> byModel = new HashMap<>();
+  private final Map<String, UpstreamPool> byName = new HashMap<>();
+  private final UpstreamPool first;
   private final Map<String, SlotPool> slotsByPool;
 
   RoutePhase(List<UpstreamPool> pools, Map<String, SlotPool> slotsByPool) {
     for (UpstreamPool p : pools) {
+      byName.put(p.config().name(), p);
       for (String m : p.config().models()) {
         byModel.put(m, new Target(m, p));
       }
     }
+    this.first = pools.get(0);
     this.slotsByPool = slotsByPool;
   }
 
-  /** The pool for the request's model; throws when there is none, or none of it is up. */
+  /**
+   * The pool for the request: the route's own, or the first pool for a pass-through that names no
+   * model, else the pool of the model its body names. Throws when there is none, or none of it is
+   * up.
+   */
   UpstreamPool select(RequestContext ctx) {
+    ApiRoute route = ctx.route();
+    if (route.pool() != null || ctx.model() == null) {
+      UpstreamPool pool = route.pool() != null ? byName.get(route.pool()) : first;
+      Target known = ctx.model() == null ? null : byModel.get(ctx.model());
+      return available(ctx, known != null && known.pool() == pool ? known.label() : "other", pool);
+    }
     Target target = byModel.get(ctx.model());
     if (target == null) {
       throw ProxyFailure.ofParam(
@@ -34,8 +48,11 @@ final class RoutePhase {
               + "` does not exist or you do not have access to it.",
           "model");
     }
-    UpstreamPool pool = target.pool();
-    ctx.routed(target.label(), pool.config());
+    return available(ctx, target.label(), target.pool());
+  }
+
+  private static UpstreamPool available(RequestContext ctx, String label, UpstreamPool pool) {
+    ctx.routed(label, pool.config());
     if (pool.availableCount() == 0) {
       // Queueing for a pool with no live upstream would only turn a fast 503 into a slow one.
       throw ProxyFailure.retryAfter(

@@ -31,12 +31,23 @@ record Verdict(Outcome outcome, String errorType, Answer answer, ProxyFailure fa
    * The verdict on {@code ctx}, which failed with {@code failure} or, when it is null, ran to its
    * end. A failure decides by its kind, except that a client that went away (or stopped reading) is
    * a cancellation whatever failed; otherwise what the upstream answered decides: an error it
-   * reported in a 200 fails the request, a 4xx it passed through is the client's error.
+   * reported in a 200 fails the request, a 4xx it passed through is the client's error, and a
+   * pass-through's relayed status says which of the two it was.
    */
   static Verdict of(RequestContext ctx, Throwable failure) {
     if (failure == null) {
       if (ctx.upstreamReportedError()) {
         return UPSTREAM_REPORTED_ERROR;
+      }
+      int relayed = ctx.relayedStatus();
+      if (relayed >= 400) {
+        // A pass-through relays the upstream's answer as it came: a 4xx is the client's error,
+        // anything from 500 up the upstream's, never a success.
+        return new Verdict(
+            relayed >= 500 ? Outcome.UPSTREAM_ERROR : Outcome.CLIENT_ERROR,
+            GeneratePhase.upstreamErrorType(relayed),
+            Answer.NONE,
+            null);
       }
       if (ctx.passthroughStatus() > 0) {
         return new Verdict(

@@ -35,7 +35,7 @@ final class WritePhase {
     // would have been flushed.
     ctx.onCancel(progress::cancel);
     Future<Void> ended;
-    if (ctx.streaming() && ctx.passthroughStatus() == 0) {
+    if (ctx.relaysRaw() || (ctx.streaming() && ctx.passthroughStatus() == 0)) {
       ended = out.end();
     } else {
       int status = ctx.passthroughStatus() > 0 ? ctx.passthroughStatus() : 200;

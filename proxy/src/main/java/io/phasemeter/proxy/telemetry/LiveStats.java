@@ -60,6 +60,10 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
 
   @Override
   public void onFinished(RequestContext ctx) {
+    if (!ctx.route().modelTraffic()) {
+      // A pass-through (tokenize, audio, a stored response) is not what a model's budgets judge.
+      return;
+    }
     Series s = byModelPool.get(ctx.modelLabel(), ctx.poolName());
     if (ctx.outcome() != Outcome.SUCCESS) {
       // Counted for the error rate; failures never enter the latency quantiles.

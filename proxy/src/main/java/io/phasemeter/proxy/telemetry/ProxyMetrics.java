@@ -43,7 +43,6 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   private final BucketLayout layout;
   private final JvmGcMetrics gcMetrics = new JvmGcMetrics();
   private static final Phase[] PHASES = Phase.all();
-  private static final ApiRoute[] ROUTES = ApiRoute.values();
   private static final Outcome[] OUTCOMES = Outcome.values();
 
   private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
@@ -133,6 +132,10 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   @Override
   public void onFinished(RequestContext ctx) {
+    if (!ctx.route().modelTraffic()) {
+      passThrough(ctx);
+      return;
+    }
     Series series = byModelPool.get(ctx.modelLabel(), ctx.poolName());
     OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
     try {
@@ -176,6 +179,43 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     }
   }
 
+  /**
+   * A pass-through: {@code http.server.request.duration} by route (its pattern, or {@code other}),
+   * method, outcome and pool, with the root span as exemplar. It stays out of the GenAI and phase
+   * histograms, which a model's budgets judge; its phases are in its record and spans.
+   */
+  private void passThrough(RequestContext ctx) {
+    String pool = ctx.poolName() == null ? NO_POOL : ctx.poolName();
+    Timer t =
+        passThroughTimers.computeIfAbsent(
+            new PassKey(ctx.route().path(), ctx.method(), ctx.outcome(), pool),
+            k ->
+                registerTimer(
+                    "http.server.request.duration",
+                    BucketLayout.Metric.REQUEST,
+                    "http.route",
+                    k.route(),
+                    "http.request.method",
+                    k.method(),
+                    "outcome",
+                    k.outcome().label(),
+                    "llm.pool",
+                    k.pool()));
+    OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
+    try {
+      t.record(ctx.rootNanos(), TimeUnit.NANOSECONDS);
+    } finally {
+      OtelExemplarContext.done();
+    }
+  }
+
+  // Every part of the key is bounded: routes by the table, methods by HTTP's list, outcomes by the
+  // enum, pools by the configuration.
+  private record PassKey(String route, String method, Outcome outcome, String pool) {}
+
+  private final java.util.concurrent.ConcurrentMap<PassKey, Timer> passThroughTimers =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
   /** auth + prepare + route, or -1 when one of them did not run to its end. */
   public static long gatewayNanos(RequestContext ctx) {
     long auth = ctx.phaseNanos(Phase.AUTH);
@@ -206,8 +246,9 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     private final String model;
     private final String pool;
     private final AtomicReferenceArray<Timer> timers = new AtomicReferenceArray<>(TIMERS);
-    private final AtomicReferenceArray<Timer> requests =
-        new AtomicReferenceArray<>(ROUTES.length * OUTCOMES.length * 2);
+    // By operation (a handful, from the route table): by outcome and streaming.
+    private final java.util.concurrent.ConcurrentMap<String, AtomicReferenceArray<Timer>> requests =
+        new java.util.concurrent.ConcurrentHashMap<>();
     private final AtomicReferenceArray<Counter> tokens = new AtomicReferenceArray<>(2);
 
     Series(String model, String pool) {
@@ -233,8 +274,11 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
     /** {@code gen_ai.server.request.duration} for one operation, outcome and streaming. */
     Timer request(ApiRoute route, Outcome outcome, boolean streaming) {
-      int slot = (route.ordinal() * OUTCOMES.length + outcome.ordinal()) * 2 + (streaming ? 1 : 0);
-      Timer t = requests.get(slot);
+      AtomicReferenceArray<Timer> byOutcome =
+          requests.computeIfAbsent(
+              route.operation(), op -> new AtomicReferenceArray<>(OUTCOMES.length * 2));
+      int slot = outcome.ordinal() * 2 + (streaming ? 1 : 0);
+      Timer t = byOutcome.get(slot);
       if (t == null) {
         t =
             registerTimer(
@@ -250,7 +294,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
                 outcome.label(),
                 "llm.streaming",
                 Boolean.toString(streaming));
-        requests.set(slot, t);
+        byOutcome.set(slot, t);
       }
       return t;
     }

@@ -61,7 +61,8 @@ public final class RecordStore implements RequestObserver {
   private static final int PRIORITY = 6;
   private static final int KEY_NAME = 7;
   private static final int ENGINE_STATUS = 8;
-  private static final int STRINGS = 9;
+  private static final int OPERATION = 9;
+  private static final int STRINGS = 10;
   // Trace id -> ring slot, open addressing with linear probing over the columns' own ids: an entry
   // is a slot + 1 (0 = free).
   private final int[] index;
@@ -127,13 +128,16 @@ public final class RecordStore implements RequestObserver {
 
   /**
    * Only a successful generation on the proxy's own engine has an engine span to wait for: an
-   * external provider's queue and model stay out of sight, and a failed or cancelled request may
-   * never reach the engine's tracing.
+   * external provider's queue and model stay out of sight, a failed or cancelled request may never
+   * reach the engine's tracing, and pooling, pass-through and background requests are not the
+   * generations it traces.
    */
   private boolean waitsForEngine(RequestContext ctx) {
     return withEngine
         && ctx.outcome() == Outcome.SUCCESS
         && !ctx.external()
+        && ctx.route().generates()
+        && !ctx.plain()
         && ctx.phaseNanos(Phase.GENERATION) >= 0;
   }
 
@@ -183,6 +187,7 @@ public final class RecordStore implements RequestObserver {
     c.strings[t + MODEL] = r.model;
     c.strings[t + POOL] = r.pool;
     c.strings[t + ROUTE] = r.route;
+    c.strings[t + OPERATION] = r.operation;
     c.strings[t + OUTCOME] = r.outcome;
     c.strings[t + ERROR_TYPE] = r.errorType;
     c.strings[t + FINISH_REASON] = r.finishReason;
@@ -227,6 +232,7 @@ public final class RecordStore implements RequestObserver {
         c.strings[t + MODEL],
         c.strings[t + POOL],
         c.strings[t + ROUTE],
+        c.strings[t + OPERATION],
         (f & STREAM) != 0,
         c.status[k],
         c.strings[t + OUTCOME],

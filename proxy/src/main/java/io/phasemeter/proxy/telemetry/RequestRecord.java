@@ -37,6 +37,7 @@ public final class RequestRecord {
   final String model;
   final String pool;
   final String route;
+  final String operation;
   final boolean stream;
   final int status;
   final String outcome;
@@ -69,6 +70,7 @@ public final class RequestRecord {
       String model,
       String pool,
       String route,
+      String operation,
       boolean stream,
       int status,
       String outcome,
@@ -95,6 +97,7 @@ public final class RequestRecord {
     this.model = model;
     this.pool = pool;
     this.route = route;
+    this.operation = operation;
     this.stream = stream;
     this.status = status;
     this.outcome = outcome;
@@ -131,6 +134,7 @@ public final class RequestRecord {
         ctx.modelLabel(),
         ctx.poolName() == null ? ProxyMetrics.NO_POOL : ctx.poolName(),
         ctx.route().path(),
+        ctx.route().operation(),
         ctx.streaming(),
         ctx.status(),
         ctx.outcome().label(),
@@ -168,6 +172,7 @@ public final class RequestRecord {
         model,
         pool,
         route,
+        operation,
         stream,
         status,
         outcome,
@@ -206,6 +211,9 @@ public final class RequestRecord {
       g.writeStringField("model", model);
       g.writeStringField("pool", pool);
       g.writeStringField("route", route);
+      if (operation != null) {
+        g.writeStringField("operation", operation);
+      }
       g.writeBooleanField("stream", stream);
       g.writeNumberField("status", status);
       g.writeStringField("outcome", outcome);

@@ -194,6 +194,23 @@ final class JsonCursor {
     return true;
   }
 
+  /**
+   * Whether the current {@link #STRING}, written without escapes, ends with {@code ascii}; one with
+   * escapes never does.
+   */
+  boolean textEndsWith(String ascii) {
+    int n = ascii.length();
+    if (escaped || stop - start < n) {
+      return false;
+    }
+    for (int k = 0; k < n; k++) {
+      if (in[stop - n + k] != ascii.charAt(k)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   /** Whether the current {@link #STRING} is {@code ""}. */
   boolean textEmpty() {
     // Every escape stands for at least one character.

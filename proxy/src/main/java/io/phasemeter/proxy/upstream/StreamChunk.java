@@ -162,7 +162,7 @@ public final class StreamChunk {
   }
 
   /** {@code [DONE]}, give or take leading and trailing bytes up to space (String.trim()'s). */
-  private static boolean isDone(Buffer in, int from, int to) {
+  static boolean isDone(Buffer in, int from, int to) {
     while (from < to && (in.getByte(from) & 0xff) <= ' ') {
       from++;
     }
@@ -264,7 +264,14 @@ public final class StreamChunk {
           "api_error",
           "rate_limit_error",
           "overloaded_error",
-          "timeout_error");
+          "timeout_error",
+          // The Responses API's error codes (response.failed, error events).
+          "rate_limit_exceeded",
+          "invalid_prompt",
+          "invalid_request",
+          "context_length_exceeded",
+          "internal_error",
+          "vector_store_timeout");
 
   /** {@code type} if it is a known error type, {@code unknown} when missing, else {@code other}. */
   static String safeErrorType(String type) {

@@ -181,14 +181,20 @@ public final class UpstreamPool implements MeterBinder {
    * of CPU then reported an upstream that answers as failing, and ejected it.
    */
   public Future<HttpClientRequest> open(UpstreamHost host, String path) {
-    RequestOptions options = post(host.address(), path);
+    return open(host, HttpMethod.POST, path);
+  }
+
+  /** As {@link #open(UpstreamHost, String)}, for a request of {@code method}. */
+  public Future<HttpClientRequest> open(UpstreamHost host, HttpMethod method, String path) {
+    RequestOptions options = options(host.address(), method, path);
     host.started();
     return client.request(options);
   }
 
-  private static RequestOptions post(ProxyConfig.Upstream upstream, String path) {
+  private static RequestOptions options(
+      ProxyConfig.Upstream upstream, HttpMethod method, String path) {
     return new RequestOptions()
-        .setMethod(HttpMethod.POST)
+        .setMethod(method)
         .setHost(upstream.host())
         .setPort(upstream.port())
         .setSsl(upstream.tls())
@@ -201,8 +207,13 @@ public final class UpstreamPool implements MeterBinder {
    * closed (see {@link #reused}).
    */
   public Future<HttpClientRequest> openFresh(UpstreamHost host, String path) {
+    return openFresh(host, HttpMethod.POST, path);
+  }
+
+  /** As {@link #openFresh(UpstreamHost, String)}, for a request of {@code method}. */
+  public Future<HttpClientRequest> openFresh(UpstreamHost host, HttpMethod method, String path) {
     ProxyConfig.Upstream upstream = host.address();
-    RequestOptions options = post(upstream, path).putHeader("connection", "close");
+    RequestOptions options = options(upstream, method, path).putHeader("connection", "close");
     host.started();
     return client
         .connect(
