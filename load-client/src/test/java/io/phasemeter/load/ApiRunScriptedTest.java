@@ -22,8 +22,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Whole {@code load run --api responses|embeddings} runs against a small server in this JVM that
- * answers in vLLM's formats (no proxy: the proxy of this branch serves neither route): what
- * summary.json, pairs.csv and the exit code say.
+ * answers in vLLM's formats, without the proxy (the client alone; {@link ApiProxyJoinTest} goes
+ * through it): what summary.json, pairs.csv and the exit code say.
  */
 class ApiRunScriptedTest {
   private static final ObjectMapper JSON = new ObjectMapper();

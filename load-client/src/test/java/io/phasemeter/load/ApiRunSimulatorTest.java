@@ -22,8 +22,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code load run --api responses|embeddings} against the simulator in this JVM (straight, without
- * the proxy: the proxy of this branch does not route these APIs), the client speaking only HTTP.
+ * {@code load run --api responses|embeddings} against the simulator in this JVM, straight (through
+ * the proxy and joined: {@link ApiProxyJoinTest}), the client speaking only HTTP.
  */
 class ApiRunSimulatorTest {
   private static final ObjectMapper JSON = new ObjectMapper();
