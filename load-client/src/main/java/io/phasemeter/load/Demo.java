@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.proxy.PhasemeterProxy;
 import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ConfigLoader;
@@ -150,7 +151,7 @@ public final class Demo implements Callable<Integer> {
               Duration.ofSeconds(90),
               Durations.parsePositive("--report-interval", reportInterval),
               Duration.ofSeconds(3),
-              false,
+              Api.COMPLETIONS,
               5,
               Duration.ZERO,
               false,

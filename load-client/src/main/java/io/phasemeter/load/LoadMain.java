@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.workload.Api;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
@@ -192,16 +193,32 @@ public final class LoadMain implements Callable<Integer> {
     String mix;
 
     @Option(
-        names = "--stream",
-        negatable = true,
-        defaultValue = "true",
-        fallbackValue = "true",
-        description = "stream responses (default: true; --no-stream for whole responses)")
-    boolean stream;
+        names = "--api",
+        paramLabel = "API",
+        description = {
+          "completions (default): /v1/completions, token-id prompts of exact length, ignore_eos and"
+              + " min_tokens = max_tokens: both lengths exact and checked against usage.",
+          "chat: /v1/chat/completions, one free-text message, max_tokens --output-tokens"
+              + " (default 128); neither length is exact or checked.",
+          "responses: /v1/responses, the same free text as input, max_output_tokens"
+              + " --output-tokens (default 128); neither length is exact or checked (no"
+              + " --profile, --mix, --input-tokens). TTFT is the first event with a non-empty"
+              + " delta; a stream must end with response.completed or response.incomplete.",
+          "embeddings: /v1/embeddings, token-id input: the input length is exact and checked"
+              + " (--profile, --mix, --input-tokens; their output half is not used); never"
+              + " streamed; TTFT, TPOT and ITL are not applicable."
+        })
+    String api;
 
     @Option(
-        names = "--chat",
-        description = "free-text chat requests instead of exact-length token-id prompts")
+        names = "--stream",
+        negatable = true,
+        description =
+            "stream responses (default: streamed, except --api embeddings, which never streams;"
+                + " --no-stream for whole responses)")
+    Boolean stream;
+
+    @Option(names = "--chat", description = "the same as --api chat")
     boolean chat;
 
     @Option(
@@ -306,20 +323,33 @@ public final class LoadMain implements Callable<Integer> {
           inputTokens,
           outputTokens,
           mix,
-          stream,
+          stream == null ? api().generates() : stream,
           budgets,
           out == null ? defaultOut("run") : out,
           seed,
           Durations.parsePositive("--timeout", timeout),
           Durations.parsePositive("--report-interval", reportInterval),
           Durations.parsePositive("--join-grace", joinGrace),
-          chat,
+          api(),
           warmup,
           warmupDuration == null
               ? null
               : Durations.parsePositive("--warmup-duration", warmupDuration),
           joinSampledOnly,
           onOff("--connection-reuse", connectionReuse));
+    }
+
+    /** --api, or chat with --chat, or completions; --chat with another --api is refused. */
+    private Api api() {
+      if (api == null) {
+        return chat ? Api.CHAT : Api.COMPLETIONS;
+      }
+      Api a = Api.parse("--api", api);
+      if (chat && a != Api.CHAT) {
+        throw new IllegalArgumentException(
+            "--chat is --api chat; it cannot go with --api " + a.key());
+      }
+      return a;
     }
   }
 

@@ -1,5 +1,6 @@
 package io.phasemeter.load;
 
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Arrivals;
 import io.phasemeter.load.workload.Mix;
 import io.phasemeter.load.workload.Profile;
@@ -16,6 +17,8 @@ import java.util.List;
  * @param steps rates of a stepped run (empty otherwise)
  * @param inputTokens custom input length (-1: from the profile)
  * @param mix length-bucket mix ({@code 1k:512=0.7,4k:300=0.3}) or null
+ * @param stream whether responses are streamed; never for {@link Api#EMBEDDINGS}
+ * @param api the API the requests speak ({@code --api}; {@code --chat} is {@link Api#CHAT})
  * @param warmup requests sent one by one before the clock starts
  * @param warmupDuration how long the first step's load runs before the clock starts (zero: none)
  * @param connectionReuse false: a fresh connection per request ({@code --connection-reuse off})
@@ -44,7 +47,7 @@ public record LoadOptions(
     Duration timeout,
     Duration reportInterval,
     Duration joinGrace,
-    boolean chat,
+    Api api,
     int warmup,
     Duration warmupDuration,
     boolean joinSampledOnly,
@@ -100,6 +103,27 @@ public record LoadOptions(
     if (admin != null && (admin.getScheme() == null || admin.getHost() == null)) {
       throw new IllegalArgumentException("--admin must be an http URL, e.g. http://127.0.0.1:9464");
     }
+    api = api == null ? Api.COMPLETIONS : api;
+    if (api == Api.EMBEDDINGS && stream) {
+      throw new IllegalArgumentException(
+          "--stream cannot go with --api embeddings: embeddings are never streamed");
+    }
+    if (api == Api.EMBEDDINGS && outputTokens > 0) {
+      throw new IllegalArgumentException(
+          "--output-tokens cannot go with --api embeddings: embeddings generate no output"
+              + " (give --input-tokens alone)");
+    }
+    if (api == Api.RESPONSES && (profile != null || mix != null || inputTokens > 0)) {
+      throw new IllegalArgumentException(
+          "--api responses sends free text, so input lengths cannot be exact: --profile, --mix"
+              + " and --input-tokens are for --api completions or embeddings (give"
+              + " --output-tokens for max_output_tokens)");
+    }
+  }
+
+  /** Whether the requests are free-text chat ({@code --chat}, {@code --api chat}). */
+  public boolean chat() {
+    return api == Api.CHAT;
   }
 
   /** The shape in words, for the report's conditions. */
@@ -120,15 +144,32 @@ public record LoadOptions(
     return "open model, " + a + ", " + rate + " req/s";
   }
 
-  /** Exact lengths (token-id prompts) unless --chat; from --mix, --profile or custom lengths. */
+  /**
+   * The requests of the run: exact lengths (token-id prompts) for completions and embeddings, from
+   * --mix, --profile or custom lengths; free text for chat and responses.
+   */
   public Workload workload() {
-    if (chat) {
-      return Workload.chat(model, outputTokens > 0 ? outputTokens : 128, stream, seed);
-    }
+    int maxTokens = outputTokens > 0 ? outputTokens : 128;
+    return switch (api) {
+      case CHAT -> Workload.chat(model, maxTokens, stream, seed);
+      case RESPONSES -> Workload.responses(model, maxTokens, stream, seed);
+      case EMBEDDINGS -> embeddings();
+      case COMPLETIONS ->
+          mix != null
+              ? Workload.completions(model, Mix.parse(mix), stream, seed)
+              : Workload.completions(model, lengths(), stream, seed);
+    };
+  }
+
+  /** Embeddings take the input half of --mix or --profile, or --input-tokens alone. */
+  private Workload embeddings() {
     if (mix != null) {
-      return Workload.completions(model, Mix.parse(mix), stream, seed);
+      return Workload.embeddings(model, Mix.parse(mix), seed);
     }
-    return Workload.completions(model, lengths(), stream, seed);
+    if (profile == null && inputTokens > 0) {
+      return Workload.embeddings(model, inputTokens, seed);
+    }
+    return Workload.embeddings(model, Mix.of(lengths()), seed);
   }
 
   /** The named or custom profile of lengths; DOC_QA when neither is given. */
@@ -148,10 +189,18 @@ public record LoadOptions(
   /** The workload in words, for the start line and the report's conditions. */
   public String workloadText() {
     String lengths;
-    if (chat) {
+    if (api == Api.CHAT) {
       lengths = "chat, free text";
+    } else if (api == Api.RESPONSES) {
+      lengths = "responses, free text";
     } else if (mix != null) {
-      lengths = "mix " + mix;
+      lengths = (api == Api.EMBEDDINGS ? "embeddings, input of mix " : "mix ") + mix;
+    } else if (api == Api.EMBEDDINGS) {
+      Profile p = profile == null && inputTokens > 0 ? null : lengths();
+      lengths =
+          p == null
+              ? "embeddings, " + inputTokens + " tokens in"
+              : "embeddings, " + p.name() + ", " + p.inputTokens() + " tokens in";
     } else {
       Profile p = lengths();
       lengths = p.name() + " (" + p.inputTokens() + " in / " + p.outputTokens() + " out)";

@@ -73,7 +73,7 @@ public final class LoadRun {
             o.timeout(),
             o.connectionReuse(),
             o.steps().isEmpty() ? 1 : o.steps().size());
-    this.live = new LiveReport(out, budgets, o.model(), this::status);
+    this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status);
     this.joiner = new Joiner(prefix, 100_000, live::add);
     this.join = new ProxyJoin(vertx, o.admin(), o.adminToken(), joiner);
   }
@@ -202,6 +202,7 @@ public final class LoadRun {
     conditions.put("target_url", o.url().toString());
     conditions.put("admin_url", o.admin() == null ? null : o.admin().toString());
     conditions.put("model", o.model());
+    conditions.put("api", o.api().key());
     conditions.put("workload", o.workloadText());
     conditions.put("arrival", o.arrivalDescription());
     conditions.put("max_in_flight", o.maxInFlight());
@@ -231,7 +232,7 @@ public final class LoadRun {
     double errorRate = pairs.isEmpty() ? 0 : (double) errors / pairs.size();
     double coverage = live.coverage();
     List<BudgetResult> results =
-        new ArrayList<>(budgets.judgeLatency(o.model(), live.cumulative()));
+        new ArrayList<>(budgets.judgeLatency(o.model(), live.cumulative(), o.api()));
     List<BudgetResult> gates = budgets.judgeGates(o.model(), errorRate, coverage, join.joining());
     results.addAll(gates);
     String joinBasis = join.describe(pairs, conditions, o.joinSampledOnly(), coverage);
@@ -252,7 +253,8 @@ public final class LoadRun {
             achieved,
             results,
             live.cumulative(),
-            schedule.connections()));
+            schedule.connections(),
+            o.api()));
     live.printFinal();
     out.println(
         String.format(

@@ -14,14 +14,49 @@ package io.phasemeter.load.budget;
  * @param counts for a latency budget judged exactly, the values at or below the limit and all the
  *     values; null when it was judged by comparing the quantile with the limit (rate gates, or a
  *     merge that had only histograms for the phase)
+ * @param notApplicable why the phase does not exist for the run's API (TTFT of embeddings), or
+ *     null; such a budget is neither held nor breached ({@link #applicable()})
  */
 public record BudgetResult(
-    String name, String phase, double limitMs, double observedMs, boolean breached, Counts counts) {
+    String name,
+    String phase,
+    double limitMs,
+    double observedMs,
+    boolean breached,
+    Counts counts,
+    String notApplicable) {
+
+  public BudgetResult {
+    if (notApplicable != null && breached) {
+      throw new IllegalArgumentException("a budget that does not apply cannot be breached");
+    }
+  }
+
+  /** A result, exact when it has {@code counts}. */
+  public BudgetResult(
+      String name,
+      String phase,
+      double limitMs,
+      double observedMs,
+      boolean breached,
+      Counts counts) {
+    this(name, phase, limitMs, observedMs, breached, counts, null);
+  }
 
   /** A result without exact counts. */
   public BudgetResult(
       String name, String phase, double limitMs, double observedMs, boolean breached) {
-    this(name, phase, limitMs, observedMs, breached, null);
+    this(name, phase, limitMs, observedMs, breached, null, null);
+  }
+
+  /** A budget on a phase the run's API does not have: not judged, and said so. */
+  public static BudgetResult notApplicable(String name, String phase, double limitMs, String why) {
+    return new BudgetResult(name, phase, limitMs, Double.NaN, false, null, why);
+  }
+
+  /** Whether the phase exists for the run's API, so that the budget was judged. */
+  public boolean applicable() {
+    return notApplicable == null;
   }
 
   /**

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Phases;
 import io.phasemeter.load.report.PhaseStats;
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -170,6 +171,35 @@ public final class ClientBudgets {
   /** The latency budgets judged on {@code stats} (exit code 3 territory). */
   public List<BudgetResult> judgeLatency(String model, PhaseStats stats) {
     return judgeLatency(model, stats, stats::limitCounts);
+  }
+
+  /**
+   * Like {@link #judgeLatency(String, PhaseStats)}, for a run whose API has no such phases as
+   * {@code api.notApplicable()} (embeddings: TTFT, TPOT, ITL): a budget on one of them is reported
+   * as not applicable, neither held nor breached.
+   */
+  public List<BudgetResult> judgeLatency(String model, PhaseStats stats, Api api) {
+    return notApplicable(judgeLatency(model, stats), api);
+  }
+
+  /**
+   * {@code results} with every budget on a phase {@code api} does not have replaced by a result
+   * that says so.
+   */
+  public static List<BudgetResult> notApplicable(List<BudgetResult> results, Api api) {
+    if (api == null || api.notApplicable().isEmpty()) {
+      return results;
+    }
+    List<BudgetResult> out = new ArrayList<>(results.size());
+    for (BudgetResult r : results) {
+      boolean gate = r.phase().equals("error_rate") || r.phase().equals("join_coverage");
+      out.add(
+          !gate && api.notApplicable().contains(canonicalKey(r.phase()))
+              ? BudgetResult.notApplicable(
+                  r.name(), r.phase(), r.limitMs(), api.notApplicableReason())
+              : r);
+    }
+    return out;
   }
 
   /**

@@ -89,6 +89,7 @@ public final class CampaignReport {
     p.put("warmup_duration_s", plan.warmupDuration().toMillis() / 1000.0);
     p.put("arrival", plan.arrival());
     p.put("stream", plan.stream());
+    p.put("api", plan.api().key());
     p.put("max_in_flight", plan.maxInFlight());
     p.put("timeout_s", plan.timeout().toMillis() / 1000.0);
     ObjectNode sched = root.putObject("schedule");

@@ -3,6 +3,7 @@ package io.phasemeter.load.campaign;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -130,6 +131,7 @@ public final class CampaignRunner {
               o.coldCmd(),
               o.serverUrl() == null ? o.url() : o.serverUrl(),
               plan.model(),
+              plan.api(),
               o.readyTimeout(),
               o.out(),
               out);
@@ -221,14 +223,24 @@ public final class CampaignRunner {
       verdict = "INVALID: " + String.join("; ", r.reasons());
     } else {
       verdict =
-          String.format(
-              Locale.ROOT,
-              "valid  %d requests  ttft p50 %.1f ms  tpot p50 %.2f ms  total p95 %.1f ms  %.1f out tok/s",
-              r.sent(),
-              r.metrics().get("ttft_p50_ms"),
-              r.metrics().get("tpot_p50_ms"),
-              r.metrics().get("total_p95_ms"),
-              r.metrics().get("output_token_throughput"));
+          plan.api().generates()
+              ? String.format(
+                  Locale.ROOT,
+                  "valid  %d requests  ttft p50 %.1f ms  tpot p50 %.2f ms  total p95 %.1f ms  %.1f out tok/s",
+                  r.sent(),
+                  r.metrics().get("ttft_p50_ms"),
+                  r.metrics().get("tpot_p50_ms"),
+                  r.metrics().get("total_p95_ms"),
+                  r.metrics().get("output_token_throughput"))
+              : String.format(
+                  Locale.ROOT,
+                  "valid  %d requests  total p50 %.1f ms  total p95 %.1f ms  %.2f req/s"
+                      + "  (ttft, tpot: not applicable to %s)",
+                  r.sent(),
+                  r.metrics().get("total_p50_ms"),
+                  r.metrics().get("total_p95_ms"),
+                  r.metrics().get("request_throughput"),
+                  plan.api().key());
     }
     out.println(
         String.format(
@@ -248,6 +260,11 @@ public final class CampaignRunner {
     Profile profile = p.profile();
     boolean named = Profile.names().contains(profile.name());
     Duration d = e.warmup() ? plan.warmupDuration() : plan.duration();
+    // Free text (chat, responses) takes only the output length of the profile; embeddings only
+    // the input length; completions both.
+    boolean freeText = plan.api() == Api.CHAT || plan.api() == Api.RESPONSES;
+    boolean inputs = !freeText;
+    boolean outputs = plan.api() != Api.EMBEDDINGS;
     return new LoadOptions(
         o.url(),
         o.admin(),
@@ -261,9 +278,9 @@ public final class CampaignRunner {
         null,
         d,
         plan.maxInFlight(),
-        named ? profile.name() : null,
-        named ? -1 : profile.inputTokens(),
-        named ? -1 : profile.outputTokens(),
+        named && inputs ? profile.name() : null,
+        named || !inputs ? -1 : profile.inputTokens(),
+        (named && inputs) || !outputs ? -1 : profile.outputTokens(),
         null,
         plan.stream(),
         null,
@@ -272,7 +289,7 @@ public final class CampaignRunner {
         plan.timeout(),
         Duration.ofSeconds(5),
         o.joinGrace(),
-        false,
+        plan.api(),
         0,
         Duration.ZERO,
         false,

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -31,7 +32,11 @@ import java.util.Set;
  * @param concurrency closed-model levels (may be empty when rates are given)
  * @param rates open-model rates in requests per second (may be empty when concurrency is given)
  * @param arrival open-model arrival process: constant, poisson or gamma
- * @param stream whether responses are streamed
+ * @param stream whether responses are streamed (default: yes, except for embeddings, which never
+ *     stream)
+ * @param api the API every run speaks (default completions); with chat and responses a profile
+ *     gives only the output length asked for (their input is free text), with embeddings only the
+ *     input length
  * @param maxInFlight the open model's cap; a run that reaches it drops iterations and is invalid
  * @param timeout per-request timeout
  * @param connectionReuse whether runs reuse keep-alive connections ({@code connection_reuse: on})
@@ -48,6 +53,7 @@ public record Plan(
     List<Double> rates,
     String arrival,
     boolean stream,
+    Api api,
     int maxInFlight,
     Duration timeout,
     boolean connectionReuse) {
@@ -67,6 +73,7 @@ public record Plan(
           "rates",
           "arrival",
           "stream",
+          "api",
           "max_in_flight",
           "timeout",
           "connection_reuse");
@@ -114,6 +121,10 @@ public record Plan(
     }
     if (maxInFlight < 1) {
       throw error(file, "max_in_flight", "must be at least 1, got " + maxInFlight);
+    }
+    api = api == null ? Api.COMPLETIONS : api;
+    if (api == Api.EMBEDDINGS && stream) {
+      throw error(file, "stream", "cannot be true with api: embeddings (never streamed)");
     }
   }
 
@@ -169,6 +180,7 @@ public record Plan(
       }
     }
     Duration duration = duration(root, source, "duration", null);
+    Api api = api(root, source);
     return new Plan(
         source,
         text(root, source, "model", null),
@@ -180,10 +192,25 @@ public record Plan(
         integers(root, source, "concurrency"),
         numbers(root, source, "rates"),
         text(root, source, "arrival", "poisson"),
-        bool(root, source, "stream", true),
+        bool(root, source, "stream", api.generates()),
+        api,
         integer(root, source, "max_in_flight", 1024),
         duration(root, source, "timeout", Duration.ofSeconds(120)),
         onOff(root, source, "connection_reuse", true));
+  }
+
+  /** The plan's {@code api}, completions when it has none. */
+  private static Api api(JsonNode root, String file) {
+    String v = text(root, file, "api", null);
+    if (v == null) {
+      return Api.COMPLETIONS;
+    }
+    try {
+      return Api.parse("api", v);
+    } catch (IllegalArgumentException e) {
+      throw error(
+          file, "api", "must be one of " + String.join(", ", Api.keys()) + ", got '" + v + "'");
+    }
   }
 
   /** {@code on} / {@code off} (YAML may read them as booleans too). */

@@ -1,5 +1,6 @@
 package io.phasemeter.load.campaign;
 
+import io.phasemeter.load.workload.Api;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -16,10 +17,11 @@ import java.util.concurrent.TimeUnit;
 /**
  * Starts the inference server with the user's command and times how long it takes to be usable:
  * from the process start to {@code GET /health} answering 200 ({@code health_ms}), and to the first
- * successful one-token completion ({@code ready_ms}). Starts come in pairs: a cold start (after the
- * server was stopped and the optional {@code --cold-cmd} ran, e.g. to drop the page cache), then a
- * warm restart right after stopping it again. Without a cold command only the campaign's first
- * start is sure to be cold; the report says so.
+ * successful one-token completion ({@code ready_ms}) on the campaign's API (an embedding of one
+ * word for {@code embeddings}: a server of an embedding model answers no completion). Starts come
+ * in pairs: a cold start (after the server was stopped and the optional {@code --cold-cmd} ran,
+ * e.g. to drop the page cache), then a warm restart right after stopping it again. Without a cold
+ * command only the campaign's first start is sure to be cold; the report says so.
  */
 final class StartupProbe {
   private static final long POLL_MS = 50;
@@ -37,6 +39,7 @@ final class StartupProbe {
   private final String coldCommand;
   private final URI server;
   private final String model;
+  private final Api api;
   private final Duration readyTimeout;
   private final Path logDir;
   private final PrintWriter out;
@@ -49,6 +52,7 @@ final class StartupProbe {
       String coldCommand,
       URI server,
       String model,
+      Api api,
       Duration readyTimeout,
       Path logDir,
       PrintWriter out) {
@@ -56,6 +60,7 @@ final class StartupProbe {
     this.coldCommand = coldCommand;
     this.server = server;
     this.model = model;
+    this.api = api;
     this.readyTimeout = readyTimeout;
     this.logDir = logDir;
     this.out = out;
@@ -142,12 +147,27 @@ final class StartupProbe {
     return new Launched(process, s);
   }
 
+  /** One token of the campaign's API (chat and completions: a text completion, as before). */
   private HttpRequest.Builder completion() {
-    String body =
-        "{\"model\":"
-            + com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.textNode(model)
-            + ",\"prompt\":\"Hello\",\"max_tokens\":1}";
-    return HttpRequest.newBuilder(server.resolve("/v1/completions"))
+    String m =
+        com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.textNode(model).toString();
+    String path;
+    String body;
+    switch (api) {
+      case RESPONSES -> {
+        path = api.path();
+        body = "{\"model\":" + m + ",\"input\":\"Hello\",\"max_output_tokens\":1}";
+      }
+      case EMBEDDINGS -> {
+        path = api.path();
+        body = "{\"model\":" + m + ",\"input\":\"Hello\"}";
+      }
+      default -> {
+        path = "/v1/completions";
+        body = "{\"model\":" + m + ",\"prompt\":\"Hello\",\"max_tokens\":1}";
+      }
+    }
+    return HttpRequest.newBuilder(server.resolve(path))
         .header("content-type", "application/json")
         .POST(HttpRequest.BodyPublishers.ofString(body));
   }

@@ -1,5 +1,6 @@
 package io.phasemeter.load.http;
 
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.proxy.upstream.StaleConnections;
 import io.vertx.core.AsyncResult;
@@ -57,7 +58,7 @@ final class Exchange implements ConnectionPool.Waiter {
 
   private boolean sse;
   private SseParser parser;
-  private boolean doneEvent;
+  private StreamReader reader;
   private boolean streamError;
   private Buffer body;
   private boolean bodyTooLarge;
@@ -174,6 +175,7 @@ final class Exchange implements ConnectionPool.Waiter {
             && type.toLowerCase(Locale.ROOT).startsWith("text/event-stream");
     if (sse) {
       parser = new SseParser(MAX_SSE_LINE_BYTES);
+      reader = StreamReader.of(spec.api());
     } else if (status < 400) {
       body = Buffer.buffer();
     }
@@ -189,7 +191,7 @@ final class Exchange implements ConnectionPool.Waiter {
     if (sse) {
       long now = System.nanoTime();
       try {
-        parser.feed(chunk, data -> onEvent(data, now));
+        parser.feedEvents(chunk, (type, data) -> onEvent(type, data, now));
       } catch (IllegalStateException e) {
         streamError = true;
         finish(ErrorClass.STREAM_ERROR, null);
@@ -205,20 +207,8 @@ final class Exchange implements ConnectionPool.Waiter {
     }
   }
 
-  private void onEvent(String data, long now) {
-    if (doneEvent) {
-      return;
-    }
-    if (data.trim().equals("[DONE]")) {
-      doneEvent = true;
-      return;
-    }
-    ResponseJson json = ResponseJson.parse(data);
-    if (json == null || json.error) {
-      streamError = true;
-      return;
-    }
-    if (json.content) {
+  private void onEvent(String type, String data, long now) {
+    if (reader.event(type, data)) {
       if (firstToken < 0) {
         firstToken = now;
         ttft = now - intended;
@@ -231,10 +221,8 @@ final class Exchange implements ConnectionPool.Waiter {
       lastToken = now;
       contentEvents++;
     }
-    if (json.hasUsage()) {
-      usagePrompt = json.promptTokens;
-      usageCompletion = json.completionTokens;
-    }
+    usagePrompt = reader.usagePrompt;
+    usageCompletion = reader.usageCompletion;
   }
 
   private void onEnd() {
@@ -248,35 +236,108 @@ final class Exchange implements ConnectionPool.Waiter {
     } else if (status >= 400) {
       finish(ErrorClass.HTTP_4XX, null);
     } else if (sse) {
-      if (streamError || !doneEvent) {
+      if (spec.api() == Api.EMBEDDINGS) {
+        finish(ErrorClass.INVALID, "an event stream answered an embeddings request");
+      } else if (streamError) {
         finish(ErrorClass.STREAM_ERROR, null);
+      } else if (reader.failed()) {
+        finish(ErrorClass.STREAM_ERROR, reader.reason());
+      } else if (!reader.ended()) {
+        finish(ErrorClass.STREAM_ERROR, reader.unfinishedReason());
       } else {
         validate();
       }
     } else {
-      ttft = lastByte - intended;
+      // A whole response's first token is seen with its last byte; embeddings have none.
+      if (spec.api().generates()) {
+        ttft = lastByte - intended;
+      }
       byte[] bytes = body == null ? null : body.getBytes();
       body = null;
-      ResponseJson json = bytes == null ? null : ResponseJson.parse(bytes);
       if (bodyTooLarge) {
         finish(ErrorClass.INVALID, "response body larger than " + MAX_BODY_BYTES + " bytes");
-      } else if (json == null) {
-        finish(ErrorClass.INVALID, "response body is not a JSON object");
-      } else if (json.error) {
-        finish(ErrorClass.INVALID, "response body carries an error");
       } else {
-        if (json.hasUsage()) {
-          usagePrompt = json.promptTokens;
-          usageCompletion = json.completionTokens;
+        switch (spec.api()) {
+          case EMBEDDINGS -> embeddings(bytes);
+          case RESPONSES -> response(bytes);
+          default -> completion(bytes);
         }
-        validate();
       }
+    }
+  }
+
+  /** A chat or completion body. */
+  private void completion(byte[] bytes) {
+    ResponseJson json = bytes == null ? null : ResponseJson.parse(bytes);
+    if (json == null) {
+      finish(ErrorClass.INVALID, "response body is not a JSON object");
+    } else if (json.error) {
+      finish(ErrorClass.INVALID, "response body carries an error");
+    } else {
+      if (json.hasUsage()) {
+        usagePrompt = json.promptTokens;
+        usageCompletion = json.completionTokens;
+      }
+      validate();
+    }
+  }
+
+  /**
+   * A Responses API object: a success only with {@code status} {@code completed} or {@code
+   * incomplete} (stopped at {@code max_output_tokens}, say) and no error.
+   */
+  private void response(byte[] bytes) {
+    ResponsesJson json = bytes == null ? null : ResponsesJson.parse(bytes);
+    if (json == null) {
+      finish(ErrorClass.INVALID, "response body is not a JSON object");
+    } else if (json.error || "failed".equals(json.status)) {
+      finish(
+          ErrorClass.INVALID,
+          "response failed" + (json.errorCode == null ? "" : " (" + json.errorCode + ")"));
+    } else if (!"completed".equals(json.status) && !"incomplete".equals(json.status)) {
+      finish(
+          ErrorClass.INVALID,
+          json.status == null
+              ? "response body has no status"
+              : "response status " + json.status + ", not completed or incomplete");
+    } else {
+      if (json.hasUsage()) {
+        usagePrompt = json.inputTokens;
+        usageCompletion = json.outputTokens;
+      }
+      validate();
+    }
+  }
+
+  /** An embeddings body: at least one embedding, no error; nothing was generated. */
+  private void embeddings(byte[] bytes) {
+    EmbeddingsJson json = bytes == null ? null : EmbeddingsJson.parse(bytes);
+    if (json == null) {
+      finish(ErrorClass.INVALID, "response body is not a JSON object");
+    } else if (json.error) {
+      finish(ErrorClass.INVALID, "response body carries an error");
+    } else if (json.embeddings == 0) {
+      finish(ErrorClass.INVALID, "no embedding in the response");
+    } else {
+      usagePrompt = json.promptTokens;
+      validate();
     }
   }
 
   private void validate() {
     if (!spec.exactLengths()) {
       finish(ErrorClass.NONE, null);
+    } else if (!spec.api().generates()) {
+      // Embeddings: the input is exact, and nothing is generated to check.
+      if (usagePrompt < 0) {
+        finish(ErrorClass.INVALID, "no usage in the response");
+      } else if (usagePrompt != spec.promptTokens()) {
+        finish(
+            ErrorClass.INVALID,
+            "prompt_tokens " + usagePrompt + " != prompt tokens sent " + spec.promptTokens());
+      } else {
+        finish(ErrorClass.NONE, null);
+      }
     } else if (usageCompletion < 0 && usagePrompt < 0) {
       finish(ErrorClass.INVALID, "no usage in the response");
     } else if (usagePrompt != spec.promptTokens()) {

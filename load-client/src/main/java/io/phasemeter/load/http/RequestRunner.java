@@ -27,9 +27,11 @@ import java.util.function.LongConsumer;
  *       keep-alive connection.
  *   <li>{@code ttfbNanos}: intended start to the response headers.
  *   <li>{@code ttftNanos}: intended start to the first SSE event carrying generated content ({@code
- *       choices[].text}, {@code choices[].delta.content}, reasoning or tool calls), not the
- *       role-only chunk. For a response that is not streamed this equals {@code totalNanos}: the
- *       first token is seen with the last byte.
+ *       choices[].text}, {@code choices[].delta.content}, reasoning or tool calls; on {@code
+ *       /v1/responses} a {@code *.delta} event with a non-empty {@code delta}), not the role-only
+ *       chunk nor {@code response.created}. For a response that is not streamed this equals {@code
+ *       totalNanos}: the first token is seen with the last byte. -1 for embeddings, which generate
+ *       no token.
  *   <li>{@code tpotNanos}: {@code (t_last_token − t_first_token) / (n − 1)} with {@code n} the
  *       reported {@code usage.completion_tokens} when known, else the content events (vLLM's
  *       definition); -1 when {@code n ≤ 1} or the response is not streamed.
@@ -45,8 +47,12 @@ import java.util.function.LongConsumer;
  * closed mid-response is {@code RESET} (but a request that failed on a reused connection before any
  * response byte is sent once more on a fresh connection first: {@link #staleConnectionRetries()});
  * an error event, an unparseable event or a stream that ends without {@code [DONE]} is {@code
- * STREAM_ERROR}; a complete response whose usage differs from what was asked (when {@link
- * RequestSpec#exactLengths()}) is {@code INVALID}, with a reason.
+ * STREAM_ERROR} (on {@code /v1/responses}: {@code response.failed}, an {@code error} event, or no
+ * {@code response.completed} or {@code response.incomplete}, with the reason; see {@link
+ * StreamReader}); a complete response whose usage differs from what was asked (when {@link
+ * RequestSpec#exactLengths()}), a whole response that is an error (a Responses API object whose
+ * {@code status} is not {@code completed} or {@code incomplete}), or an embeddings answer without
+ * an embedding, is {@code INVALID}, with a reason.
  *
  * <p>The response text is parsed on the fly and dropped; no prompt or completion is kept.
  *

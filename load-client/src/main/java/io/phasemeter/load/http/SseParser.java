@@ -7,10 +7,11 @@ import java.util.function.Consumer;
 
 /**
  * Incremental {@code text/event-stream} parser (WHATWG HTML, "Server-sent events") that hands out
- * the data of each event. Lines end with {@code \n}, {@code \r\n} or a bare {@code \r}, also when
- * the two bytes of a {@code \r\n} arrive in different reads; comments ({@code :…}) and fields other
- * than {@code data} are skipped; several {@code data} lines join with {@code \n}; an event without
- * data is not dispatched. Lines are decoded as UTF-8 only once complete, so a character split
+ * the data of each event, and its {@code event} type when a sink asks for it. Lines end with {@code
+ * \n}, {@code \r\n} or a bare {@code \r}, also when the two bytes of a {@code \r\n} arrive in
+ * different reads; comments ({@code :…}) and fields other than {@code data} and {@code event} are
+ * skipped; several {@code data} lines join with {@code \n}; an event without data is not dispatched
+ * (and its type is forgotten). Lines are decoded as UTF-8 only once complete, so a character split
  * across reads survives.
  *
  * <p>Not thread-safe: one stream, one context.
@@ -19,6 +20,7 @@ public final class SseParser {
   private final ByteArrayOutputStream line = new ByteArrayOutputStream(256);
   private final int maxLineBytes;
   private StringBuilder data;
+  private String eventType;
   private boolean skipLf;
   private boolean firstLine = true;
 
@@ -29,12 +31,28 @@ public final class SseParser {
     this.maxLineBytes = maxLineBytes;
   }
 
+  /** Receives each event: its {@code event} field (null when it had none) and its data. */
+  @FunctionalInterface
+  public interface EventSink {
+    void event(String type, String data);
+  }
+
   /**
    * Feeds one read; calls {@code sink} with the data of every event it completes, in order.
    *
    * @throws IllegalStateException when a line is longer than the limit
    */
   public void feed(Buffer chunk, Consumer<String> sink) {
+    feedEvents(chunk, (type, data) -> sink.accept(data));
+  }
+
+  /**
+   * Feeds one read; calls {@code sink} with the type and data of every event it completes, in
+   * order.
+   *
+   * @throws IllegalStateException when a line is longer than the limit
+   */
+  public void feedEvents(Buffer chunk, EventSink sink) {
     int n = chunk.length();
     for (int i = 0; i < n; i++) {
       byte b = chunk.getByte(i);
@@ -62,7 +80,7 @@ public final class SseParser {
     return line.size() > 0 || data != null;
   }
 
-  private void endLine(Consumer<String> sink) {
+  private void endLine(EventSink sink) {
     String text = line.toString(StandardCharsets.UTF_8);
     line.reset();
     if (firstLine) {
@@ -72,10 +90,12 @@ public final class SseParser {
       }
     }
     if (text.isEmpty()) {
+      String type = eventType;
+      eventType = null;
       if (data != null) {
         String event = data.toString();
         data = null;
-        sink.accept(event);
+        sink.event(type, event);
       }
       return;
     }
@@ -84,12 +104,17 @@ public final class SseParser {
     }
     int colon = text.indexOf(':');
     String field = colon < 0 ? text : text.substring(0, colon);
-    if (!field.equals("data")) {
+    boolean isData = field.equals("data");
+    if (!isData && !field.equals("event")) {
       return;
     }
     String value = colon < 0 ? "" : text.substring(colon + 1);
     if (value.startsWith(" ")) {
       value = value.substring(1);
+    }
+    if (!isData) {
+      eventType = value;
+      return;
     }
     if (data == null) {
       data = new StringBuilder(value.length());

@@ -154,7 +154,9 @@ public final class RecordFeedClient {
           n.path("tokens").hasNonNull("output") ? n.path("tokens").get("output").asLong() : null,
           n.path("sampled").asBoolean(true),
           n.hasNonNull("engine_status") ? n.get("engine_status").asText() : null,
-          n.path("external").asBoolean(false));
+          n.path("external").asBoolean(false),
+          n.hasNonNull("route") ? n.get("route").asText() : null,
+          n.hasNonNull("operation") ? n.get("operation").asText() : null);
     } catch (Exception e) {
       malformed++;
       return null;

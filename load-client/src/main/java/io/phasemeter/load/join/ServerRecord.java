@@ -9,6 +9,11 @@ import java.util.Map;
  * @param phasesMs phase name ({@code auth}, {@code receive}, {@code prepare}, {@code route}, {@code
  *     queue}, {@code generation}, {@code write}) to duration
  * @param sampled whether the proxy exported this request's trace
+ * @param route the record's {@code route} ({@code /v1/chat/completions}, {@code /v1/responses}, …),
+ *     or null when it had none
+ * @param operation the record's {@code operation} ({@code chat}, {@code text_completion}, {@code
+ *     responses}, {@code embeddings}), or null: records of proxies before it existed have none. The
+ *     join needs neither: it pairs on the trace id alone.
  */
 public record ServerRecord(
     String traceId,
@@ -26,7 +31,48 @@ public record ServerRecord(
     Long outputTokens,
     boolean sampled,
     String engineStatus,
-    boolean external) {
+    boolean external,
+    String route,
+    String operation) {
+
+  /** A record without {@code route} and {@code operation}. */
+  public ServerRecord(
+      String traceId,
+      String model,
+      String pool,
+      boolean stream,
+      int status,
+      String outcome,
+      double rootMs,
+      Double serverTtftMs,
+      Map<String, Double> phasesMs,
+      Double unattributedMs,
+      Double tpotMs,
+      Long inputTokens,
+      Long outputTokens,
+      boolean sampled,
+      String engineStatus,
+      boolean external) {
+    this(
+        traceId,
+        model,
+        pool,
+        stream,
+        status,
+        outcome,
+        rootMs,
+        serverTtftMs,
+        phasesMs,
+        unattributedMs,
+        tpotMs,
+        inputTokens,
+        outputTokens,
+        sampled,
+        engineStatus,
+        external,
+        null,
+        null);
+  }
 
   /** A record without the engine's split ({@code telemetry.engine_spans} off) of a proxy pool. */
   public ServerRecord(

@@ -140,18 +140,28 @@ final class HtmlReport {
         .append(Html.trim(in.durationSeconds()))
         .append(" s.</p>");
     List<BudgetResult> breached = in.budgets().stream().filter(BudgetResult::breached).toList();
+    long judged = in.budgets().stream().filter(BudgetResult::applicable).count();
+    long notApplicable = in.budgets().size() - judged;
+    String naNote =
+        notApplicable == 0
+            ? ""
+            : " (" + notApplicable + " not applicable to " + Html.esc(in.api().key()) + ")";
     if (in.budgets().isEmpty()) {
       b.append("<div class=\"banner ok\">No budgets were judged.</div>");
     } else if (breached.isEmpty()) {
       b.append("<div class=\"banner ok\">All ")
-          .append(in.budgets().size())
-          .append(" budgets held.</div>");
+          .append(judged)
+          .append(" budgets held")
+          .append(naNote)
+          .append(".</div>");
     } else {
       b.append("<div class=\"banner bad\">")
           .append(breached.size())
           .append(" of ")
-          .append(in.budgets().size())
-          .append(" budgets breached: ");
+          .append(judged)
+          .append(" budgets breached")
+          .append(naNote)
+          .append(": ");
       List<String> names = new ArrayList<>();
       for (BudgetResult r : breached) {
         names.add(Html.esc(r.phase()) + " (" + Html.esc(r.name()) + ")");
@@ -160,7 +170,7 @@ final class HtmlReport {
     }
     double coverage = m.joinCoverage();
     long negNet = m.stats.negativeCount("network_envelope");
-    long negTtft = m.stats.negativeCount("ttft_envelope");
+    long negTtft = in.applicable("ttft_envelope") ? m.stats.negativeCount("ttft_envelope") : 0;
     b.append("<div class=\"cards\">");
     card("Requests", String.valueOf(in.sent()), "sent");
     card(
@@ -190,7 +200,9 @@ final class HtmlReport {
     card(
         "Throughput",
         Html.rate(m.requestThroughput) + " req/s",
-        Html.rate(m.outputTokenThroughput) + " output tok/s");
+        in.generates()
+            ? Html.rate(m.outputTokenThroughput) + " output tok/s"
+            : "output tokens: not applicable");
     card(
         "Join coverage",
         Html.pct(coverage),
@@ -199,9 +211,22 @@ final class HtmlReport {
     card(
         "Negative envelopes",
         String.valueOf(negNet + negTtft),
-        negNet + " network, " + negTtft + " TTFT (boundary/unit/join errors)",
+        negNet
+            + " network, "
+            + (in.applicable("ttft_envelope") ? negTtft + " TTFT" : "TTFT not applicable")
+            + " (boundary/unit/join errors)",
         negNet + negTtft > 0 ? "bad" : "ok");
     b.append("</div>");
+    if (!in.notApplicable().isEmpty()) {
+      b.append("<p class=\"muted\">Not applicable to ")
+          .append(Html.esc(in.api().key()))
+          .append(": ")
+          .append(Html.esc(String.join(", ", in.notApplicable())))
+          .append(" (")
+          .append(Html.esc(in.api().notApplicableReason()))
+          .append("). They are shown as not applicable, never as zero, and budgets on them are")
+          .append(" neither held nor breached.</p>");
+    }
     b.append("<p class=\"muted\">Envelopes and server phases describe the ")
         .append(m.stats.joinedOkCount())
         .append(" successful requests that joined a proxy record (join coverage ")
@@ -239,6 +264,17 @@ final class HtmlReport {
     b.append("<table><tr><th class=\"l\">budget</th><th class=\"l\">phase</th><th>limit</th>")
         .append("<th>observed</th><th>observed / limit</th><th class=\"l\">status</th></tr>");
     for (BudgetResult r : m.in.budgets()) {
+      if (!r.applicable()) {
+        b.append("<tr>");
+        td("l", r.name());
+        td("l", r.phase());
+        td("", Html.msUnit(r.limitMs()));
+        td("", "\u2013");
+        td("", "\u2013");
+        td("l", "not applicable (" + r.notApplicable() + ")");
+        b.append("</tr>");
+        continue;
+      }
       boolean rate = isRateGate(r);
       b.append(r.breached() ? "<tr class=\"breach\">" : "<tr>");
       td("l", r.name());
@@ -273,6 +309,17 @@ final class HtmlReport {
       PhaseStats.Summary s = m.stats.summary(name);
       if (s.count() == 0 && ENGINE_PHASES.contains(name)) {
         continue; // only when the proxy matched the engine's spans
+      }
+      if (!m.in.applicable(name)) {
+        b.append("<tr><td class=\"l\">")
+            .append(swatch(name))
+            .append(Html.esc(name))
+            .append("</td><td class=\"l\" colspan=\"6\">not applicable to ")
+            .append(Html.esc(m.in.api().key()))
+            .append("</td>");
+        td("wrap", Definitions.TERMS.getOrDefault(name, ""));
+        b.append("</tr>");
+        continue;
       }
       long neg = m.stats.negativeCount(name);
       b.append("<tr><td class=\"l\">").append(swatch(name)).append(Html.esc(name)).append("</td>");
@@ -334,7 +381,7 @@ final class HtmlReport {
     double minPositive = Double.POSITIVE_INFINITY;
     double max = Double.NEGATIVE_INFINITY;
     for (String name : names) {
-      if (m.stats.count(name) == 0) {
+      if (m.stats.count(name) == 0 || !m.in.applicable(name)) {
         continue;
       }
       double[] v = new double[qs.length];
@@ -351,7 +398,13 @@ final class HtmlReport {
     }
     b.append("<figure><figcaption>").append(Html.esc(title)).append("</figcaption>");
     if (shown.isEmpty()) {
-      b.append("<p class=\"muted\">No values recorded.</p></figure>");
+      boolean none = names.stream().noneMatch(m.in::applicable);
+      b.append("<p class=\"muted\">")
+          .append(
+              none
+                  ? "Not applicable to " + Html.esc(m.in.api().key()) + "."
+                  : "No values recorded.")
+          .append("</p></figure>");
       return;
     }
     boolean log = min >= 0 && max > 0;
@@ -566,12 +619,13 @@ final class HtmlReport {
         .append(" what it offered; a point under the diagonal means the load did not arrive as")
         .append(" asked (dropped or late).</p><div class=\"grid2\">");
 
+    List<String> knee = KNEE.stream().filter(m.in::applicable).toList();
     double min = Double.POSITIVE_INFINITY;
     double max = 0;
     boolean skippedNegative = false;
     List<double[]> ys = new ArrayList<>();
     List<String> names = new ArrayList<>();
-    for (String name : KNEE) {
+    for (String name : knee) {
       double[] y = new double[steps.size()];
       boolean any = false;
       for (int i = 0; i < y.length; i++) {
@@ -656,7 +710,7 @@ final class HtmlReport {
         .append(closed ? "<th>concurrency</th>" : "")
         .append("<th>achieved /s</th><th>ok /s</th><th>sent</th>")
         .append("<th>dropped</th><th>join</th>");
-    for (String name : KNEE) {
+    for (String name : knee) {
       b.append("<th>").append(Html.esc(name.replace("_", " "))).append(" p95</th>");
     }
     b.append("</tr>");
@@ -674,7 +728,7 @@ final class HtmlReport {
       td("", String.valueOf(s.info().sent()));
       td(s.info().dropped() > 0 ? "neg" : "", String.valueOf(s.info().dropped()));
       td("", Html.pct(s.stats().joinCoverage()));
-      for (String name : KNEE) {
+      for (String name : knee) {
         double v = s.stats().summary(name).p95();
         td(v < 0 ? "neg" : "", Html.ms(v));
       }

@@ -4,6 +4,7 @@ import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.workload.Api;
 import java.io.PrintWriter;
 import java.time.Duration;
 import java.util.List;
@@ -47,6 +48,7 @@ public final class LiveReport implements AutoCloseable {
   private final PrintWriter out;
   private final ClientBudgets budgets;
   private final String model;
+  private final Api api;
   private final Supplier<Status> status;
   private final Object statsLock = new Object();
 
@@ -73,9 +75,18 @@ public final class LiveReport implements AutoCloseable {
           });
 
   public LiveReport(PrintWriter out, ClientBudgets budgets, String model, Supplier<Status> status) {
+    this(out, budgets, model, null, status);
+  }
+
+  /**
+   * @param api the run's API: its tables say which phases do not apply to it (null: all apply)
+   */
+  public LiveReport(
+      PrintWriter out, ClientBudgets budgets, String model, Api api, Supplier<Status> status) {
     this.out = out;
     this.budgets = budgets;
     this.model = model;
+    this.api = api;
     this.status = status;
     this.cumulative = PhaseStats.withLimits(budgets.limitsNanos(model));
   }
@@ -208,8 +219,11 @@ public final class LiveReport implements AutoCloseable {
                   : ""),
           cumulative,
           cumulative,
-          budgets.judgeLatency(model, cumulative).stream().filter(BudgetResult::breached).toList(),
-          this::culprit);
+          budgets.judgeLatency(model, cumulative, api).stream()
+              .filter(BudgetResult::breached)
+              .toList(),
+          this::culprit,
+          api);
     }
   }
 
@@ -284,7 +298,7 @@ public final class LiveReport implements AutoCloseable {
       PhaseStats w,
       PhaseStats all) {
     List<BudgetResult> breaches =
-        budgets.judgeLatency(model, all).stream().filter(BudgetResult::breached).toList();
+        budgets.judgeLatency(model, all, api).stream().filter(BudgetResult::breached).toList();
     double coverage = all.joinCoverage();
     Status s = status.get();
     String header =
@@ -304,6 +318,6 @@ public final class LiveReport implements AutoCloseable {
                 : String.format(
                     Locale.ROOT, "%.1f%%", 100 * (Double.isNaN(coverage) ? 1.0 : coverage)),
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
-    LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all));
+    LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all), api);
   }
 }

@@ -3,6 +3,7 @@ package io.phasemeter.load.report;
 import io.phasemeter.core.Phases;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.load.workload.Api;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.Locale;
@@ -28,6 +29,21 @@ public final class LiveTable {
       PhaseStats total,
       List<BudgetResult> breaches,
       java.util.function.Function<BudgetResult, String> culprit) {
+    print(out, header, window, total, breaches, culprit, null);
+  }
+
+  /**
+   * One table; for an {@code api} without some phases (embeddings: TTFT, TPOT, ITL) a line under
+   * the rows names them as not applicable, where a row would otherwise just be missing.
+   */
+  public static void print(
+      PrintWriter out,
+      String header,
+      PhaseStats window,
+      PhaseStats total,
+      List<BudgetResult> breaches,
+      java.util.function.Function<BudgetResult, String> culprit,
+      Api api) {
     out.println(header);
     out.println(
         String.format(
@@ -43,7 +59,7 @@ public final class LiveTable {
             "n"));
     for (String name : ROWS) {
       PhaseStats.Summary all = total.summary(name);
-      if (all.count() == 0) {
+      if (all.count() == 0 || (api != null && api.notApplicable().contains(name))) {
         continue;
       }
       PhaseStats.Summary w = window.summary(name);
@@ -63,10 +79,22 @@ public final class LiveTable {
                   ? "  (" + total.negativeCount(name) + " negative!)"
                   : ""));
     }
+    if (api != null && !api.notApplicable().isEmpty()) {
+      out.println(notApplicableLine(api));
+    }
     for (BudgetResult b : breaches) {
       out.println(breachLine(b, culprit.apply(b)));
     }
     out.flush();
+  }
+
+  /** The line naming the phases {@code api} does not have. */
+  static String notApplicableLine(Api api) {
+    return "  "
+        + String.join(", ", api.notApplicable())
+        + ": not applicable ("
+        + api.notApplicableReason()
+        + ")";
   }
 
   /**

@@ -47,21 +47,37 @@ final class PairsCsv {
   private PairsCsv() {}
 
   static void write(Path file, List<Pair> pairs) throws IOException {
+    write(file, pairs, List.of());
+  }
+
+  /**
+   * Writes the rows; the columns of {@code notApplicable} phases (those the run's API does not
+   * have, e.g. {@code client_ttft} of embeddings) are left empty whatever a record said.
+   */
+  static void write(Path file, List<Pair> pairs, List<String> notApplicable) throws IOException {
     try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
       w.write(String.join(",", HEADER));
       w.write("\r\n");
       StringBuilder row = new StringBuilder(256);
       for (Pair p : pairs) {
         row.setLength(0);
-        appendRow(row, p);
+        appendRow(row, p, notApplicable);
         w.append(row).append("\r\n");
       }
     }
   }
 
   static void appendRow(StringBuilder b, Pair p) {
+    appendRow(b, p, List.of());
+  }
+
+  private static void appendRow(StringBuilder b, Pair p, List<String> notApplicable) {
     ClientResult c = p.client();
     ServerRecord s = p.server();
+    boolean ttft = !notApplicable.contains("client_ttft");
+    boolean serverTtft = !notApplicable.contains("server_ttft");
+    boolean ttftEnvelope = !notApplicable.contains("ttft_envelope");
+    boolean tpot = !notApplicable.contains("tpot");
     b.append(c.seq()).append(',');
     b.append(quote(c.traceId())).append(',');
     b.append(c.step()).append(',');
@@ -71,20 +87,20 @@ final class PairsCsv {
     b.append(quote(c.invalidReason())).append(',');
     b.append(p.joined()).append(',');
     b.append(nanos(c.totalNanos())).append(',');
-    b.append(nanos(c.ttftNanos())).append(',');
+    b.append(ttft ? nanos(c.ttftNanos()) : "").append(',');
     b.append(nanos(c.transportSetupNanos())).append(',');
     b.append(c.intendedNanos() < 0 || c.actualNanos() < 0 ? "" : ms(c.scheduleLagNanos() / 1e6));
     b.append(',');
-    b.append(nanos(c.tpotNanos())).append(',');
+    b.append(tpot ? nanos(c.tpotNanos()) : "").append(',');
     b.append(s == null ? "" : ms(s.rootMs())).append(',');
-    b.append(s == null ? "" : ms(SlowRequest.orNaN(s.serverTtftMs()))).append(',');
+    b.append(s == null || !serverTtft ? "" : ms(SlowRequest.orNaN(s.serverTtftMs()))).append(',');
     b.append(s == null ? "" : ms(SlowRequest.orNaN(s.gatewayMs()))).append(',');
     for (String phase : List.of("receive", "queue", "generation", "write")) {
       b.append(ms(SlowRequest.phase(s, phase))).append(',');
     }
     b.append(s == null ? "" : ms(SlowRequest.orNaN(s.unattributedMs()))).append(',');
     b.append(ms(p.networkEnvelopeMs())).append(',');
-    b.append(ms(p.ttftEnvelopeMs())).append(',');
+    b.append(ttftEnvelope ? ms(p.ttftEnvelopeMs()) : "").append(',');
     b.append(s == null ? "" : String.valueOf(s.sampled()));
   }
 

@@ -3,6 +3,7 @@ package io.phasemeter.load.report;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.schedule.StepInfo;
+import io.phasemeter.load.workload.Api;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -25,6 +26,7 @@ import java.util.Map;
  * @param budgets every budget judged, latency and gates
  * @param phaseStats the run's cumulative statistics (the only source of ITL)
  * @param connections what the run's connections did
+ * @param api the API the run spoke; null when not said (every figure is then applicable)
  */
 public record ReportInput(
     List<Pair> pairs,
@@ -40,7 +42,8 @@ public record ReportInput(
     double achievedRate,
     List<BudgetResult> budgets,
     PhaseStats phaseStats,
-    Connections connections) {
+    Connections connections,
+    Api api) {
 
   /** How many of the slowest requests a report reconciles. */
   public static final int SLOWEST = 10;
@@ -57,6 +60,40 @@ public record ReportInput(
       phaseStats = PhaseStats.of(pairs);
     }
     connections = connections == null ? Connections.UNKNOWN : connections;
+  }
+
+  /** A run that did not say its API. */
+  public ReportInput(
+      List<Pair> pairs,
+      List<StepInfo> steps,
+      long runStartNanos,
+      long runEndNanos,
+      Map<String, Object> conditions,
+      long sent,
+      long ok,
+      long errors,
+      long dropped,
+      long invalid,
+      double achievedRate,
+      List<BudgetResult> budgets,
+      PhaseStats phaseStats,
+      Connections connections) {
+    this(
+        pairs,
+        steps,
+        runStartNanos,
+        runEndNanos,
+        conditions,
+        sent,
+        ok,
+        errors,
+        dropped,
+        invalid,
+        achievedRate,
+        budgets,
+        phaseStats,
+        connections,
+        null);
   }
 
   /** A run whose connections were not counted. */
@@ -88,7 +125,26 @@ public record ReportInput(
         achievedRate,
         budgets,
         phaseStats,
+        null,
         null);
+  }
+
+  /**
+   * The phases that do not exist for the run's API (embeddings: TTFT, TPOT, ITL), in report order:
+   * reports write them as not applicable, never as zero.
+   */
+  public List<String> notApplicable() {
+    return api == null ? List.of() : api.notApplicable();
+  }
+
+  /** Whether {@code phase} exists for the run's API. */
+  public boolean applicable(String phase) {
+    return !notApplicable().contains(phase);
+  }
+
+  /** Whether the run's requests generate tokens (all but embeddings). */
+  public boolean generates() {
+    return api == null || api.generates();
   }
 
   /** The run's length in seconds (at least one nanosecond). */

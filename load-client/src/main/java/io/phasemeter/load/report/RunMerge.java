@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.io.BufferedWriter;
 import java.io.IOException;
@@ -97,6 +98,9 @@ public final class RunMerge {
   /** Verdict from the merged histograms' quantile compared with the limit (1 % resolution). */
   public static final String QUANTILE = "quantile";
 
+  /** No verdict: the runs' API has no such phase (TTFT of embeddings). */
+  public static final String NOT_APPLICABLE = "not_applicable";
+
   /** What the merged summary says when some budget fell back to the quantile. */
   static final String QUANTILE_NOTE =
       "judged by the merged HdrHistogram quantile against the limit (1 % resolution), not by exact"
@@ -166,6 +170,8 @@ public final class RunMerge {
     Map<String, Long> requests = new LinkedHashMap<>();
     double achievedRate = 0;
     String model = null;
+    String api = null;
+    boolean first = true;
     ArrayNode sources = JsonNodeFactory.instance.arrayNode();
     List<Map<String, long[]>> instanceCounts = new ArrayList<>();
     for (Path dir : inputs) {
@@ -186,6 +192,13 @@ public final class RunMerge {
         throw new MergeException(2, dir + " ran model " + m + ", the first input " + model);
       }
       model = model == null ? m : model;
+      String a = summary.hasNonNull("api") ? summary.get("api").asText() : null;
+      if (!first && !java.util.Objects.equals(api, a)) {
+        throw new MergeException(
+            2, dir + " ran api " + a + ", the first input " + api + ": runs of one API merge");
+      }
+      api = a;
+      first = false;
       ObjectNode src = sources.addObject();
       src.put("dir", dir.toString());
       src.put("sent", summary.path("requests").path("sent").asLong());
@@ -214,14 +227,22 @@ public final class RunMerge {
           basisOf.put(key, basis);
           return c;
         };
+    Api runApi = api == null ? null : Api.parse(dir(inputs) + " summary.json api", api);
     List<BudgetResult> judged =
-        budgets == null || model == null ? List.of() : budgets.judgeLatency(model, stats, exact);
+        budgets == null || model == null
+            ? List.of()
+            : ClientBudgets.notApplicable(budgets.judgeLatency(model, stats, exact), runApi);
     List<String> basis = new ArrayList<>();
     for (BudgetResult r : judged) {
       basis.add(
-          basisOf.get(
-              key(ClientBudgets.canonicalKey(r.phase()), BucketLayout.limitNanos(r.limitMs()))));
+          !r.applicable()
+              ? NOT_APPLICABLE
+              : basisOf.get(
+                  key(
+                      ClientBudgets.canonicalKey(r.phase()),
+                      BucketLayout.limitNanos(r.limitMs()))));
     }
+    List<String> notApplicable = runApi == null ? List.of() : runApi.notApplicable();
 
     Files.createDirectories(out);
     writeLog(out.resolve(ReportWriter.PHASE_LOG), stats);
@@ -238,6 +259,9 @@ public final class RunMerge {
     }
     ObjectNode root = JsonNodeFactory.instance.objectNode();
     root.put("v", 1);
+    if (api != null) {
+      root.put("api", api);
+    }
     root.set("merged_from", sources);
     ObjectNode req = root.putObject("requests");
     requests.forEach(req::put);
@@ -251,6 +275,10 @@ public final class RunMerge {
     root.put("unique_trace_ids", seen.size());
     ObjectNode phases = root.putObject("phases");
     for (String name : PhaseStats.NAMES) {
+      if (notApplicable.contains(name)) {
+        phases.putNull(name);
+        continue;
+      }
       PhaseStats.Summary s = stats.summary(name);
       if (s.count() == 0) {
         continue;
@@ -271,6 +299,12 @@ public final class RunMerge {
       o.put("phase", r.phase());
       putNumber(o, "limit_ms", r.limitMs());
       putNumber(o, "observed_ms", r.observedMs());
+      if (!r.applicable()) {
+        o.putNull("breached");
+        o.put("not_applicable", r.notApplicable());
+        o.put("basis", basis.get(i));
+        continue;
+      }
       o.put("breached", r.breached());
       if (r.counts() != null) {
         putNumber(o, "over_limit_share", r.counts().overLimitShare());
@@ -288,6 +322,10 @@ public final class RunMerge {
             + " percentiles of instances are never averaged");
     JSON.writeValue(out.resolve(ReportWriter.SUMMARY).toFile(), root);
     return new Result(stats, requests, rows.size(), judged, List.copyOf(basis));
+  }
+
+  private static String dir(List<Path> inputs) {
+    return inputs.get(0).toString();
   }
 
   private static String key(String phase, long limitNanos) {

@@ -28,6 +28,9 @@ final class SummaryJson {
     ReportInput in = m.in;
     ObjectNode root = JsonNodeFactory.instance.objectNode();
     root.put("v", 1);
+    if (in.api() != null) {
+      root.put("api", in.api().key());
+    }
     ObjectNode requests = root.putObject("requests");
     requests.put("sent", in.sent());
     requests.put("ok", in.ok());
@@ -52,12 +55,22 @@ final class SummaryJson {
     join.put("joined", m.stats.joinedCount());
     num(root, "achieved_rate", in.achievedRate());
     num(root, "request_throughput", m.requestThroughput);
-    num(root, "output_token_throughput", m.outputTokenThroughput);
-    root.put("total_output_tokens", m.outputTokens);
+    if (in.generates()) {
+      num(root, "output_token_throughput", m.outputTokenThroughput);
+      root.put("total_output_tokens", m.outputTokens);
+    } else {
+      // Nothing is generated: no output tokens, rather than zero of them.
+      root.putNull("output_token_throughput");
+      root.putNull("total_output_tokens");
+    }
     num(root, "duration_s", in.durationSeconds());
 
     ObjectNode phases = root.putObject("phases");
     for (String name : PhaseStats.NAMES) {
+      if (!in.applicable(name)) {
+        phases.putNull(name);
+        continue;
+      }
       PhaseStats.Summary s = m.stats.summary(name);
       ObjectNode p = phases.putObject(name);
       p.put("count", s.count());
@@ -67,9 +80,19 @@ final class SummaryJson {
       num(p, "max_ms", s.max());
       p.put("negative", m.stats.negativeCount(name));
     }
+    if (!in.notApplicable().isEmpty()) {
+      ObjectNode na = root.putObject("not_applicable");
+      ArrayNode names = na.putArray("phases");
+      in.notApplicable().forEach(names::add);
+      na.put("note", in.api().notApplicableReason() + "; these phases are null, never zero");
+    }
     ObjectNode negative = root.putObject("negative_envelopes");
     negative.put("network_envelope", m.stats.negativeCount("network_envelope"));
-    negative.put("ttft_envelope", m.stats.negativeCount("ttft_envelope"));
+    if (in.applicable("ttft_envelope")) {
+      negative.put("ttft_envelope", m.stats.negativeCount("ttft_envelope"));
+    } else {
+      negative.putNull("ttft_envelope");
+    }
     negative.put(
         "note",
         "a negative envelope is a boundary, unit or join error; kept in every quantile, not"
@@ -82,6 +105,12 @@ final class SummaryJson {
       o.put("phase", b.phase());
       num(o, "limit_ms", b.limitMs());
       num(o, "observed_ms", b.observedMs());
+      if (!b.applicable()) {
+        // Neither held nor breached: the run's API has no such phase.
+        o.putNull("breached");
+        o.put("not_applicable", b.notApplicable());
+        continue;
+      }
       o.put("breached", b.breached());
       if (b.counts() != null) {
         // Exact, as the proxy's /admin/stats: the share of values above the limit.
@@ -119,7 +148,7 @@ final class SummaryJson {
       ObjectNode ph = o.putObject("phases");
       for (String name : PhaseStats.NAMES) {
         PhaseStats.Summary sum = s.stats().summary(name);
-        if (sum.count() == 0) {
+        if (sum.count() == 0 || !in.applicable(name)) {
           continue; // itl is only known for the whole run
         }
         ObjectNode p = ph.putObject(name);

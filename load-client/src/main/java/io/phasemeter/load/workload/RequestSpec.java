@@ -7,15 +7,17 @@ import java.util.Objects;
 /**
  * One request to send: where, what, and what to expect back.
  *
+ * @param api the API it speaks, which decides how its answer is read
  * @param path request path, e.g. {@code /v1/completions}
  * @param body the JSON body
  * @param bucket low-cardinality length-bucket tag
  * @param promptTokens exact prompt tokens sent, or -1 for free text (usage is then not checked)
- * @param maxTokens completion tokens asked for
+ * @param maxTokens completion tokens asked for (0 for embeddings, which generate none)
  * @param stream whether the response is streamed (SSE)
  * @param headers extra request headers (e.g. the simulator's {@code x-sim-*}); never null
  */
 public record RequestSpec(
+    Api api,
     String path,
     Buffer body,
     String bucket,
@@ -25,13 +27,26 @@ public record RequestSpec(
     Map<String, String> headers) {
 
   public RequestSpec {
+    Objects.requireNonNull(api, "api");
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(body, "body");
     Objects.requireNonNull(bucket, "bucket");
     headers = headers == null ? Map.of() : Map.copyOf(headers);
   }
 
-  /** A request without extra headers. */
+  /** A request to {@code path}, read as the API of that path ({@link Api#ofPath}). */
+  public RequestSpec(
+      String path,
+      Buffer body,
+      String bucket,
+      int promptTokens,
+      int maxTokens,
+      boolean stream,
+      Map<String, String> headers) {
+    this(Api.ofPath(path), path, body, bucket, promptTokens, maxTokens, stream, headers);
+  }
+
+  /** A request without extra headers, read as the API of its path. */
   public RequestSpec(
       String path, Buffer body, String bucket, int promptTokens, int maxTokens, boolean stream) {
     this(path, body, bucket, promptTokens, maxTokens, stream, Map.of());
@@ -41,7 +56,7 @@ public record RequestSpec(
   public RequestSpec withHeaders(Map<String, String> extra) {
     java.util.HashMap<String, String> all = new java.util.HashMap<>(headers);
     all.putAll(extra);
-    return new RequestSpec(path, body, bucket, promptTokens, maxTokens, stream, all);
+    return new RequestSpec(api, path, body, bucket, promptTokens, maxTokens, stream, all);
   }
 
   /** Whether usage must match exactly ({@code promptTokens >= 0}). */

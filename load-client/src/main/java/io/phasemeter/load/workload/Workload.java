@@ -2,6 +2,7 @@ package io.phasemeter.load.workload;
 
 import com.fasterxml.jackson.core.io.JsonStringEncoder;
 import io.vertx.core.buffer.Buffer;
+import java.util.List;
 import java.util.Objects;
 import java.util.SplittableRandom;
 
@@ -10,7 +11,7 @@ import java.util.SplittableRandom;
  * on the order in which requests are built, so a run is reproducible from its seed even when
  * several threads build requests.
  *
- * <p>Two modes:
+ * <p>One mode per {@link Api}:
  *
  * <ul>
  *   <li>{@link #completions exact lengths}: {@code /v1/completions} with a prompt of pseudo-random
@@ -18,6 +19,12 @@ import java.util.SplittableRandom;
  *       {@code ignore_eos: true}, so the server must report exactly the asked-for usage.
  *   <li>{@link #chat free text}: {@code /v1/chat/completions} with one short user message; lengths
  *       are up to the model, and usage is not checked ({@code promptTokens = -1}).
+ *   <li>{@link #responses free text}: {@code /v1/responses} with the chat prompt as {@code input}
+ *       and {@code max_output_tokens}; as for chat, neither length is exact nor checked (the API
+ *       has no {@code min_tokens} or {@code ignore_eos}).
+ *   <li>{@link #embeddings exact input}: {@code /v1/embeddings} with token ids as {@code input}, so
+ *       the server must report exactly the tokens sent as {@code usage.prompt_tokens}; never
+ *       streamed, and nothing is generated.
  * </ul>
  *
  * Immutable and thread-safe.
@@ -35,23 +42,22 @@ public final class Workload {
   };
 
   private final String model;
+  private final Api api;
   private final Mix mix;
   private final boolean stream;
   private final long seed;
-  private final boolean chat;
-  private final int chatMaxTokens;
+  private final int maxTokens;
 
-  private Workload(
-      String model, Mix mix, boolean stream, long seed, boolean chat, int chatMaxTokens) {
+  private Workload(String model, Api api, Mix mix, boolean stream, long seed, int maxTokens) {
     if (model == null || model.isBlank()) {
       throw new IllegalArgumentException("--model must not be empty");
     }
     this.model = model;
+    this.api = api;
     this.mix = mix;
     this.stream = stream;
     this.seed = seed;
-    this.chat = chat;
-    this.chatMaxTokens = chatMaxTokens;
+    this.maxTokens = maxTokens;
   }
 
   /** Exact-length requests of one profile. */
@@ -61,39 +67,73 @@ public final class Workload {
 
   /** Exact-length requests drawn from a weighted mix of shapes. */
   public static Workload completions(String model, Mix mix, boolean stream, long seed) {
-    return new Workload(model, Objects.requireNonNull(mix, "mix"), stream, seed, false, 0);
+    return new Workload(
+        model, Api.COMPLETIONS, Objects.requireNonNull(mix, "mix"), stream, seed, 0);
   }
 
   /** Free-text chat requests asking for up to {@code maxTokens}; bucket tag {@code chat}. */
   public static Workload chat(String model, int maxTokens, boolean stream, long seed) {
+    return new Workload(model, Api.CHAT, null, stream, seed, atLeastOne(maxTokens));
+  }
+
+  /**
+   * Free-text Responses API requests ({@code input}: the chat prompt) asking for up to {@code
+   * maxOutputTokens}; bucket tag {@code responses}.
+   */
+  public static Workload responses(String model, int maxOutputTokens, boolean stream, long seed) {
+    return new Workload(model, Api.RESPONSES, null, stream, seed, atLeastOne(maxOutputTokens));
+  }
+
+  /**
+   * Embeddings of token-id inputs whose lengths are drawn from {@code mix}; the output half of each
+   * shape is not used. Bucket tag: the input length ({@code 4k}, {@code 1000}).
+   */
+  public static Workload embeddings(String model, Mix mix, long seed) {
+    return new Workload(model, Api.EMBEDDINGS, Objects.requireNonNull(mix, "mix"), false, seed, 0);
+  }
+
+  /** Embeddings of token-id inputs of exactly {@code inputTokens}. */
+  public static Workload embeddings(String model, int inputTokens, long seed) {
+    if (inputTokens < 1) {
+      throw new IllegalArgumentException("--input-tokens must be at least 1, got " + inputTokens);
+    }
+    return embeddings(
+        model, new Mix(List.of(new Mix.Entry(inputTokens, 0, 1.0, Mix.tokens(inputTokens)))), seed);
+  }
+
+  private static int atLeastOne(int maxTokens) {
     if (maxTokens < 1) {
       throw new IllegalArgumentException("--output-tokens must be at least 1, got " + maxTokens);
     }
-    return new Workload(model, null, stream, seed, true, maxTokens);
+    return maxTokens;
+  }
+
+  /** The API these requests speak. */
+  public Api api() {
+    return api;
   }
 
   /** Request number {@code seq}. */
   public RequestSpec request(long seq) {
     SplittableRandom rng = new SplittableRandom(mix64(seed ^ mix64(seq)));
-    return chat ? chatRequest(seq, rng) : completionRequest(rng);
+    return switch (api) {
+      case CHAT -> chatRequest(seq, rng);
+      case RESPONSES -> responsesRequest(seq, rng);
+      case EMBEDDINGS -> embeddingsRequest(rng);
+      case COMPLETIONS -> completionRequest(rng);
+    };
   }
 
   private RequestSpec completionRequest(SplittableRandom rng) {
     Mix.Entry shape = mix.pick(rng.nextDouble());
     int in = shape.inputTokens();
     int out = shape.outputTokens();
-    // Each id is at most 5 digits and a comma.
     StringBuilder sb = new StringBuilder(in * 6 + 256);
     sb.append("{\"model\":");
     appendString(sb, model);
-    sb.append(",\"prompt\":[");
-    for (int i = 0; i < in; i++) {
-      if (i > 0) {
-        sb.append(',');
-      }
-      sb.append(rng.nextInt(MIN_TOKEN_ID, MAX_TOKEN_ID + 1));
-    }
-    sb.append("],\"max_tokens\":")
+    sb.append(",\"prompt\":");
+    appendTokenIds(sb, in, rng);
+    sb.append(",\"max_tokens\":")
         .append(out)
         .append(",\"min_tokens\":")
         .append(out)
@@ -102,23 +142,67 @@ public final class Workload {
     appendStreamOptions(sb);
     sb.append('}');
     return new RequestSpec(
-        "/v1/completions", Buffer.buffer(sb.toString()), shape.bucket(), in, out, stream);
+        api, api.path(), Buffer.buffer(sb.toString()), shape.bucket(), in, out, stream, null);
   }
 
   private RequestSpec chatRequest(long seq, SplittableRandom rng) {
-    String topic = TOPICS[rng.nextInt(TOPICS.length)];
-    // The request number keeps prompts distinct, so a prefix cache serves only the shared start.
-    String content = "Request " + seq + ": write a short paragraph about " + topic + ".";
+    String content = prompt(seq, rng);
     StringBuilder sb = new StringBuilder(256);
     sb.append("{\"model\":");
     appendString(sb, model);
     sb.append(",\"messages\":[{\"role\":\"user\",\"content\":");
     appendString(sb, content);
-    sb.append("}],\"max_tokens\":").append(chatMaxTokens).append(",\"stream\":").append(stream);
+    sb.append("}],\"max_tokens\":").append(maxTokens).append(",\"stream\":").append(stream);
     appendStreamOptions(sb);
     sb.append('}');
     return new RequestSpec(
-        "/v1/chat/completions", Buffer.buffer(sb.toString()), "chat", -1, chatMaxTokens, stream);
+        api, api.path(), Buffer.buffer(sb.toString()), "chat", -1, maxTokens, stream, null);
+  }
+
+  private RequestSpec responsesRequest(long seq, SplittableRandom rng) {
+    StringBuilder sb = new StringBuilder(256);
+    sb.append("{\"model\":");
+    appendString(sb, model);
+    sb.append(",\"input\":");
+    appendString(sb, prompt(seq, rng));
+    // Usage comes in response.completed: the Responses API has no stream_options.
+    sb.append(",\"max_output_tokens\":").append(maxTokens).append(",\"stream\":").append(stream);
+    sb.append('}');
+    return new RequestSpec(
+        api, api.path(), Buffer.buffer(sb.toString()), "responses", -1, maxTokens, stream, null);
+  }
+
+  private RequestSpec embeddingsRequest(SplittableRandom rng) {
+    int in = mix.pick(rng.nextDouble()).inputTokens();
+    StringBuilder sb = new StringBuilder(in * 6 + 64);
+    sb.append("{\"model\":");
+    appendString(sb, model);
+    sb.append(",\"input\":");
+    appendTokenIds(sb, in, rng);
+    sb.append('}');
+    return new RequestSpec(
+        api, api.path(), Buffer.buffer(sb.toString()), Mix.tokens(in), in, 0, false, null);
+  }
+
+  /**
+   * The free-text prompt of request {@code seq}: the request number keeps prompts distinct, so a
+   * prefix cache serves only the shared start.
+   */
+  private static String prompt(long seq, SplittableRandom rng) {
+    String topic = TOPICS[rng.nextInt(TOPICS.length)];
+    return "Request " + seq + ": write a short paragraph about " + topic + ".";
+  }
+
+  /** {@code n} pseudo-random token ids as a JSON array; each id is at most 5 digits and a comma. */
+  private static void appendTokenIds(StringBuilder sb, int n, SplittableRandom rng) {
+    sb.append('[');
+    for (int i = 0; i < n; i++) {
+      if (i > 0) {
+        sb.append(',');
+      }
+      sb.append(rng.nextInt(MIN_TOKEN_ID, MAX_TOKEN_ID + 1));
+    }
+    sb.append(']');
   }
 
   private void appendStreamOptions(StringBuilder sb) {

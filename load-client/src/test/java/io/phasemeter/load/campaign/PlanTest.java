@@ -3,6 +3,7 @@ package io.phasemeter.load.campaign;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.phasemeter.load.workload.Api;
 import java.nio.file.Path;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
@@ -51,5 +52,29 @@ class PlanTest {
         .hasMessageStartingWith("a.yaml: key 'concurrency' give concurrency levels, rates");
     assertThatThrownBy(() -> Plan.parse(base + "rates: [0]\n", "a.yaml"))
         .hasMessageStartingWith("a.yaml: key 'rates' every rate must be a positive number");
+  }
+
+  @Test
+  void apiIsCompletionsUnlessTheCampaignSaysOtherwise() {
+    String base = "model: m\nduration: 1s\nprofiles: [doc-qa]\nconcurrency: [1]\n";
+    Plan plain = Plan.parse(base, "a.yaml");
+    assertThat(plain.api()).isEqualTo(Api.COMPLETIONS);
+    assertThat(plain.stream()).isTrue();
+    Plan responses = Plan.parse(base + "api: responses\nstream: false\n", "a.yaml");
+    assertThat(responses.api()).isEqualTo(Api.RESPONSES);
+    assertThat(responses.stream()).isFalse();
+    assertThat(Plan.parse(base + "api: chat\n", "a.yaml").stream()).isTrue();
+    // Embeddings never stream: off by default, refused when asked for.
+    Plan embeddings = Plan.parse(base + "api: embeddings\n", "a.yaml");
+    assertThat(embeddings.api()).isEqualTo(Api.EMBEDDINGS);
+    assertThat(embeddings.stream()).isFalse();
+    assertThatThrownBy(() -> Plan.parse(base + "api: embeddings\nstream: true\n", "a.yaml"))
+        .hasMessage("a.yaml: key 'stream' cannot be true with api: embeddings (never streamed)");
+    assertThatThrownBy(() -> Plan.parse(base + "api: response\n", "plans/a.yaml"))
+        .hasMessage(
+            "plans/a.yaml: key 'api' must be one of chat, completions, responses, embeddings,"
+                + " got 'response'");
+    assertThatThrownBy(() -> Plan.parse(base + "api: [chat]\n", "a.yaml"))
+        .hasMessage("a.yaml: key 'api' must be a single value");
   }
 }

@@ -92,4 +92,55 @@ public class JoinerTest {
             client(PREFIX + "0000000000000009", 10), record(PREFIX + "0000000000000009", 12.5));
     assertThat(p.networkEnvelopeMs()).isEqualTo(-2.5);
   }
+
+  @Test
+  void recordsOfEveryApiJoinOnTheTraceIdAlone() {
+    List<Pair> formed = new ArrayList<>();
+    Joiner j = new Joiner(PREFIX, 100, formed::add);
+    String[][] apis = {
+      {"/v1/chat/completions", "chat"},
+      {"/v1/completions", null},
+      {"/v1/responses", "responses"},
+      {"/v1/embeddings", "embeddings"}
+    };
+    for (int i = 0; i < apis.length; i++) {
+      String id = PREFIX + String.format("%016x", i + 1);
+      ServerRecord base = record(id, 10);
+      boolean embeddings = "embeddings".equals(apis[i][1]);
+      ServerRecord r =
+          new ServerRecord(
+              id,
+              base.model(),
+              base.pool(),
+              !embeddings,
+              200,
+              "success",
+              10,
+              embeddings ? null : base.serverTtftMs(),
+              base.phasesMs(),
+              base.unattributedMs(),
+              null,
+              7L,
+              embeddings ? null : 8L,
+              true,
+              null,
+              false,
+              apis[i][0],
+              apis[i][1]);
+      if (i % 2 == 0) {
+        j.record(r);
+        j.client(client(id, 12));
+      } else {
+        j.client(client(id, 12));
+        j.record(r);
+      }
+    }
+    assertThat(formed).hasSize(4).allMatch(Pair::joined);
+    assertThat(formed.stream().map(p -> p.server().route()))
+        .containsExactly(
+            "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings");
+    assertThat(formed.get(3).networkEnvelopeMs()).isEqualTo(2.0);
+    // No server TTFT: no TTFT envelope, not a made-up one.
+    assertThat(formed.get(3).ttftEnvelopeMs()).isNaN();
+  }
 }

@@ -98,4 +98,86 @@ class WorkloadTest {
         Workload.chat("m", 4, false, 1).request(0).withHeaders(Map.of("x-sim-ttft-ms", "5"));
     assertThat(spec.headers()).containsEntry("x-sim-ttft-ms", "5");
   }
+
+  @Test
+  void responsesSendTheChatPromptAsInputAndAskForMaxOutputTokens() throws Exception {
+    Workload w = Workload.responses("m", 32, true, 3);
+    RequestSpec spec = w.request(12);
+    assertThat(spec.api()).isEqualTo(Api.RESPONSES);
+    assertThat(spec.path()).isEqualTo("/v1/responses");
+    assertThat(spec.promptTokens()).isEqualTo(-1);
+    assertThat(spec.exactLengths()).isFalse();
+    assertThat(spec.maxTokens()).isEqualTo(32);
+    assertThat(spec.bucket()).isEqualTo("responses");
+    JsonNode body = JSON.readTree(spec.body().getBytes());
+    assertThat(body.get("model").asText()).isEqualTo("m");
+    // The same text chat sends as its message.
+    String chat =
+        JSON.readTree(Workload.chat("m", 32, true, 3).request(12).body().getBytes())
+            .get("messages")
+            .get(0)
+            .get("content")
+            .asText();
+    assertThat(body.get("input").asText()).isEqualTo(chat).startsWith("Request 12: ");
+    assertThat(body.get("max_output_tokens").asInt()).isEqualTo(32);
+    assertThat(body.get("stream").asBoolean()).isTrue();
+    // Usage comes with response.completed; there is no stream_options, no max_tokens.
+    assertThat(body.has("stream_options")).isFalse();
+    assertThat(body.has("max_tokens")).isFalse();
+    assertThat(
+            JSON.readTree(Workload.responses("m", 32, false, 3).request(0).body().getBytes())
+                .get("stream")
+                .asBoolean())
+        .isFalse();
+  }
+
+  @Test
+  void embeddingsSendTokenIdsOfExactLengthAndNeverStream() throws Exception {
+    RequestSpec spec = Workload.embeddings("m", Mix.of(Profile.SINGLE_1K), 5).request(0);
+    assertThat(spec.api()).isEqualTo(Api.EMBEDDINGS);
+    assertThat(spec.path()).isEqualTo("/v1/embeddings");
+    assertThat(spec.promptTokens()).isEqualTo(1024);
+    assertThat(spec.exactLengths()).isTrue();
+    assertThat(spec.maxTokens()).isZero();
+    assertThat(spec.stream()).isFalse();
+    assertThat(spec.bucket()).isEqualTo("1k");
+    JsonNode body = JSON.readTree(spec.body().getBytes());
+    assertThat(body.get("model").asText()).isEqualTo("m");
+    assertThat(body.get("input").size()).isEqualTo(1024);
+    for (JsonNode id : body.get("input")) {
+      assertThat(id.asInt()).isBetween(Workload.MIN_TOKEN_ID, Workload.MAX_TOKEN_ID);
+    }
+    assertThat(body.size()).as(body.toString()).isEqualTo(2);
+
+    RequestSpec custom = Workload.embeddings("m", 1000, 5).request(1);
+    assertThat(custom.promptTokens()).isEqualTo(1000);
+    assertThat(custom.bucket()).isEqualTo("1000");
+    Workload mix = Workload.embeddings("m", Mix.parse("1k:1=1,2k:1=1"), 5);
+    Set<String> buckets = new HashSet<>();
+    for (long seq = 0; seq < 50; seq++) {
+      buckets.add(mix.request(seq).bucket());
+    }
+    assertThat(buckets).containsExactlyInAnyOrder("1k", "2k");
+  }
+
+  @Test
+  void theApiOfAPathIsTheOneThatServesIt() {
+    for (Api a : Api.values()) {
+      assertThat(Api.ofPath(a.path())).isEqualTo(a);
+      assertThat(Api.parse("--api", a.key().toUpperCase(java.util.Locale.ROOT))).isEqualTo(a);
+    }
+    assertThat(Api.ofPath("/other")).isEqualTo(Api.COMPLETIONS);
+    assertThat(new RequestSpec("/v1/chat/completions", spec0(), "b", -1, 1, true).api())
+        .isEqualTo(Api.CHAT);
+    assertThat(Api.EMBEDDINGS.notApplicable())
+        .containsExactly("client_ttft", "ttft_envelope", "server_ttft", "tpot", "itl");
+    assertThat(Api.RESPONSES.notApplicable()).isEmpty();
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Api.parse("--api", "completion"))
+        .hasMessage(
+            "--api must be one of chat, completions, responses, embeddings, got 'completion'");
+  }
+
+  private static io.vertx.core.buffer.Buffer spec0() {
+    return io.vertx.core.buffer.Buffer.buffer("{}");
+  }
 }

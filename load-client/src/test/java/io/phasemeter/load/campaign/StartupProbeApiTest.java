@@ -1,0 +1,92 @@
+package io.phasemeter.load.campaign;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.phasemeter.load.workload.Api;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpServer;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code --start-cmd}'s first answer is asked of the campaign's API: a server of an embedding model
+ * answers no completion, and one that serves only the Responses API is ready all the same.
+ */
+class StartupProbeApiTest {
+  @TempDir Path dir;
+
+  private Vertx vertx;
+  private HttpServer server;
+  private final List<String> asked = new CopyOnWriteArrayList<>();
+
+  /** Paths answered 200; every other POST gets 404, as a server without that route. */
+  private volatile Set<String> serves = Set.of();
+
+  @BeforeEach
+  void start() throws Exception {
+    vertx = Vertx.vertx();
+    server =
+        vertx
+            .createHttpServer()
+            .requestHandler(
+                req -> {
+                  asked.add(req.method() + " " + req.path());
+                  boolean ok = req.path().equals("/health") || serves.contains(req.path());
+                  req.response().setStatusCode(ok ? 200 : 404).end("{}");
+                })
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+  }
+
+  @AfterEach
+  void stop() throws Exception {
+    vertx.close().await(10, TimeUnit.SECONDS);
+  }
+
+  private StartupProbe.Start probe(Api api) throws Exception {
+    StartupProbe probe =
+        new StartupProbe(
+            "sleep 30",
+            null,
+            URI.create("http://127.0.0.1:" + server.actualPort()),
+            "m",
+            api,
+            Duration.ofSeconds(3),
+            dir,
+            new PrintWriter(new StringWriter(), true));
+    List<StartupProbe.Start> starts = new ArrayList<>();
+    StartupProbe.Launched launched = probe.measure(1, starts);
+    StartupProbe.stop(launched.process());
+    return starts.get(starts.size() - 1);
+  }
+
+  @Test
+  void eachApiIsAskedOnItsOwnPath() throws Exception {
+    serves = Set.of("/v1/embeddings");
+    assertThat(probe(Api.EMBEDDINGS).error()).isNull();
+    assertThat(asked).contains("POST /v1/embeddings").doesNotContain("POST /v1/completions");
+
+    asked.clear();
+    serves = Set.of("/v1/responses");
+    assertThat(probe(Api.RESPONSES).error()).isNull();
+    assertThat(asked).contains("POST /v1/responses");
+
+    asked.clear();
+    serves = Set.of("/v1/completions");
+    assertThat(probe(Api.COMPLETIONS).error()).isNull();
+    assertThat(probe(Api.CHAT).error()).isNull();
+    assertThat(asked).contains("POST /v1/completions").doesNotContain("POST /v1/responses");
+  }
+}
