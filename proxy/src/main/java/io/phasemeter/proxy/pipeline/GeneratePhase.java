@@ -119,6 +119,8 @@ final class GeneratePhase {
   private final BodyBudget bodies;
   // limits.max_body_bytes: a streamed pass-through's bound when its route sets none.
   private final long maxBodyBytes;
+  // limits.receive_timeout: how long a streamed upload may send nothing.
+  private final long receiveTimeoutNanos;
 
   /**
    * {@code gatewayOwnsCredentials}: with auth enabled the client's key is the gateway's, so it is
@@ -130,9 +132,11 @@ final class GeneratePhase {
       boolean gatewayOwnsCredentials,
       io.phasemeter.proxy.config.ProxyConfig.Forwarded forwarded,
       BodyBudget bodies,
-      long maxBodyBytes) {
+      long maxBodyBytes,
+      java.time.Duration receiveTimeout) {
     this.bodies = bodies;
     this.maxBodyBytes = maxBodyBytes;
+    this.receiveTimeoutNanos = receiveTimeout.toNanos();
     this.vertx = vertx;
     this.propagator = propagator;
     this.gatewayOwnsCredentials = gatewayOwnsCredentials;
@@ -176,6 +180,11 @@ final class GeneratePhase {
     // A streamed pass-through took the first of the client's body bytes: it cannot be sent again.
     private boolean bodyTaken;
     private boolean uploadEnded;
+    // A streamed upload counts against limits.max_concurrent_uploads while it runs, and fails as
+    // request_timeout after limits.receive_timeout without a byte from the client.
+    private boolean uploading;
+    private long lastUploadActivity;
+    private long uploadTimer = -1;
     private boolean sawTerminal;
     // Made once: a method reference written at the call would be a new object per chunk.
     private final Consumer<SseEvent> eventSink = this::onEvent;
@@ -241,7 +250,9 @@ final class GeneratePhase {
       span.setAttribute(SpanAttributes.SERVER_PORT, (long) host.address().port());
       HttpMethod method = ctx.request() == null ? HttpMethod.POST : ctx.request().method();
       String path = ctx.upstreamPath();
-      (fresh ? pool.openFresh(host, method, path) : pool.open(host, method, path))
+      (fresh
+              ? pool.openFresh(host, method, path)
+              : pool.open(host, method, path, ctx.route().takesSlot()))
           .onComplete(
               ar -> {
                 if (ar.failed()) {
@@ -279,7 +290,10 @@ final class GeneratePhase {
                   // A third party learns nothing of the client's address or this host's name.
                   forwarded.apply(ctx.request(), headers, trusted);
                 }
-                if (pool.apiKey() != null) {
+                // The operator's key for an external provider goes only where a route sends it: a
+                // pass-through carries it only when its route names the pool, so that no client
+                // reaches the provider's other endpoints (files, batches) with it.
+                if (pool.apiKey() != null && (!raw || ctx.route().pool() != null)) {
                   headers.set("authorization", "Bearer " + pool.apiKey());
                 }
                 if (!raw) {
@@ -317,6 +331,27 @@ final class GeneratePhase {
      */
     private Future<HttpClientResponse> sendStreamed(HttpClientRequest request) {
       HttpServerRequest in = ctx.request();
+      if (in.isEnded()) {
+        // A resend (another upstream, or a fresh connection) of a request whose body had ended
+        // before a byte of it was taken: there was none. (One that had sent bytes is never
+        // resent.)
+        return request.send();
+      }
+      if (!uploading) {
+        if (!bodies.startUpload()) {
+          ctx.response().putHeader("connection", "close");
+          fail(
+              ProxyFailure.retryAfter(
+                  ProxyFailure.Kind.OVERLOADED,
+                  "The proxy is overloaded: too many request bodies are being received at once."
+                      + " Please retry shortly.",
+                  1));
+          return Future.failedFuture(ProxyFailure.of(ProxyFailure.Kind.OVERLOADED, "overloaded"));
+        }
+        uploading = true;
+        lastUploadActivity = ctx.now();
+        armUploadIdle();
+      }
       long declared = ctx.declaredBodyBytes();
       if (declared >= 0) {
         request.putHeader("content-length", Long.toString(declared));
@@ -336,6 +371,7 @@ final class GeneratePhase {
             sent[0] += chunk.length();
             bodyTaken = true;
             lastActivity = ctx.now();
+            lastUploadActivity = lastActivity;
             if (sent[0] > limit) {
               ctx.response().putHeader("connection", "close");
               fail(
@@ -357,6 +393,7 @@ final class GeneratePhase {
             }
             ctx.uploaded(sent[0]);
             uploadEnded = true;
+            endUpload();
             span.addEvent("request.body.sent", Attributes.of(REQUEST_BODY_BYTES, sent[0]));
             request.end();
           });
@@ -367,6 +404,41 @@ final class GeneratePhase {
                       ProxyFailure.Kind.CLIENT_CANCELLED, "The request body was not received.")));
       in.resume();
       return request.response();
+    }
+
+    private void armUploadIdle() {
+      uploadTimer =
+          vertx.setTimer(
+              Math.max(1, (lastUploadActivity + receiveTimeoutNanos - ctx.now()) / 1_000_000),
+              id -> {
+                uploadTimer = -1;
+                if (over || uploadEnded) {
+                  return;
+                }
+                if (ctx.now() - lastUploadActivity >= receiveTimeoutNanos) {
+                  ctx.response().putHeader("connection", "close");
+                  fail(
+                      ProxyFailure.of(
+                          ProxyFailure.Kind.REQUEST_TIMEOUT,
+                          "The request body sent nothing for "
+                              + receiveTimeoutNanos / 1_000_000
+                              + " ms."));
+                } else {
+                  armUploadIdle();
+                }
+              });
+    }
+
+    /** The streamed upload is over (ended, or the exchange is): its place is given back once. */
+    private void endUpload() {
+      if (uploading) {
+        uploading = false;
+        bodies.endUpload();
+      }
+      if (uploadTimer >= 0) {
+        vertx.cancelTimer(uploadTimer);
+        uploadTimer = -1;
+      }
     }
 
     /**
@@ -516,34 +588,28 @@ final class GeneratePhase {
 
     private void onFullBody(Buffer body) {
       long at = ctx.now();
+      boolean malformed;
       if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
         ResponseEvent r = ResponseEvent.inspectBody(body);
-        if (r.kind() == ResponseEvent.Kind.MALFORMED) {
-          fail(
-              ProxyFailure.of(
-                  ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                  "The upstream's response is not valid JSON."));
-          return;
-        }
+        malformed = r.kind() == ResponseEvent.Kind.MALFORMED;
         takeUsage(r);
         if (r.kind() == ResponseEvent.Kind.FAILED) {
           upstreamErrorType = r.errorType();
         }
-        ctx.answered(body, upstreamResponse.getHeader("content-type"));
-        complete(at);
-        return;
+      } else {
+        StreamChunk chunk = StreamChunk.inspect(body);
+        malformed = chunk.kind() == StreamChunk.Kind.MALFORMED;
+        takeUsage(chunk);
+        if (chunk.kind() == StreamChunk.Kind.ERROR) {
+          upstreamErrorType = chunk.errorType();
+        }
       }
-      StreamChunk chunk = StreamChunk.inspect(body);
-      if (chunk.kind() == StreamChunk.Kind.MALFORMED) {
+      if (malformed) {
         fail(
             ProxyFailure.of(
                 ProxyFailure.Kind.UPSTREAM_MALFORMED,
                 "The upstream's response is not valid JSON."));
         return;
-      }
-      takeUsage(chunk);
-      if (chunk.kind() == StreamChunk.Kind.ERROR) {
-        upstreamErrorType = chunk.errorType();
       }
       ctx.answered(body, upstreamResponse.getHeader("content-type"));
       complete(at);
@@ -576,23 +642,7 @@ final class GeneratePhase {
               return;
             }
             if (!over && out.writeQueueFull()) {
-              // The client is slow, not the upstream: the idle clock now watches the client.
-              resp.pause();
-              pausedSince = ctx.now();
-              if (clientWriteNanos < idleNanos) {
-                // The next idle check may be far off: the client's clock is the shorter one.
-                if (idleTimer >= 0) {
-                  vertx.cancelTimer(idleTimer);
-                }
-                idleTimer =
-                    vertx.setTimer(Math.max(1, clientWriteNanos / 1_000_000), id -> checkIdle());
-              }
-              out.drainHandler(
-                  v -> {
-                    pausedSince = -1;
-                    lastActivity = ctx.now();
-                    resp.resume();
-                  });
+              waitForClient(resp, out);
             }
           });
       resp.endHandler(
@@ -750,17 +800,32 @@ final class GeneratePhase {
             lastActivity = ctx.now();
             out.write(chunk);
             if (out.writeQueueFull()) {
-              resp.pause();
-              pausedSince = ctx.now();
-              out.drainHandler(
-                  v -> {
-                    pausedSince = -1;
-                    lastActivity = ctx.now();
-                    resp.resume();
-                  });
+              waitForClient(resp, out);
             }
           });
       resp.endHandler(v -> complete(ctx.now()));
+    }
+
+    /**
+     * The client is slow, not the upstream: the upstream is paused until the client's socket
+     * drains, and the idle clock watches the client ({@code timeouts.client_write}) meanwhile.
+     */
+    private void waitForClient(HttpClientResponse resp, HttpServerResponse out) {
+      resp.pause();
+      pausedSince = ctx.now();
+      if (clientWriteNanos < idleNanos) {
+        // The next idle check may be far off: the client's clock is the shorter one.
+        if (idleTimer >= 0) {
+          vertx.cancelTimer(idleTimer);
+        }
+        idleTimer = vertx.setTimer(Math.max(1, clientWriteNanos / 1_000_000), id -> checkIdle());
+      }
+      out.drainHandler(
+          v -> {
+            pausedSince = -1;
+            lastActivity = ctx.now();
+            resp.resume();
+          });
     }
 
     private void takeUsage(StreamChunk chunk) {
@@ -845,6 +910,7 @@ final class GeneratePhase {
 
     private void stopTimers() {
       cancelFirstTokenTimer();
+      endUpload();
       if (idleTimer >= 0) {
         vertx.cancelTimer(idleTimer);
         idleTimer = -1;

@@ -126,7 +126,8 @@ public final class Pipeline {
             config.auth().enabled(),
             config.forwarded(),
             bodyBudget,
-            config.limits().maxBodyBytes());
+            config.limits().maxBodyBytes(),
+            config.limits().receiveTimeout());
     this.write = new WritePhase(vertx);
     this.routes = new RouteTable(config.routes());
     this.modelsBody = modelsBody(config);

@@ -15,7 +15,9 @@ import java.util.Map;
 public final class RouteTable {
   /**
    * vLLM's administrative and development endpoints, and its own metrics and health: never on the
-   * public listener unless a route in proxy.yaml allows one (for admin keys, say).
+   * public listener unless a route in proxy.yaml allows one (for admin keys, say). Each is denied
+   * as a prefix of the path's characters, not only as a whole path: vLLM serves its metrics for
+   * every path that starts with {@code /metrics} ({@code /metrics/x}, {@code /metrics.txt}).
    */
   static final List<String> DENIED =
       List.of(
@@ -42,7 +44,11 @@ public final class RouteTable {
           "/v1/unload_lora_adapter",
           "/update_weights",
           "/init_weight_transfer_engine",
-          "/get_world_size");
+          "/get_world_size",
+          // SageMaker's: /invocations runs any generation with no slot or token count, and
+          // /adapters loads and unloads LoRA adapters.
+          "/invocations",
+          "/adapters");
 
   /** The built-in table, after any routes of proxy.yaml. */
   public static final List<ProxyConfig.Route> DEFAULTS = defaults();
@@ -56,28 +62,40 @@ public final class RouteTable {
   public RouteTable(List<ProxyConfig.Route> configured) {
     // Configured routes come first and win, so they are all matched by pattern, in order; the
     // defaults' exact paths go to a map, looked up after them.
+    ApiRoute configuredCatchAll = null;
     for (ProxyConfig.Route r : configured) {
       ApiRoute route = resolve(r);
       routes.add(route);
-      patterns.add(new Entry(r.path(), route));
+      if (r.path().equals("/**")) {
+        // A configured catch-all replaces the built-in one (matched last, after the built-in
+        // routes): {path: /**, handler: deny} turns the table into an allowlist.
+        configuredCatchAll = configuredCatchAll == null ? route : configuredCatchAll;
+      } else {
+        patterns.add(new Entry(r.path(), route));
+      }
     }
     int firstDefault = patterns.size();
     ApiRoute last = null;
     for (ProxyConfig.Route r : DEFAULTS) {
       ApiRoute route = resolve(r);
       routes.add(route);
-      if (r.path().contains("{") || r.path().contains("**")) {
+      if (r.path().equals("/**")) {
+        last = route;
+      } else if (r.path().contains("{") || r.path().contains("**")) {
         patterns.add(new Entry(r.path(), route));
       } else {
         exact.putIfAbsent(r.path(), route);
       }
-      last = route;
+      if (route.api() == ApiRoute.Api.DENY && deny == null) {
+        deny = route;
+      }
     }
-    this.catchAll = last;
+    this.catchAll = configuredCatchAll != null ? configuredCatchAll : last;
     this.configuredCount = firstDefault;
   }
 
   private final int configuredCount;
+  private ApiRoute deny;
 
   /** The route for a normalised path ({@link PathNormalizer}); never null (the catch-all). */
   public ApiRoute match(String path) {
@@ -95,6 +113,11 @@ public final class RouteTable {
       Entry e = patterns.get(i);
       if (e.matches(path)) {
         return e.route;
+      }
+    }
+    for (String denied : DENIED) {
+      if (path.startsWith(denied)) {
+        return deny;
       }
     }
     return catchAll;

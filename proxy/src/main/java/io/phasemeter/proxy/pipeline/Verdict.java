@@ -63,6 +63,11 @@ record Verdict(Outcome outcome, String errorType, Answer answer, ProxyFailure fa
     if (f.kind() == ProxyFailure.Kind.CLIENT_STALLED && !closed) {
       return new Verdict(Outcome.CANCELLED, f.kind().code(), Answer.CLOSE, f);
     }
+    if (ctx.relaysRaw() && ctx.response().headWritten() && !closed && !ctx.isCancelled()) {
+      // A relayed body cut short cannot be finished: an error event appended to it would make a
+      // corrupt body look whole. The connection is closed, so the client sees it was cut.
+      return new Verdict(f.kind().outcome(), f.kind().code(), Answer.CLOSE, f);
+    }
     if (ctx.isCancelled() || f.kind() == ProxyFailure.Kind.CLIENT_CANCELLED || closed) {
       String type =
           ctx.cancelledByShutdown()
@@ -75,6 +80,7 @@ record Verdict(Outcome outcome, String errorType, Answer answer, ProxyFailure fa
 
   /** Whether the phases the failure interrupted are marked as errors (not the client's doing). */
   boolean marksError() {
-    return answer == Answer.ERROR && outcome != Outcome.CLIENT_ERROR;
+    return (answer == Answer.ERROR || (answer == Answer.CLOSE && outcome != Outcome.CANCELLED))
+        && outcome != Outcome.CLIENT_ERROR;
   }
 }

@@ -37,6 +37,10 @@ public final class UpstreamPool implements MeterBinder {
   private final Vertx vertx;
   private final List<UpstreamHost> hosts = new ArrayList<>();
   private final HttpClientAgent client;
+  // Requests that hold no slot (pass-throughs such as /tokenize or any path the route table does
+  // not know) get connections of their own, so that however many of them wait, the slots' requests
+  // always find a connection.
+  private final HttpClientAgent unslottedClient;
   private final HttpClientAgent healthClient;
   private final String apiKey;
   private final AtomicInteger next = new AtomicInteger();
@@ -79,6 +83,10 @@ public final class UpstreamPool implements MeterBinder {
             .setMaxHeaderSize(32768);
     PoolOptions pool = new PoolOptions().setHttp1MaxSize(config.slots() + 8);
     this.client = vertx.createHttpClient(options, pool);
+    this.unslottedClient =
+        vertx.createHttpClient(
+            new HttpClientOptions(options),
+            new PoolOptions().setHttp1MaxSize(UNSLOTTED_CONNECTIONS));
     this.healthClient =
         vertx.createHttpClient(
             new HttpClientOptions(options).setKeepAlive(true),
@@ -186,10 +194,23 @@ public final class UpstreamPool implements MeterBinder {
 
   /** As {@link #open(UpstreamHost, String)}, for a request of {@code method}. */
   public Future<HttpClientRequest> open(UpstreamHost host, HttpMethod method, String path) {
+    return open(host, method, path, true);
+  }
+
+  /**
+   * As {@link #open(UpstreamHost, String)}, for a request of {@code method}; {@code slotted}: the
+   * request holds one of the pool's slots (else it goes out on the connections kept apart for
+   * requests that hold none, at most {@value #UNSLOTTED_CONNECTIONS} per upstream).
+   */
+  public Future<HttpClientRequest> open(
+      UpstreamHost host, HttpMethod method, String path, boolean slotted) {
     RequestOptions options = options(host.address(), method, path);
     host.started();
-    return client.request(options);
+    return (slotted ? client : unslottedClient).request(options);
   }
+
+  /** Connections per upstream for requests that hold no slot. */
+  public static final int UNSLOTTED_CONNECTIONS = 32;
 
   private static RequestOptions options(
       ProxyConfig.Upstream upstream, HttpMethod method, String path) {
@@ -376,6 +397,6 @@ public final class UpstreamPool implements MeterBinder {
     if (healthTimer >= 0) {
       vertx.cancelTimer(healthTimer);
     }
-    return Future.join(client.close(), healthClient.close()).mapEmpty();
+    return Future.join(client.close(), unslottedClient.close(), healthClient.close()).mapEmpty();
   }
 }
