@@ -53,6 +53,10 @@ public final class SpanAttributes {
   /** Which rate limit refused the request: {@code requests} or {@code tokens}. */
   public static final AttributeKey<String> RATE_LIMIT = AttributeKey.stringKey("llm.rate_limit");
 
+  /** Who decided the rate limits: {@code local}, {@code shared} (Redis) or {@code fallback}. */
+  public static final AttributeKey<String> RATE_LIMIT_SOURCE =
+      AttributeKey.stringKey("llm.rate_limit.source");
+
   // inference.acquire_slot
   public static final AttributeKey<String> MODEL = AttributeKey.stringKey("llm.model");
   public static final AttributeKey<String> PRIORITY = AttributeKey.stringKey("llm.priority");

@@ -10,7 +10,9 @@ import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.gateway.KeyStore;
+import io.phasemeter.proxy.gateway.Limiter;
 import io.phasemeter.proxy.gateway.RateLimiter;
+import io.phasemeter.proxy.gateway.SharedLimiter;
 import io.phasemeter.proxy.pipeline.BodyBudget;
 import io.phasemeter.proxy.pipeline.InFlight;
 import io.phasemeter.proxy.pipeline.PipelineRuntime;
@@ -75,7 +77,7 @@ final class ProxyRuntime implements PipelineRuntime {
   private final BudgetTracker tracker;
   private final List<RequestObserver> observers;
   private final KeyStore keys;
-  private final RateLimiter limiter;
+  private final Limiter limiter;
   private final InFlight inFlight;
   private final List<UpstreamPool> upstreamPools = new ArrayList<>();
   private final Map<String, SlotPool> slotPools = new LinkedHashMap<>();
@@ -141,7 +143,15 @@ final class ProxyRuntime implements PipelineRuntime {
                       config.auth().cacheTtl(),
                       config.auth().cacheMax()))
               : null;
-      this.limiter = new RateLimiter(clock);
+      ProxyConfig.SharedLimits shared = config.auth().sharedLimits();
+      if (config.auth().enabled() && shared.enabled()) {
+        SharedLimiter sharedLimiter =
+            bind(new SharedLimiter(vertx, clock, shared, new RateLimiter(clock)));
+        closeList.add("shared limits", sharedLimiter::close);
+        this.limiter = sharedLimiter;
+      } else {
+        this.limiter = Limiter.local(new RateLimiter(clock));
+      }
       this.inFlight =
           bind(new InFlight(config.pools().stream().map(ProxyConfig.Pool::name).toList()));
       for (ProxyConfig.Pool p : config.pools()) {
@@ -284,7 +294,7 @@ final class ProxyRuntime implements PipelineRuntime {
   }
 
   @Override
-  public RateLimiter limiter() {
+  public Limiter limiter() {
     return limiter;
   }
 

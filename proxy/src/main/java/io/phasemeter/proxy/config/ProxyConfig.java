@@ -412,11 +412,17 @@ public record ProxyConfig(
    * {@code reloadInterval}); verified keys are cached by digest for {@code cacheTtl}.
    */
   public record Auth(
-      boolean enabled, String keysFile, Duration reloadInterval, Duration cacheTtl, int cacheMax) {
+      boolean enabled,
+      String keysFile,
+      Duration reloadInterval,
+      Duration cacheTtl,
+      int cacheMax,
+      SharedLimits sharedLimits) {
     public Auth {
       if (enabled && (keysFile == null || keysFile.isBlank())) {
         throw new IllegalArgumentException("auth.keys_file: required when auth.enabled is true");
       }
+      sharedLimits = sharedLimits == null ? SharedLimits.OFF : sharedLimits;
       reloadInterval = reloadInterval == null ? Duration.ofSeconds(5) : reloadInterval;
       cacheTtl = cacheTtl == null ? Duration.ofMinutes(5) : cacheTtl;
       requirePositive(reloadInterval, "auth.reload_interval");
@@ -430,6 +436,105 @@ public record ProxyConfig(
     /** Auth with the default reload interval and cache. */
     public Auth(boolean enabled, String keysFile) {
       this(enabled, keysFile, Duration.ofSeconds(5), Duration.ofMinutes(5), 10_000);
+    }
+
+    /** Auth whose rate limits are each replica's own. */
+    public Auth(
+        boolean enabled,
+        String keysFile,
+        Duration reloadInterval,
+        Duration cacheTtl,
+        int cacheMax) {
+      this(enabled, keysFile, reloadInterval, cacheTtl, cacheMax, null);
+    }
+  }
+
+  /**
+   * Rate limits shared by every replica through Redis ({@code auth.shared_limits}, docs/design.md
+   * §9): each key's rpm and tpm buckets live in Redis and are updated by one atomic script per
+   * decision. Past {@code timeout} (or on an error) a replica decides with its own buckets, sized
+   * as the limit ÷ {@code replicasHint}, or refuses with 503 when {@code onFailure} is {@code
+   * fail_closed}, and tries Redis again a second later.
+   *
+   * @param enabled whether limits are shared; off, each replica keeps its own buckets
+   * @param type {@code standalone}, {@code sentinel} or {@code cluster}
+   * @param endpoints {@code redis://host:port} ({@code rediss://} for TLS), one or more
+   * @param masterName the Sentinel master's name ({@code sentinel} only)
+   * @param keyPrefix what every Redis key starts with
+   * @param timeout the longest a decision waits for Redis
+   * @param replicasHint how many replicas share the limits: a replica's own buckets hold the limit
+   *     ÷ this while Redis is out of reach
+   * @param onFailure {@code local} (decide with the replica's own buckets) or {@code fail_closed}
+   *     (503)
+   * @param passwordEnv the environment variable holding Redis's password, or null
+   */
+  public record SharedLimits(
+      boolean enabled,
+      String type,
+      List<String> endpoints,
+      String masterName,
+      String keyPrefix,
+      Duration timeout,
+      int replicasHint,
+      String onFailure,
+      String passwordEnv) {
+    /** Shared limits off: each replica its own buckets. */
+    public static final SharedLimits OFF =
+        new SharedLimits(
+            false,
+            "standalone",
+            List.of("redis://127.0.0.1:6379"),
+            null,
+            "phasemeter:",
+            Duration.ofMillis(50),
+            1,
+            "local",
+            null);
+
+    public SharedLimits {
+      type = type == null ? "standalone" : type;
+      if (!List.of("standalone", "sentinel", "cluster").contains(type)) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.type: must be standalone, sentinel or cluster (got " + type + ")");
+      }
+      endpoints = endpoints == null ? List.of() : List.copyOf(endpoints);
+      if (enabled && endpoints.isEmpty()) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.endpoints: at least one redis:// URL is required");
+      }
+      for (String e : endpoints) {
+        if (e == null || !(e.startsWith("redis://") || e.startsWith("rediss://"))) {
+          throw new IllegalArgumentException(
+              "auth.shared_limits.endpoints: '" + e + "' is not a redis:// or rediss:// URL");
+        }
+      }
+      if (enabled && type.equals("sentinel") && (masterName == null || masterName.isBlank())) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.master_name: required for a sentinel deployment");
+      }
+      keyPrefix = keyPrefix == null ? "phasemeter:" : keyPrefix;
+      if (keyPrefix.length() > 64 || keyPrefix.contains("{") || keyPrefix.contains("}")) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.key_prefix: at most 64 characters, no braces (got "
+                + keyPrefix
+                + ")");
+      }
+      timeout = timeout == null ? Duration.ofMillis(50) : timeout;
+      requirePositive(timeout, "auth.shared_limits.timeout");
+      if (replicasHint < 1) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.replicas_hint: must be at least 1 (got " + replicasHint + ")");
+      }
+      onFailure = onFailure == null ? "local" : onFailure;
+      if (!onFailure.equals("local") && !onFailure.equals("fail_closed")) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.on_failure: must be local or fail_closed (got " + onFailure + ")");
+      }
+    }
+
+    /** Whether a replica refuses (503) rather than decides alone while Redis is out of reach. */
+    public boolean failClosed() {
+      return onFailure.equals("fail_closed");
     }
   }
 

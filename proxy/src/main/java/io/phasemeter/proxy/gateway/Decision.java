@@ -12,9 +12,29 @@ import java.util.Objects;
  * @param retryAfter how long until enough has refilled; zero when allowed or when waiting cannot
  *     help ({@link Refusal#TOO_LARGE})
  * @param headers the key's rate-limit state after this decision
+ * @param source who decided: {@link #SOURCE_LOCAL}, {@link #SOURCE_SHARED} or {@link
+ *     #SOURCE_FALLBACK} (span attribute {@code llm.rate_limit.source})
  */
 public record Decision(
-    boolean allowed, Refusal refusal, Duration retryAfter, RateLimitHeaders headers) {
+    boolean allowed,
+    Refusal refusal,
+    Duration retryAfter,
+    RateLimitHeaders headers,
+    String source) {
+
+  /** Decided by this replica's own buckets ({@code auth.shared_limits} off). */
+  public static final String SOURCE_LOCAL = "local";
+
+  /** Decided by the buckets every replica shares in Redis. */
+  public static final String SOURCE_SHARED = "shared";
+
+  /** Decided by this replica's share of the limits, Redis being out of reach. */
+  public static final String SOURCE_FALLBACK = "fallback";
+
+  /** A decision of this replica's own buckets. */
+  public Decision(boolean allowed, Refusal refusal, Duration retryAfter, RateLimitHeaders headers) {
+    this(allowed, refusal, retryAfter, headers, SOURCE_LOCAL);
+  }
 
   /** Which limit refused a request. */
   public enum Refusal {
@@ -32,6 +52,7 @@ public record Decision(
     Objects.requireNonNull(refusal, "refusal");
     Objects.requireNonNull(retryAfter, "retryAfter");
     Objects.requireNonNull(headers, "headers");
+    Objects.requireNonNull(source, "source");
     if (allowed != (refusal == Refusal.NONE)) {
       throw new IllegalArgumentException("refusal: must be NONE exactly when allowed");
     }

@@ -5,9 +5,11 @@ import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.gateway.ApiKey;
 import io.phasemeter.proxy.gateway.Decision;
 import io.phasemeter.proxy.gateway.KeyStore;
+import io.phasemeter.proxy.gateway.Limiter;
 import io.phasemeter.proxy.gateway.Priority;
-import io.phasemeter.proxy.gateway.RateLimiter;
+import io.phasemeter.proxy.gateway.SharedLimiter;
 import io.phasemeter.proxy.gateway.Verification;
+import io.vertx.core.Future;
 import io.vertx.core.MultiMap;
 import java.util.Map;
 
@@ -24,10 +26,10 @@ final class AuthPhase {
   static final String PRIORITY_HEADER = "x-priority";
 
   private final KeyStore keys;
-  private final RateLimiter limiter;
+  private final Limiter limiter;
 
   /** {@code keys} null: auth is off. */
-  AuthPhase(KeyStore keys, RateLimiter limiter) {
+  AuthPhase(KeyStore keys, Limiter limiter) {
     this.keys = keys;
     this.limiter = limiter;
   }
@@ -36,12 +38,20 @@ final class AuthPhase {
    * Verifies the key and takes one request from its bucket; throws the refusal. {@code span} is the
    * phase's, opened by the pipeline.
    */
-  void check(RequestContext ctx, Span span) {
+  Future<Void> check(RequestContext ctx, Span span) {
+    try {
+      return verifyAndAdmit(ctx, span);
+    } catch (ProxyFailure f) {
+      return Future.failedFuture(f);
+    }
+  }
+
+  private Future<Void> verifyAndAdmit(RequestContext ctx, Span span) {
     MultiMap headers = ctx.request().headers();
     if (keys == null) {
       ctx.admitted(requestedPriority(headers, Priority.HIGH, Priority.NORMAL));
       span.setAttribute(SpanAttributes.AUTH, "disabled");
-      return;
+      return Future.succeededFuture();
     }
     Verification v = verify(headers);
     if (v instanceof Verification.Missing) {
@@ -72,24 +82,43 @@ final class AuthPhase {
         key,
         requestedPriority(
             headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority()));
-    Decision d = limiter.admitRequest(key);
-    putHeaders(ctx, d);
-    if (d.allowed()) {
-      RequestContext c = ctx;
-      ctx.whenFinished(() -> settle(c));
-    } else {
-      span.setAttribute(SpanAttributes.RATE_LIMIT, "requests");
-      throw ProxyFailure.retryAfter(
-          ProxyFailure.Kind.RATE_LIMIT_REQUESTS,
-          "Rate limit reached for key '"
-              + key.name()
-              + "' on requests per minute: limit "
-              + key.rpm()
-              + ". Please try again in "
-              + d.retryAfterSeconds()
-              + "s.",
-          d.retryAfterSeconds());
+    if (!key.limitsRequests() && !key.limitsTokens()) {
+      // Nothing to count: no round trip to a shared store either.
+      return Future.succeededFuture();
     }
+    return limiter
+        .admitRequest(key)
+        .recover(AuthPhase::unavailable)
+        .map(
+            d -> {
+              putHeaders(ctx, d);
+              span.setAttribute(SpanAttributes.RATE_LIMIT_SOURCE, d.source());
+              if (d.allowed()) {
+                RequestContext c = ctx;
+                ctx.whenFinished(() -> settle(c));
+                return null;
+              }
+              span.setAttribute(SpanAttributes.RATE_LIMIT, "requests");
+              throw ProxyFailure.retryAfter(
+                  ProxyFailure.Kind.RATE_LIMIT_REQUESTS,
+                  "Rate limit reached for key '"
+                      + key.name()
+                      + "' on requests per minute: limit "
+                      + key.rpm()
+                      + ". Please try again in "
+                      + d.retryAfterSeconds()
+                      + "s.",
+                  d.retryAfterSeconds());
+            });
+  }
+
+  /** A shared limiter that fails closed refuses with 503 while its store cannot answer. */
+  private static Future<Decision> unavailable(Throwable t) {
+    if (t instanceof SharedLimiter.Unavailable u) {
+      return Future.failedFuture(
+          ProxyFailure.retryAfter(ProxyFailure.Kind.RATE_LIMITER_UNAVAILABLE, u.getMessage(), 1));
+    }
+    return Future.failedFuture(t);
   }
 
   /**
@@ -97,12 +126,25 @@ final class AuthPhase {
    * once the body is parsed; refuses with 429 when the key is out of tokens. The estimate is
    * settled against the actual usage when the request ends. {@code span}: phase prepare's.
    */
-  void admitTokens(RequestContext ctx, long estimate, Span span) {
+  Future<Void> admitTokens(RequestContext ctx, Span span) {
     ApiKey key = ctx.apiKey();
-    if (key == null) {
-      return;
+    long estimate = ctx.tokenEstimate();
+    if (key == null || estimate < 0 || !key.limitsTokens()) {
+      return Future.succeededFuture();
     }
-    Decision d = limiter.admitTokens(key, estimate);
+    return limiter
+        .admitTokens(key, estimate)
+        .recover(
+            t -> {
+              if (t instanceof SharedLimiter.Unavailable) {
+                limiter.refundRequest(key);
+              }
+              return unavailable(t);
+            })
+        .map(d -> tokensDecided(ctx, key, estimate, d, span));
+  }
+
+  private Void tokensDecided(RequestContext ctx, ApiKey key, long estimate, Decision d, Span span) {
     putHeaders(ctx, d);
     if (!d.allowed()) {
       limiter.refundRequest(key);
@@ -132,6 +174,7 @@ final class AuthPhase {
           d.retryAfterSeconds());
     }
     ctx.tokensAdmitted(estimate);
+    return null;
   }
 
   /**

@@ -203,18 +203,15 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
-    Future<Void> authorised =
-        timed(ctx, Phase.AUTH, start, span -> done(() -> auth.check(ctx, span)));
+    Future<Void> authorised = timed(ctx, Phase.AUTH, start, span -> auth.check(ctx, span));
     // A streamed pass-through's body goes to the upstream as it arrives, during generation: it has
     // no receive phase of its own, and prepare only checks its head.
     Future<Void> prepared =
         api.readsBody()
             ? authorised
                 .compose(v -> timed(ctx, Phase.RECEIVE, span -> receive.receive(ctx)))
-                .compose(
-                    v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))))
-            : authorised.compose(
-                v -> timed(ctx, Phase.PREPARE, span -> done(() -> prepare.prepare(ctx, span))));
+                .compose(v -> timed(ctx, Phase.PREPARE, span -> prepared(ctx, span)))
+            : authorised.compose(v -> timed(ctx, Phase.PREPARE, span -> prepared(ctx, span)));
     prepared
         .compose(v -> timed(ctx, Phase.ROUTE, span -> Future.succeededFuture(route.select(ctx))))
         .compose(
@@ -256,6 +253,11 @@ public final class Pipeline {
         req.response().putHeader("content-type", "application/json").end(one);
       }
     }
+  }
+
+  /** Phase {@code prepare}: the body's checks and rewrite, then its tokens taken from the key. */
+  private Future<Void> prepared(RequestContext ctx, io.opentelemetry.api.trace.Span span) {
+    return done(() -> prepare.prepare(ctx, span)).compose(v -> auth.admitTokens(ctx, span));
   }
 
   /** Phase {@code generation}: ends at the upstream's last byte, which it marks on its timer. */

@@ -4,7 +4,7 @@ import io.opentelemetry.api.OpenTelemetry;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.KeyStore;
-import io.phasemeter.proxy.gateway.RateLimiter;
+import io.phasemeter.proxy.gateway.Limiter;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Vertx;
 import java.util.List;
@@ -40,7 +40,7 @@ public interface PipelineRuntime {
   KeyStore keys();
 
   /** The per-key request and token rate limits. */
-  RateLimiter limiter();
+  Limiter limiter();
 
   /** Each configured pool's upstreams, in config order. */
   List<UpstreamPool> upstreamPools();

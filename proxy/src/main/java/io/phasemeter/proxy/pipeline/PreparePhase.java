@@ -180,14 +180,15 @@ final class PreparePhase {
     long choices = n == null || n.isNull() ? 1 : boundedInteger(n, "n", 1, MAX_CHOICES);
     rejectNonFinite(root);
     if (ctx.apiKey() != null) {
+      // Taken from the key's bucket by auth once the phase's work is done (AuthPhase.admitTokens).
       if (api == ApiRoute.Api.EMBEDDINGS) {
         // Pooling generates nothing: its input is its whole cost.
-        auth.admitTokens(ctx, estimateAnyTokens(root), span);
+        ctx.estimated(estimateAnyTokens(root));
       } else {
         // The output is bounded by max_tokens per choice; without it, by the pool's default.
         long output = maxTokens >= 0 ? maxTokens : defaultMaxTokens.applyAsLong(modelName);
         long completions = choices * promptCount(ctx.route(), root);
-        auth.admitTokens(ctx, estimateInputTokens(ctx.route(), root) + completions * output, span);
+        ctx.estimated(estimateInputTokens(ctx.route(), root) + completions * output);
       }
     }
     Buffer upstreamBody = ctx.body();

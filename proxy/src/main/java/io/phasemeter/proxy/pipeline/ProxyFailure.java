@@ -31,6 +31,7 @@ public final class ProxyFailure extends RuntimeException {
     QUEUE_FULL(429, "rate_limit_error", "queue_full", Outcome.REJECTED),
     SHUTTING_DOWN(503, "server_error", "shutting_down", Outcome.REJECTED),
     OVERLOADED(503, "server_error", "overloaded", Outcome.REJECTED),
+    RATE_LIMITER_UNAVAILABLE(503, "server_error", "rate_limiter_unavailable", Outcome.REJECTED),
     NO_HEALTHY_UPSTREAM(503, "server_error", "no_healthy_upstream", Outcome.UPSTREAM_ERROR),
     QUEUE_TIMEOUT(503, "server_error", "queue_timeout", Outcome.TIMEOUT),
     UPSTREAM_UNAVAILABLE(502, "server_error", "upstream_unavailable", Outcome.UPSTREAM_ERROR),

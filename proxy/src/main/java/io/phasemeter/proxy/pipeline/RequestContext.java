@@ -72,7 +72,7 @@ public final class RequestContext {
   private SlotPool.Slot slot;
   private Priority priority = Priority.NORMAL;
   private ApiKey apiKey;
-  private long tokenEstimate;
+  private long tokenEstimate = -1;
   private boolean tokensAdmitted;
   private String keyName;
   private Runnable onFinish;
@@ -465,6 +465,13 @@ public final class RequestContext {
   /** Auth: what to settle when the request ends (its key's rate limits). */
   void whenFinished(Runnable settle) {
     this.onFinish = settle;
+  }
+
+  /**
+   * Prepare: the request will cost about {@code estimate} tokens, to take from its key's bucket.
+   */
+  void estimated(long estimate) {
+    this.tokenEstimate = estimate;
   }
 
   /** Prepare, for auth: {@code estimate} tokens were taken from the key's bucket. */

@@ -1,0 +1,453 @@
+package io.phasemeter.proxy.gateway;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.MeterBinder;
+import io.phasemeter.core.NanoClock;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.redis.client.Command;
+import io.vertx.redis.client.Redis;
+import io.vertx.redis.client.RedisClientType;
+import io.vertx.redis.client.RedisOptions;
+import io.vertx.redis.client.RedisRole;
+import io.vertx.redis.client.Request;
+import io.vertx.redis.client.Response;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.HexFormat;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Rate limits that hold across replicas ({@code auth.shared_limits}): each key's rpm and tpm
+ * buckets live in Redis and every decision is one atomic script, one round trip ({@code
+ * shared-buckets.lua}: refill from Redis's own clock, take, answer the remaining counts and the
+ * resets), so two replicas can never both spend the last token. Redis keys are the prefix and the
+ * SHA-256 of the key's name, never the key, and expire when idle.
+ *
+ * <p>Redis down or slow is a decision, not a hang: an answer that does not come within {@code
+ * timeout} (or an error) is replaced by this replica's own buckets, sized as the limit ÷ {@code
+ * replicas_hint}, or by a refusal ({@code fail_closed}); for the next second every decision is made
+ * that way without asking, then Redis is tried again. Each such decision is counted ({@code
+ * llm_shared_limits_fallbacks_total}); the outage is logged once when it starts and once when it
+ * ends. Every round trip is timed ({@code llm_shared_limits_duration_seconds}).
+ */
+public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(SharedLimiter.class);
+
+  /** How long decisions stay local after Redis failed to answer, before it is asked again. */
+  static final Duration RETRY_AFTER_FAILURE = Duration.ofSeconds(1);
+
+  /** Idle buckets expire after this: the longest refill to full, plus a minute (as locally). */
+  static final Duration IDLE_EXPIRY = RateLimiter.DEFAULT_IDLE_EXPIRY;
+
+  static final String SCRIPT = script();
+  static final String SCRIPT_SHA = sha1Hex(SCRIPT);
+
+  /** What a round trip was for: the metric's {@code operation}. */
+  enum Operation {
+    ADMIT_REQUESTS("admit_requests"),
+    ADMIT_TOKENS("admit_tokens"),
+    SETTLE("settle");
+
+    final String label;
+
+    Operation(String label) {
+      this.label = label;
+    }
+  }
+
+  /** Thrown (failed future) when Redis cannot answer and the limits fail closed. */
+  public static final class Unavailable extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    Unavailable(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  private final Vertx vertx;
+  private final NanoClock clock;
+  private final ProxyConfig.SharedLimits config;
+  private final Redis redis;
+  private final RateLimiter fallback;
+  private final long timeoutMs;
+  private final String where;
+  private final AtomicBoolean up = new AtomicBoolean(true);
+  private volatile long askAgainAt;
+  private final Map<Operation, Timer[]> timers = new EnumMap<>(Operation.class);
+  private Counter fallbackTimeout;
+  private Counter fallbackError;
+  private Counter fallbackUnavailable;
+
+  /** A limiter on the Redis of {@code config}, with {@code fallback} for when it cannot answer. */
+  public SharedLimiter(
+      Vertx vertx, NanoClock clock, ProxyConfig.SharedLimits config, RateLimiter fallback) {
+    this(vertx, clock, config, fallback, System.getenv());
+  }
+
+  SharedLimiter(
+      Vertx vertx,
+      NanoClock clock,
+      ProxyConfig.SharedLimits config,
+      RateLimiter fallback,
+      Map<String, String> env) {
+    this.vertx = vertx;
+    this.clock = clock;
+    this.config = config;
+    this.fallback = fallback;
+    this.timeoutMs = Math.max(1, config.timeout().toMillis());
+    this.where = config.type() + " " + String.join(", ", config.endpoints());
+    RedisOptions options =
+        new RedisOptions()
+            .setType(RedisClientType.valueOf(config.type().toUpperCase(Locale.ROOT)))
+            .setEndpoints(config.endpoints())
+            // A decision is one short script: a few connections carry thousands a second, and
+            // waiters beyond them fail fast (then fall back) instead of queueing without end.
+            .setMaxPoolSize(16)
+            .setMaxPoolWaiting(4096);
+    if (config.masterName() != null) {
+      options.setMasterName(config.masterName()).setRole(RedisRole.MASTER);
+    }
+    if (config.passwordEnv() != null) {
+      String password = env.get(config.passwordEnv());
+      if (password == null || password.isEmpty()) {
+        throw new IllegalArgumentException(
+            "auth.shared_limits.password_env: the variable "
+                + config.passwordEnv()
+                + " is not set");
+      }
+      options.setPassword(password);
+    }
+    this.redis = Redis.createClient(vertx, options);
+  }
+
+  @Override
+  public Future<Decision> admitRequest(ApiKey key) {
+    return decide(key, Operation.ADMIT_REQUESTS, "r", 1);
+  }
+
+  @Override
+  public Future<Decision> admitTokens(ApiKey key, long estimatedTokens) {
+    if (estimatedTokens < 0) {
+      throw new IllegalArgumentException("estimatedTokens: must be >= 0, got " + estimatedTokens);
+    }
+    if (key.limitsTokens() && estimatedTokens > key.tpm()) {
+      // No wait would let it pass: no need to ask Redis.
+      return Future.succeededFuture(
+          withSource(fallback.admitTokens(key, estimatedTokens), Decision.SOURCE_SHARED));
+    }
+    return decide(key, Operation.ADMIT_TOKENS, "t", estimatedTokens);
+  }
+
+  @Override
+  public void settleTokens(ApiKey key, long estimated, long actual) {
+    if (estimated < 0 || actual < 0) {
+      throw new IllegalArgumentException(
+          "estimated and actual: must be >= 0, got " + estimated + " and " + actual);
+    }
+    give(key, "T", estimated - actual);
+  }
+
+  @Override
+  public void refundRequest(ApiKey key) {
+    give(key, "R", 1);
+  }
+
+  /** One admission: the script's answer within the timeout, or this replica's own decision. */
+  private Future<Decision> decide(ApiKey key, Operation op, String what, long n) {
+    long start = clock.nanoTime();
+    if (start < askAgainAt) {
+      return local(key, what, n, fallbackUnavailable);
+    }
+    Promise<Decision> decided = Promise.promise();
+    long timer =
+        vertx.setTimer(
+            timeoutMs,
+            id -> {
+              if (!decided.future().isComplete()) {
+                failed(op, start, 1, "did not answer within " + timeoutMs + " ms");
+                completeLocal(decided, key, what, n, fallbackTimeout);
+              }
+            });
+    send(key, what, n)
+        .onComplete(
+            ar -> {
+              vertx.cancelTimer(timer);
+              if (decided.future().isComplete()) {
+                return;
+              }
+              if (ar.succeeded()) {
+                answered(op, start);
+                decided.complete(decision(key, what, ar.result()));
+              } else {
+                failed(op, start, 2, ar.cause().getMessage());
+                completeLocal(decided, key, what, n, fallbackError);
+              }
+            });
+    return decided.future();
+  }
+
+  private void completeLocal(
+      Promise<Decision> decided, ApiKey key, String what, long n, Counter reason) {
+    local(key, what, n, reason).onComplete(decided);
+  }
+
+  /** This replica's decision while Redis cannot answer: its own share of the limit, or 503. */
+  private Future<Decision> local(ApiKey key, String what, long n, Counter reason) {
+    if (reason != null) {
+      reason.increment();
+    }
+    if (config.failClosed()) {
+      return Future.failedFuture(
+          new Unavailable(
+              "The shared rate limiter is unavailable; the request was refused. Please retry"
+                  + " shortly."));
+    }
+    ApiKey share = share(key);
+    Decision d = what.equals("r") ? fallback.admitRequest(share) : fallback.admitTokens(share, n);
+    return Future.succeededFuture(withSource(d, Decision.SOURCE_FALLBACK));
+  }
+
+  /** A give (refund or settlement): sent without waiting; on failure, to the local buckets. */
+  private void give(ApiKey key, String what, long n) {
+    long start = clock.nanoTime();
+    if (start < askAgainAt) {
+      giveLocally(key, what, n);
+      return;
+    }
+    send(key, what, n)
+        .onComplete(
+            ar -> {
+              if (ar.succeeded()) {
+                answered(Operation.SETTLE, start);
+              } else {
+                failed(Operation.SETTLE, start, 2, ar.cause().getMessage());
+                giveLocally(key, what, n);
+              }
+            });
+  }
+
+  private void giveLocally(ApiKey key, String what, long n) {
+    ApiKey share = share(key);
+    if (what.equals("R")) {
+      fallback.refundRequest(share);
+    } else if (n >= 0) {
+      fallback.settleTokens(share, n, 0);
+    } else {
+      fallback.settleTokens(share, 0, -n);
+    }
+  }
+
+  private Future<Response> send(ApiKey key, String what, long n) {
+    String tag = keyTag(config.keyPrefix(), key.name());
+    return redis
+        .send(evalsha(tag, key, what, n))
+        .recover(
+            err ->
+                err.getMessage() != null && err.getMessage().startsWith("NOSCRIPT")
+                    // Redis restarted (or a new node): the script goes once in full, then cached.
+                    ? redis.send(eval(tag, key, what, n))
+                    : Future.failedFuture(err));
+  }
+
+  private Request evalsha(String tag, ApiKey key, String what, long n) {
+    return args(Request.cmd(Command.EVALSHA).arg(SCRIPT_SHA), tag, key, what, n);
+  }
+
+  private Request eval(String tag, ApiKey key, String what, long n) {
+    return args(Request.cmd(Command.EVAL).arg(SCRIPT), tag, key, what, n);
+  }
+
+  private static Request args(Request r, String tag, ApiKey key, String what, long n) {
+    return r.arg(2)
+        .arg(tag + ":r")
+        .arg(tag + ":t")
+        .arg(key.rpm())
+        .arg(key.tpm())
+        .arg(what)
+        .arg(n)
+        .arg(IDLE_EXPIRY.toMillis());
+  }
+
+  /**
+   * The Redis key of a key's buckets, less the {@code :r} / {@code :t} suffix: the prefix and the
+   * SHA-256 of the key's name in braces (Redis Cluster puts both buckets in the braces' slot). The
+   * API key itself is never known here, and its name does not show.
+   */
+  static String keyTag(String prefix, String keyName) {
+    try {
+      MessageDigest sha = MessageDigest.getInstance("SHA-256");
+      sha.update(prefix.getBytes(StandardCharsets.UTF_8));
+      sha.update((byte) 0);
+      byte[] h = sha.digest(keyName.getBytes(StandardCharsets.UTF_8));
+      return prefix + "{" + HexFormat.of().formatHex(h, 0, 16) + "}";
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private Decision decision(ApiKey key, String what, Response r) {
+    boolean allowed = r.get(0).toLong() == 1;
+    long waitMicros = r.get(1).toLong();
+    RateLimitHeaders headers =
+        new RateLimitHeaders(
+            window(key.rpm(), r.get(2).toLong(), r.get(3).toLong()),
+            window(key.tpm(), r.get(4).toLong(), r.get(5).toLong()));
+    Decision.Refusal refusal =
+        allowed
+            ? Decision.Refusal.NONE
+            : what.equals("r") ? Decision.Refusal.REQUESTS : Decision.Refusal.TOKENS;
+    return new Decision(
+        allowed,
+        refusal,
+        Duration.ofNanos(allowed ? 0 : TimeUnit.MICROSECONDS.toNanos(waitMicros)),
+        headers,
+        Decision.SOURCE_SHARED);
+  }
+
+  private static RateLimitHeaders.Window window(long limit, long remaining, long resetMicros) {
+    if (limit <= 0 || remaining < 0) {
+      return RateLimitHeaders.Window.UNLIMITED;
+    }
+    return new RateLimitHeaders.Window(
+        limit, remaining, Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(resetMicros)));
+  }
+
+  /** {@code key} with this replica's share of its limits: the limit ÷ replicas_hint, rounded up. */
+  private ApiKey share(ApiKey key) {
+    int n = config.replicasHint();
+    if (n == 1) {
+      return key;
+    }
+    return new ApiKey(
+        key.name(),
+        key.sha256(),
+        (key.rpm() + n - 1) / n,
+        (key.tpm() + n - 1) / n,
+        key.priority(),
+        key.allowPriorityHeader(),
+        key.admin());
+  }
+
+  private static Decision withSource(Decision d, String source) {
+    return new Decision(d.allowed(), d.refusal(), d.retryAfter(), d.headers(), source);
+  }
+
+  private void answered(Operation op, long start) {
+    record(op, 0, start);
+    if (up.compareAndSet(false, true)) {
+      LOG.info("shared limits: Redis ({}) answers again; limits are shared again", where);
+    }
+  }
+
+  /** A round trip that failed ({@code result} 1: timeout, 2: error): local for the next second. */
+  private void failed(Operation op, long start, int result, String why) {
+    record(op, result, start);
+    askAgainAt = clock.nanoTime() + RETRY_AFTER_FAILURE.toNanos();
+    if (up.compareAndSet(true, false)) {
+      LOG.warn(
+          "shared limits: Redis ({}) {}; deciding with {} until it answers again",
+          where,
+          why,
+          config.failClosed()
+              ? "refusals (fail_closed)"
+              : "this replica's own buckets (the limits ÷ " + config.replicasHint() + ")");
+    }
+  }
+
+  private void record(Operation op, int result, long start) {
+    Timer[] t = timers.get(op);
+    if (t != null) {
+      t[result].record(clock.nanoTime() - start, TimeUnit.NANOSECONDS);
+    }
+  }
+
+  /** Whether Redis answered the last round trip. */
+  public boolean up() {
+    return up.get();
+  }
+
+  @Override
+  public void bindTo(MeterRegistry registry) {
+    String[] results = {"ok", "timeout", "error"};
+    for (Operation op : Operation.values()) {
+      Timer[] t = new Timer[results.length];
+      for (int i = 0; i < results.length; i++) {
+        t[i] =
+            Timer.builder("llm.shared_limits.duration")
+                .description("Round trips to the shared limits' Redis, by what they were for")
+                .tags("operation", op.label, "result", results[i])
+                .serviceLevelObjectives(
+                    Duration.ofNanos(100_000),
+                    Duration.ofNanos(250_000),
+                    Duration.ofNanos(500_000),
+                    Duration.ofMillis(1),
+                    Duration.ofNanos(2_500_000),
+                    Duration.ofMillis(5),
+                    Duration.ofMillis(10),
+                    Duration.ofMillis(25),
+                    Duration.ofMillis(50),
+                    Duration.ofMillis(100),
+                    Duration.ofMillis(250))
+                .register(registry);
+      }
+      timers.put(op, t);
+    }
+    fallbackTimeout = fallbacks(registry, "timeout");
+    fallbackError = fallbacks(registry, "error");
+    fallbackUnavailable = fallbacks(registry, "unavailable");
+    Gauge.builder("llm.shared_limits.up", up, u -> u.get() ? 1 : 0)
+        .description("1 when the shared limits' Redis answered the last round trip, else 0")
+        .register(registry);
+  }
+
+  private static Counter fallbacks(MeterRegistry registry, String reason) {
+    return Counter.builder("llm.shared_limits.fallbacks")
+        .description(
+            "Decisions made without the shared limits' Redis (timeout: it did not answer in"
+                + " time; error: it failed; unavailable: within a second of either)")
+        .tag("reason", reason)
+        .register(registry);
+  }
+
+  @Override
+  public void close() {
+    redis.close();
+  }
+
+  private static String script() {
+    try (InputStream in = SharedLimiter.class.getResourceAsStream("shared-buckets.lua")) {
+      if (in == null) {
+        throw new IllegalStateException("shared-buckets.lua is missing from the jar");
+      }
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static String sha1Hex(String s) {
+    try {
+      return HexFormat.of()
+          .formatHex(MessageDigest.getInstance("SHA-1").digest(s.getBytes(StandardCharsets.UTF_8)));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
