@@ -111,6 +111,9 @@ public final class ProxyMain implements Callable<Integer> {
                 + (r.pool() != null ? " (pool " + r.pool() + ")" : "")
                 + (r.adminOnly() ? ", admin keys only" : ""));
       }
+      if (cfg.auth().enabled()) {
+        out.println(sharedLimits(cfg.auth().sharedLimits()));
+      }
       out.println(
           "routes: "
               + cfg.routes().size()
@@ -197,6 +200,9 @@ public final class ProxyMain implements Callable<Integer> {
                 + " s); requests without a valid key get 401"
             : "auth: disabled (auth.enabled: false): every client is admitted without an API key"
                 + " and may choose its priority with x-priority");
+    if (cfg.auth().enabled()) {
+      out.println(sharedLimits(cfg.auth().sharedLimits()));
+    }
     out.println(
         "traces: "
             + (telemetry.exportTarget() == null
@@ -292,6 +298,24 @@ public final class ProxyMain implements Callable<Integer> {
     }
   }
 
+  /** The start-up line (and {@code --check}'s) on where the keys' rate limits are kept. */
+  static String sharedLimits(ProxyConfig.SharedLimits s) {
+    if (!s.enabled()) {
+      return "rate limits: this replica's own (auth.shared_limits.enabled: false): with N replicas"
+          + " a key gets N times its limits";
+    }
+    return "rate limits: shared through Redis ("
+        + s.type()
+        + " "
+        + String.join(", ", s.endpoints())
+        + ", timeout "
+        + s.timeout().toMillis()
+        + " ms); without an answer, "
+        + (s.failClosed()
+            ? "requests are refused with 503 (on_failure: fail_closed)"
+            : "each replica decides with 1/" + s.replicasHint() + " of each limit");
+  }
+
   /**
    * Finds the keys file as the budgets file is found (working directory, then beside the config and
    * its parent), so that the proxy can re-read it by an absolute path.
@@ -308,7 +332,8 @@ public final class ProxyMain implements Callable<Integer> {
             found.toAbsolutePath().toString(),
             a.reloadInterval(),
             a.cacheTtl(),
-            a.cacheMax()));
+            a.cacheMax(),
+            a.sharedLimits()));
   }
 
   private static Path locate(String name, Path configFile, String key) {

@@ -148,6 +148,7 @@ final class ProxyRuntime implements PipelineRuntime {
         SharedLimiter sharedLimiter =
             bind(new SharedLimiter(vertx, clock, shared, new RateLimiter(clock)));
         closeList.add("shared limits", sharedLimiter::close);
+        sharedLimiter.warmUp();
         this.limiter = sharedLimiter;
       } else {
         this.limiter = Limiter.local(new RateLimiter(clock));

@@ -137,6 +137,20 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     this.redis = Redis.createClient(vertx, options);
   }
 
+  /**
+   * Connects and loads the script, so that the first decision does not pay for the connection, the
+   * handshake and the script's first sending inside its timeout. Does not wait for it: a Redis that
+   * is down at start is an outage like any other (logged, decided locally, retried).
+   */
+  public Future<Void> warmUp() {
+    long start = clock.nanoTime();
+    return redis
+        .send(Request.cmd(Command.SCRIPT).arg("LOAD").arg(SCRIPT))
+        .onSuccess(r -> answered(Operation.SETTLE, start, false))
+        .onFailure(t -> failed(null, start, 2, String.valueOf(t.getMessage())))
+        .mapEmpty();
+  }
+
   @Override
   public Future<Decision> admitRequest(ApiKey key) {
     return decide(key, Operation.ADMIT_REQUESTS, "r", 1);
@@ -350,7 +364,13 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
   }
 
   private void answered(Operation op, long start) {
-    record(op, 0, start);
+    answered(op, start, true);
+  }
+
+  private void answered(Operation op, long start, boolean timed) {
+    if (timed) {
+      record(op, 0, start);
+    }
     if (up.compareAndSet(false, true)) {
       LOG.info("shared limits: Redis ({}) answers again; limits are shared again", where);
     }
@@ -358,7 +378,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
 
   /** A round trip that failed ({@code result} 1: timeout, 2: error): local for the next second. */
   private void failed(Operation op, long start, int result, String why) {
-    record(op, result, start);
+    if (op != null) {
+      record(op, result, start);
+    }
     askAgainAt = clock.nanoTime() + RETRY_AFTER_FAILURE.toNanos();
     if (up.compareAndSet(true, false)) {
       LOG.warn(
