@@ -37,6 +37,13 @@ class SharedLimitsReplicasTest {
   static final String KEY = "sk-shared-team";
   static final int REPLICAS = 3;
 
+  /** A whole chat answer that used 10 + 40 tokens: what settlement charges each request. */
+  static final String USAGE_50 =
+      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1,"
+          + "\"model\":\"sim-llama\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+          + "\"assistant\",\"content\":\"x\"},\"finish_reason\":\"length\"}],"
+          + "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":40,\"total_tokens\":50}}";
+
   @TempDir Path dir;
   private Vertx vertx;
   private RedisServer redis;
@@ -62,7 +69,7 @@ class SharedLimitsReplicasTest {
                             b ->
                                 req.response()
                                     .putHeader("content-type", "application/json")
-                                    .end(VllmScript.COMPLETION)))
+                                    .end(USAGE_50)))
             .listen(0, "127.0.0.1")
             .await(10, TimeUnit.SECONDS);
     backend = server.actualPort();
@@ -78,6 +85,10 @@ class SharedLimitsReplicasTest {
   }
 
   private void startReplicas(long rpm, String timeout) throws Exception {
+    startReplicas(rpm, 0, timeout);
+  }
+
+  private void startReplicas(long rpm, long tpm, String timeout) throws Exception {
     Path keys = dir.resolve("keys.yaml");
     Files.writeString(
         keys,
@@ -85,6 +96,8 @@ class SharedLimitsReplicasTest {
             + HashKeyMain.hash(KEY)
             + "\", rpm: "
             + rpm
+            + ", tpm: "
+            + tpm
             + "}\n...\n");
     Path yaml = dir.resolve("proxy.yaml");
     Files.writeString(
@@ -126,7 +139,7 @@ class SharedLimitsReplicasTest {
             .header("content-type", "application/json")
             .POST(
                 HttpRequest.BodyPublishers.ofString(
-                    "{\"model\":\"sim-llama\",\"max_tokens\":4,"
+                    "{\"model\":\"sim-llama\",\"max_tokens\":60,"
                         + "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"))
             .build();
     return http.send(req, HttpResponse.BodyHandlers.discarding()).statusCode();
@@ -176,6 +189,40 @@ class SharedLimitsReplicasTest {
     for (ProxyJvm p : proxies) {
       assertThat(metric(p, "llm_shared_limits_fallbacks_total")).isZero();
     }
+  }
+
+  @Test
+  void threeReplicasAdmitTheKeysTpmOverAMinuteWithRealUsageSettled() throws Exception {
+    long tpm = 30_000;
+    startReplicas(0, tpm, "250ms");
+    // Each request is admitted on its estimate (input + max_tokens 60) and settled at the usage
+    // the upstream reports (50): the bucket's burst is spent first, spread over the replicas.
+    int i = 0;
+    while (send(i++ % REPLICAS) != 429) {
+      assertThat(i).as("the burst ends").isLessThan(2000);
+    }
+    // Then a minute at 20 requests a second, twice what 30,000 tokens a minute at 50 a request
+    // allows: the tokens admitted are the refill.
+    Map<Integer, Integer> statuses = new TreeMap<>();
+    long start = System.nanoTime();
+    long interval = TimeUnit.MILLISECONDS.toNanos(50);
+    for (int n = 0; n < 1200; n++) {
+      long due = start + n * interval;
+      long sleep = due - System.nanoTime();
+      if (sleep > 0) {
+        TimeUnit.NANOSECONDS.sleep(sleep);
+      }
+      statuses.merge(send(n % REPLICAS), 1, Integer::sum);
+    }
+    double seconds = (System.nanoTime() - start) / 1e9;
+    long tokens = 50L * statuses.getOrDefault(200, 0);
+    System.out.printf(
+        "shared limits: %d replicas, tpm %d, %d tokens admitted (settled) over %.1f s: %s%n",
+        REPLICAS, tpm, tokens, seconds, statuses);
+    assertThat(statuses.keySet()).containsOnly(200, 429);
+    double expected = tpm * seconds / 60;
+    // Within 1 %, give or take one request's estimate at each end of the window.
+    assertThat((double) tokens).isBetween(expected * 0.99 - 65, expected * 1.01 + 65);
   }
 
   @Test
