@@ -121,6 +121,8 @@ class KubernetesManifestsTest {
             "load-job.yaml",
             "prometheusrule.yaml",
             "proxy-config.yaml",
+            "redis-deployment.yaml",
+            "redis-service.yaml",
             "secret.yaml",
             "service.yaml",
             "servicemonitor.yaml");
@@ -130,6 +132,8 @@ class KubernetesManifestsTest {
             "load-job.yaml", Job.class,
             "prometheusrule.yaml", PrometheusRule.class,
             "proxy-config.yaml", ConfigMap.class,
+            "redis-deployment.yaml", Deployment.class,
+            "redis-service.yaml", Service.class,
             "secret.yaml", Secret.class,
             "service.yaml", Service.class,
             "servicemonitor.yaml", ServiceMonitor.class);
@@ -312,6 +316,38 @@ class KubernetesManifestsTest {
         .containsExactlyElementsOf(expected.stream().map(AlertRule::alert).toList());
     assertThat(rules.stream().map(r -> r.getExpr().getStrVal()).toList())
         .containsExactlyElementsOf(AlertRules.expressions(Path.of("../dashboards/alerts.yaml")));
+  }
+
+  @Test
+  void theSharedLimitsRedisIsWhereTheCommentedConfigPointsAndItsServiceSelectsIt()
+      throws Exception {
+    Deployment redis = read("redis-deployment.yaml", Deployment.class);
+    Service service = read("redis-service.yaml", Service.class);
+    assertThat(service.getSpec().getSelector())
+        .isEqualTo(redis.getSpec().getTemplate().getMetadata().getLabels());
+    assertThat(service.getSpec().getPorts().get(0).getPort()).isEqualTo(6379);
+    String proxyYaml = read("proxy-config.yaml", ConfigMap.class).getData().get("proxy.yaml");
+    assertThat(proxyYaml)
+        .contains("redis://" + service.getMetadata().getName() + ":6379")
+        .contains("password_env: PHASEMETER_REDIS_PASSWORD");
+    // The commented block, uncommented, is a valid configuration.
+    StringBuilder uncommented = new StringBuilder();
+    boolean in = false;
+    for (String line : proxyYaml.split("\n")) {
+      if (line.startsWith("# auth:")) {
+        in = true;
+      }
+      if (in) {
+        uncommented.append(line.replaceFirst("^# ?", "")).append('\n');
+      }
+    }
+    String pools =
+        "pools:\n  - {name: default, models: [m], upstreams: ['http://127.0.0.1:8000']}\n";
+    ProxyConfig c =
+        io.phasemeter.proxy.config.ConfigLoader.parse(pools + uncommented, "proxy-config.yaml");
+    assertThat(c.auth().sharedLimits().enabled()).isTrue();
+    assertThat(c.auth().sharedLimits().endpoints())
+        .containsExactly("redis://phasemeter-redis:6379");
   }
 
   @Test
