@@ -293,7 +293,8 @@ public final class CampaignRunner {
         0,
         Duration.ZERO,
         false,
-        plan.connectionReuse());
+        plan.connectionReuse(),
+        null);
   }
 
   static Map<String, Double> emptyMetrics() {
