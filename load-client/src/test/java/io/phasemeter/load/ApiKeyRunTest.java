@@ -35,10 +35,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code load run --api-key-env NAME}: the key travels as {@code Authorization: Bearer} on every
- * generation request and nowhere else. Runs go to a small server in this JVM that answers {@code
- * /v1/completions} as vLLM does and refuses a wrong key, and once through the proxy with auth on;
- * the environment is a map handed to the command line.
+ * {@code load run --api-key-env NAME} and the plan key {@code api_key_env}: the key travels as
+ * {@code Authorization: Bearer} on every generation request and nowhere else. Runs go to a small
+ * server in this JVM that answers {@code /v1/completions} as vLLM does and refuses a wrong key, and
+ * once through the proxy with auth on; the environment is a map handed to the command line.
  */
 class ApiKeyRunTest {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -247,6 +247,61 @@ class ApiKeyRunTest {
     assertThat(code).as(out + "\n" + err).isZero();
     assertThat(seen).isNotEmpty().allMatch(r -> r.endsWith(" none"));
     assertThat(summary().path("conditions").has("api_key_env")).isFalse();
+  }
+
+  @Test
+  void aCampaignSendsThePlansKeyOnEveryRequestAndRecordsOnlyItsName() throws Exception {
+    requiredKey = canary;
+    Path plan = dir.resolve("plan.yaml");
+    Files.writeString(
+        plan,
+        "model: m\nrepeats: 3\nduration: 300ms\nwarmup_duration: 200ms\nprofiles: [32:3]\n"
+            + "concurrency: [1]\napi_key_env: "
+            + VAR
+            + "\n");
+    Path outDir = dir.resolve("campaign");
+    String[] args = {
+      "campaign",
+      "--plan",
+      plan.toString(),
+      "--url",
+      "http://127.0.0.1:" + server.actualPort(),
+      "--out",
+      outDir.toString()
+    };
+    assertThat(execute(Map.of(VAR, canary), args)).as(out + "\n" + err).isZero();
+    assertThat(seen)
+        .contains("/v1/models Bearer " + canary)
+        .allMatch(r -> r.endsWith(" Bearer " + canary));
+    assertThat(seen.stream().filter(r -> r.startsWith("/v1/completions"))).hasSizeGreaterThan(4);
+    JsonNode c = JSON.readTree(outDir.resolve("campaign.json").toFile());
+    assertThat(c.path("plan").path("api_key_env").asText()).isEqualTo(VAR);
+    assertThat(c.path("conditions").path("upstream_models").path("status").asInt()).isEqualTo(200);
+    assertThat(c.path("invalid_runs")).isEmpty();
+    try (Stream<Path> runs = Files.list(outDir.resolve("runs"))) {
+      for (Path r : runs.toList()) {
+        JsonNode s = JSON.readTree(r.resolve("summary.json").toFile());
+        assertThat(s.path("conditions").path("api_key_env").asText())
+            .as(r.toString())
+            .isEqualTo(VAR);
+      }
+    }
+    assertThat(leaks(outDir)).isEmpty();
+
+    // The same plan without the variable: one line naming the plan's key, exit 2, nothing sent.
+    seen.clear();
+    out.getBuffer().setLength(0);
+    err.getBuffer().setLength(0);
+    assertThat(execute(Map.of(), args)).isEqualTo(2);
+    assertThat(err.toString())
+        .isEqualTo(
+            "phasemeter load campaign: "
+                + plan
+                + ": key 'api_key_env': environment variable "
+                + VAR
+                + " is not set"
+                + System.lineSeparator());
+    assertThat(seen).isEmpty();
   }
 
   @Test
