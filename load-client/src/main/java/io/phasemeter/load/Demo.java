@@ -155,7 +155,8 @@ public final class Demo implements Callable<Integer> {
               5,
               Duration.ZERO,
               false,
-              true);
+              true,
+              null);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {
         stdout.println(

@@ -2,6 +2,7 @@ package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.ApiKey;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
@@ -9,6 +10,7 @@ import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -36,14 +38,34 @@ public final class LoadMain implements Callable<Integer> {
 
   @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
+  private final Map<String, String> env;
+
+  /** The command reading the process's environment. */
+  public LoadMain() {
+    this(System.getenv());
+  }
+
+  /** The command reading {@code env} instead of the process's environment (tests). */
+  public LoadMain(Map<String, String> env) {
+    this.env = Map.copyOf(env);
+  }
+
   public static void main(String[] args) {
     System.exit(
-        commandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true))
+        commandLine(
+                new PrintWriter(System.out, true),
+                new PrintWriter(System.err, true),
+                System.getenv())
             .execute(args));
   }
 
   static CommandLine commandLine(PrintWriter out, PrintWriter err) {
-    CommandLine cl = new CommandLine(new LoadMain());
+    return commandLine(out, err, System.getenv());
+  }
+
+  /** The command line, reading {@code --api-key-env}'s variable from {@code env}. */
+  static CommandLine commandLine(PrintWriter out, PrintWriter err, Map<String, String> env) {
+    CommandLine cl = new CommandLine(new LoadMain(env));
     cl.setOut(out);
     cl.setErr(err);
     cl.setExecutionExceptionHandler(
@@ -58,6 +80,11 @@ public final class LoadMain implements Callable<Integer> {
   public Integer call() {
     spec.commandLine().usage(spec.commandLine().getOut());
     return 2;
+  }
+
+  /** The environment the commands read ({@link System#getenv()} but in tests). */
+  public Map<String, String> environment() {
+    return env;
   }
 
   /** {@code phasemeter load run}. */
@@ -78,6 +105,8 @@ public final class LoadMain implements Callable<Integer> {
   static final class Run implements Callable<Integer> {
     @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
+    @CommandLine.ParentCommand LoadMain parent;
+
     @Option(
         names = "--url",
         required = true,
@@ -96,6 +125,16 @@ public final class LoadMain implements Callable<Integer> {
         paramLabel = "TOKEN",
         description = "bearer token of the admin listener, if it has one")
     String adminToken;
+
+    @Option(
+        names = "--api-key-env",
+        paramLabel = "NAME",
+        description =
+            "send the API key held by environment variable NAME as 'Authorization: Bearer <key>'"
+                + " on every generation request (not on the admin calls), for a deployment with"
+                + " auth on; read once at start, an unset or empty NAME is an error (exit 2). Only"
+                + " NAME is recorded (conditions: api_key_env), never the key")
+    String apiKeyEnv;
 
     @Option(
         names = "--model",
@@ -336,7 +375,8 @@ public final class LoadMain implements Callable<Integer> {
               ? null
               : Durations.parsePositive("--warmup-duration", warmupDuration),
           joinSampledOnly,
-          onOff("--connection-reuse", connectionReuse));
+          onOff("--connection-reuse", connectionReuse),
+          apiKeyEnv == null ? null : ApiKey.fromEnv("--api-key-env", apiKeyEnv, parent.env));
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

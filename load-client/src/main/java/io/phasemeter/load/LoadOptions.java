@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Arrivals;
 import io.phasemeter.load.workload.Mix;
 import io.phasemeter.load.workload.Profile;
@@ -22,6 +23,8 @@ import java.util.List;
  * @param warmup requests sent one by one before the clock starts
  * @param warmupDuration how long the first step's load runs before the clock starts (zero: none)
  * @param connectionReuse false: a fresh connection per request ({@code --connection-reuse off})
+ * @param apiKey sent as {@code Authorization: Bearer} on every request ({@code --api-key-env}), or
+ *     null for none
  */
 public record LoadOptions(
     URI url,
@@ -51,7 +54,8 @@ public record LoadOptions(
     int warmup,
     Duration warmupDuration,
     boolean joinSampledOnly,
-    boolean connectionReuse) {
+    boolean connectionReuse,
+    ApiKey apiKey) {
 
   public LoadOptions {
     if (Double.isNaN(rate) || Double.isInfinite(rate)) {
@@ -146,9 +150,15 @@ public record LoadOptions(
 
   /**
    * The requests of the run: exact lengths (token-id prompts) for completions and embeddings, from
-   * --mix, --profile or custom lengths; free text for chat and responses.
+   * --mix, --profile or custom lengths; free text for chat and responses. With an API key every
+   * request carries it.
    */
   public Workload workload() {
+    Workload w = requests();
+    return apiKey == null ? w : w.withHeaders(apiKey.headers());
+  }
+
+  private Workload requests() {
     int maxTokens = outputTokens > 0 ? outputTokens : 128;
     return switch (api) {
       case CHAT -> Workload.chat(model, maxTokens, stream, seed);

@@ -208,6 +208,10 @@ public final class LoadRun {
     conditions.put("max_in_flight", o.maxInFlight());
     conditions.put("connection_reuse", o.connectionReuse() ? "on" : "off");
     conditions.put("streaming", o.stream());
+    if (o.apiKey() != null) {
+      // The variable's name only: the key itself is never written.
+      conditions.put("api_key_env", o.apiKey().envName());
+    }
     conditions.put("seed", o.seed());
     conditions.put("warmup_requests", o.warmup());
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);

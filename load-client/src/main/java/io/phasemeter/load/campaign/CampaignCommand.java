@@ -1,7 +1,9 @@
 package io.phasemeter.load.campaign;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.LoadMain;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -42,11 +44,16 @@ import picocli.CommandLine.Option;
 public final class CampaignCommand implements Callable<Integer> {
   @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
+  @CommandLine.ParentCommand LoadMain parent;
+
   @Option(
       names = "--plan",
       required = true,
       paramLabel = "FILE",
-      description = "the plan (YAML), e.g. config/campaign.yaml")
+      description =
+          "the plan (YAML), e.g. config/campaign.yaml; its key api_key_env: NAME sends the API key"
+              + " held by environment variable NAME on every run's requests, as load run"
+              + " --api-key-env")
   Path plan;
 
   @Option(
@@ -139,6 +146,13 @@ public final class CampaignCommand implements Callable<Integer> {
     CampaignRunner.Options o;
     try {
       p = Plan.load(plan);
+      ApiKey apiKey =
+          p.apiKeyEnv() == null
+              ? null
+              : ApiKey.fromEnv(
+                  p.file() + ": key 'api_key_env'",
+                  p.apiKeyEnv(),
+                  parent == null ? System.getenv() : parent.environment());
       if (startCmd == null && (coldCmd != null || serverUrl != null)) {
         throw new IllegalArgumentException("--cold-cmd and --server-url go with --start-cmd");
       }
@@ -159,7 +173,8 @@ public final class CampaignCommand implements Callable<Integer> {
               serverUrl == null ? null : httpUrl("--server-url", serverUrl),
               startCmd == null ? 0 : startPairs,
               Durations.parsePositive("--ready-timeout", readyTimeout),
-              Durations.parsePositive("--join-grace", joinGrace));
+              Durations.parsePositive("--join-grace", joinGrace),
+              apiKey);
       if (proxyConfig != null && !Files.isReadable(proxyConfig)) {
         throw new IllegalArgumentException("--proxy-config " + proxyConfig + ": not readable");
       }

@@ -92,6 +92,9 @@ public final class CampaignReport {
     p.put("api", plan.api().key());
     p.put("max_in_flight", plan.maxInFlight());
     p.put("timeout_s", plan.timeout().toMillis() / 1000.0);
+    if (plan.apiKeyEnv() != null) {
+      p.put("api_key_env", plan.apiKeyEnv());
+    }
     ObjectNode sched = root.putObject("schedule");
     sched.put("seed", r.schedule().seed());
     sched.put(

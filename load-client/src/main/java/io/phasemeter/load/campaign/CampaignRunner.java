@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -34,6 +35,7 @@ public final class CampaignRunner {
    *
    * @param serverUrl where {@code --start-cmd}'s server answers {@code /health} (default: url)
    * @param startPairs cold/warm start pairs to time (0 without a start command)
+   * @param apiKey the key of the plan's {@code api_key_env}, read at start, or null
    */
   public record Options(
       Path planFile,
@@ -48,7 +50,8 @@ public final class CampaignRunner {
       URI serverUrl,
       int startPairs,
       Duration readyTimeout,
-      Duration joinGrace) {
+      Duration joinGrace,
+      ApiKey apiKey) {
     public Options {
       labels = Map.copyOf(labels);
     }
@@ -132,6 +135,7 @@ public final class CampaignRunner {
               o.serverUrl() == null ? o.url() : o.serverUrl(),
               plan.model(),
               plan.api(),
+              o.apiKey(),
               o.readyTimeout(),
               o.out(),
               out);
@@ -156,7 +160,8 @@ public final class CampaignRunner {
               o.adminToken(),
               o.proxyConfig(),
               o.labels(),
-              plan.model());
+              plan.model(),
+              o.apiKey());
       conditions.put("start_cmd", o.startCmd());
       List<Run> runs = new ArrayList<>();
       for (Schedule.Entry e : entries) {
@@ -293,7 +298,8 @@ public final class CampaignRunner {
         0,
         Duration.ZERO,
         false,
-        plan.connectionReuse());
+        plan.connectionReuse(),
+        o.apiKey());
   }
 
   static Map<String, Double> emptyMetrics() {

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.load.Version;
+import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -60,7 +61,8 @@ public final class Conditions {
       String adminToken,
       Path proxyConfig,
       Map<String, String> labels,
-      String model) {
+      String model,
+      ApiKey apiKey) {
     ObjectNode c = JsonNodeFactory.instance.objectNode();
     c.put("phasemeter_version", Version.version());
     c.put("git_commit", Version.gitCommit());
@@ -72,7 +74,7 @@ public final class Conditions {
     ObjectNode l = c.putObject("labels");
     labels.forEach(l::put);
     HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
-    c.set("upstream_models", models(http, url));
+    c.set("upstream_models", models(http, url, apiKey));
     if (proxyConfig != null) {
       c.put("proxy_config_file", proxyConfig.toString());
       c.put("proxy_config_sha256", sha256(proxyConfig));
@@ -105,11 +107,19 @@ public final class Conditions {
     }
   }
 
-  /** {@code GET {url}/v1/models}: status, the server's headers (not date or length) and body. */
-  static ObjectNode models(HttpClient http, URI url) {
+  /**
+   * {@code GET {url}/v1/models}: status, the server's headers (not date or length) and body. With
+   * the campaign's API key, which a server with auth on asks for here too.
+   */
+  static ObjectNode models(HttpClient http, URI url, ApiKey apiKey) {
     ObjectNode o = JsonNodeFactory.instance.objectNode();
     try {
-      HttpResponse<String> r = get(http, url.resolve("/v1/models"), null);
+      HttpRequest.Builder b =
+          HttpRequest.newBuilder(url.resolve("/v1/models")).timeout(Duration.ofSeconds(10)).GET();
+      if (apiKey != null) {
+        apiKey.headers().forEach(b::header);
+      }
+      HttpResponse<String> r = http.send(b.build(), HttpResponse.BodyHandlers.ofString());
       o.put("status", r.statusCode());
       ObjectNode headers = o.putObject("headers");
       r.headers()

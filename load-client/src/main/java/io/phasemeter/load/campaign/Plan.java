@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Durations;
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -40,6 +41,8 @@ import java.util.Set;
  * @param maxInFlight the open model's cap; a run that reaches it drops iterations and is invalid
  * @param timeout per-request timeout
  * @param connectionReuse whether runs reuse keep-alive connections ({@code connection_reuse: on})
+ * @param apiKeyEnv the environment variable whose API key every run sends ({@code api_key_env}, as
+ *     {@code load run --api-key-env}), or null for none; the plan names it, never the key
  */
 public record Plan(
     String file,
@@ -56,7 +59,8 @@ public record Plan(
     Api api,
     int maxInFlight,
     Duration timeout,
-    boolean connectionReuse) {
+    boolean connectionReuse,
+    String apiKeyEnv) {
 
   /** Fewer repeats give no usable interval (n = 3 already needs t = 4.30). */
   public static final int MIN_REPEATS = 3;
@@ -76,7 +80,8 @@ public record Plan(
           "api",
           "max_in_flight",
           "timeout",
-          "connection_reuse");
+          "connection_reuse",
+          "api_key_env");
 
   public Plan {
     if (model == null || model.isBlank()) {
@@ -125,6 +130,14 @@ public record Plan(
     api = api == null ? Api.COMPLETIONS : api;
     if (api == Api.EMBEDDINGS && stream) {
       throw error(file, "stream", "cannot be true with api: embeddings (never streamed)");
+    }
+    if (apiKeyEnv != null && !ApiKey.isName(apiKeyEnv)) {
+      // Not echoed: what was written may be the key itself.
+      throw error(
+          file,
+          "api_key_env",
+          "must name an environment variable (letters, digits and _, e.g. OPENAI_API_KEY), not"
+              + " hold the key");
     }
   }
 
@@ -196,7 +209,8 @@ public record Plan(
         api,
         integer(root, source, "max_in_flight", 1024),
         duration(root, source, "timeout", Duration.ofSeconds(120)),
-        onOff(root, source, "connection_reuse", true));
+        onOff(root, source, "connection_reuse", true),
+        text(root, source, "api_key_env", null));
   }
 
   /** The plan's {@code api}, completions when it has none. */

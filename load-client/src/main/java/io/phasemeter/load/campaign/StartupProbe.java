@@ -1,6 +1,7 @@
 package io.phasemeter.load.campaign;
 
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -40,6 +41,7 @@ final class StartupProbe {
   private final URI server;
   private final String model;
   private final Api api;
+  private final ApiKey apiKey;
   private final Duration readyTimeout;
   private final Path logDir;
   private final PrintWriter out;
@@ -53,6 +55,7 @@ final class StartupProbe {
       URI server,
       String model,
       Api api,
+      ApiKey apiKey,
       Duration readyTimeout,
       Path logDir,
       PrintWriter out) {
@@ -61,6 +64,7 @@ final class StartupProbe {
     this.server = server;
     this.model = model;
     this.api = api;
+    this.apiKey = apiKey;
     this.readyTimeout = readyTimeout;
     this.logDir = logDir;
     this.out = out;
@@ -167,9 +171,15 @@ final class StartupProbe {
         body = "{\"model\":" + m + ",\"prompt\":\"Hello\",\"max_tokens\":1}";
       }
     }
-    return HttpRequest.newBuilder(server.resolve(path))
-        .header("content-type", "application/json")
-        .POST(HttpRequest.BodyPublishers.ofString(body));
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(server.resolve(path))
+            .header("content-type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(body));
+    if (apiKey != null) {
+      // A server with auth on refuses the probe without the key: it would never be "ready".
+      apiKey.headers().forEach(b::header);
+    }
+    return b;
   }
 
   private int status(HttpRequest.Builder request) throws InterruptedException {

@@ -63,4 +63,24 @@ public record RequestSpec(
   public boolean exactLengths() {
     return promptTokens >= 0;
   }
+
+  /** Names the headers but not their values: one of them may carry an API key ({@link ApiKey}). */
+  @Override
+  public String toString() {
+    return "RequestSpec[api="
+        + api
+        + ", path="
+        + path
+        + ", bucket="
+        + bucket
+        + ", promptTokens="
+        + promptTokens
+        + ", maxTokens="
+        + maxTokens
+        + ", stream="
+        + stream
+        + ", headers="
+        + new java.util.TreeSet<>(headers.keySet())
+        + "]";
+  }
 }

@@ -2,7 +2,9 @@ package io.phasemeter.load.workload;
 
 import com.fasterxml.jackson.core.io.JsonStringEncoder;
 import io.vertx.core.buffer.Buffer;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.SplittableRandom;
 
@@ -47,8 +49,20 @@ public final class Workload {
   private final boolean stream;
   private final long seed;
   private final int maxTokens;
+  private final Map<String, String> headers;
 
   private Workload(String model, Api api, Mix mix, boolean stream, long seed, int maxTokens) {
+    this(model, api, mix, stream, seed, maxTokens, Map.of());
+  }
+
+  private Workload(
+      String model,
+      Api api,
+      Mix mix,
+      boolean stream,
+      long seed,
+      int maxTokens,
+      Map<String, String> headers) {
     if (model == null || model.isBlank()) {
       throw new IllegalArgumentException("--model must not be empty");
     }
@@ -58,6 +72,17 @@ public final class Workload {
     this.stream = stream;
     this.seed = seed;
     this.maxTokens = maxTokens;
+    this.headers = Map.copyOf(headers);
+  }
+
+  /**
+   * These requests with {@code extra} headers on every one (replacing any of the same name), e.g.
+   * {@link ApiKey#headers()}.
+   */
+  public Workload withHeaders(Map<String, String> extra) {
+    Map<String, String> all = new HashMap<>(headers);
+    all.putAll(extra);
+    return new Workload(model, api, mix, stream, seed, maxTokens, all);
   }
 
   /** Exact-length requests of one profile. */
@@ -142,7 +167,7 @@ public final class Workload {
     appendStreamOptions(sb);
     sb.append('}');
     return new RequestSpec(
-        api, api.path(), Buffer.buffer(sb.toString()), shape.bucket(), in, out, stream, null);
+        api, api.path(), Buffer.buffer(sb.toString()), shape.bucket(), in, out, stream, headers);
   }
 
   private RequestSpec chatRequest(long seq, SplittableRandom rng) {
@@ -156,7 +181,7 @@ public final class Workload {
     appendStreamOptions(sb);
     sb.append('}');
     return new RequestSpec(
-        api, api.path(), Buffer.buffer(sb.toString()), "chat", -1, maxTokens, stream, null);
+        api, api.path(), Buffer.buffer(sb.toString()), "chat", -1, maxTokens, stream, headers);
   }
 
   private RequestSpec responsesRequest(long seq, SplittableRandom rng) {
@@ -169,7 +194,7 @@ public final class Workload {
     sb.append(",\"max_output_tokens\":").append(maxTokens).append(",\"stream\":").append(stream);
     sb.append('}');
     return new RequestSpec(
-        api, api.path(), Buffer.buffer(sb.toString()), "responses", -1, maxTokens, stream, null);
+        api, api.path(), Buffer.buffer(sb.toString()), "responses", -1, maxTokens, stream, headers);
   }
 
   private RequestSpec embeddingsRequest(SplittableRandom rng) {
@@ -181,7 +206,7 @@ public final class Workload {
     appendTokenIds(sb, in, rng);
     sb.append('}');
     return new RequestSpec(
-        api, api.path(), Buffer.buffer(sb.toString()), Mix.tokens(in), in, 0, false, null);
+        api, api.path(), Buffer.buffer(sb.toString()), Mix.tokens(in), in, 0, false, headers);
   }
 
   /**

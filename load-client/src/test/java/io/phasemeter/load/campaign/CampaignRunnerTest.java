@@ -85,7 +85,8 @@ class CampaignRunnerTest {
             null,
             0,
             Duration.ofSeconds(30),
-            Duration.ofSeconds(1));
+            Duration.ofSeconds(1),
+            null);
     result =
         new CampaignRunner(Plan.load(planFile), o, new PrintWriter(progress, true))
             .beforeRun(

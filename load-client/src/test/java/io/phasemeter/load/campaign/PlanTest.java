@@ -77,4 +77,15 @@ class PlanTest {
     assertThatThrownBy(() -> Plan.parse(base + "api: [chat]\n", "a.yaml"))
         .hasMessage("a.yaml: key 'api' must be a single value");
   }
+
+  @Test
+  void apiKeyEnvNamesAVariableAndNeverHoldsTheKey() {
+    String base = "model: m\nduration: 1s\nprofiles: [doc-qa]\nconcurrency: [1]\n";
+    assertThat(Plan.parse(base, "a.yaml").apiKeyEnv()).isNull();
+    assertThat(Plan.parse(base + "api_key_env: OPENAI_API_KEY\n", "a.yaml").apiKeyEnv())
+        .isEqualTo("OPENAI_API_KEY");
+    assertThatThrownBy(() -> Plan.parse(base + "api_key_env: sk-abc-123\n", "a.yaml"))
+        .hasMessageStartingWith("a.yaml: key 'api_key_env' must name an environment variable")
+        .hasMessageNotContaining("sk-abc-123");
+  }
 }

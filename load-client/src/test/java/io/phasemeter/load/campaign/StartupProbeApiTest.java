@@ -3,6 +3,7 @@ package io.phasemeter.load.campaign;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.ApiKey;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
 import java.io.PrintWriter;
@@ -12,6 +13,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -34,6 +36,9 @@ class StartupProbeApiTest {
   /** Paths answered 200; every other POST gets 404, as a server without that route. */
   private volatile Set<String> serves = Set.of();
 
+  /** The authorization a POST must carry (null: none), as a server with auth on. */
+  private volatile String requiredAuth;
+
   @BeforeEach
   void start() throws Exception {
     vertx = Vertx.vertx();
@@ -44,7 +49,11 @@ class StartupProbeApiTest {
                 req -> {
                   asked.add(req.method() + " " + req.path());
                   boolean ok = req.path().equals("/health") || serves.contains(req.path());
-                  req.response().setStatusCode(ok ? 200 : 404).end("{}");
+                  boolean allowed =
+                      req.path().equals("/health")
+                          || requiredAuth == null
+                          || requiredAuth.equals(req.getHeader("authorization"));
+                  req.response().setStatusCode(!allowed ? 401 : ok ? 200 : 404).end("{}");
                 })
             .listen(0, "127.0.0.1")
             .await(10, TimeUnit.SECONDS);
@@ -56,6 +65,10 @@ class StartupProbeApiTest {
   }
 
   private StartupProbe.Start probe(Api api) throws Exception {
+    return probe(api, null);
+  }
+
+  private StartupProbe.Start probe(Api api, ApiKey key) throws Exception {
     StartupProbe probe =
         new StartupProbe(
             "sleep 30",
@@ -63,6 +76,7 @@ class StartupProbeApiTest {
             URI.create("http://127.0.0.1:" + server.actualPort()),
             "m",
             api,
+            key,
             Duration.ofSeconds(3),
             dir,
             new PrintWriter(new StringWriter(), true));
@@ -88,5 +102,14 @@ class StartupProbeApiTest {
     assertThat(probe(Api.COMPLETIONS).error()).isNull();
     assertThat(probe(Api.CHAT).error()).isNull();
     assertThat(asked).contains("POST /v1/completions").doesNotContain("POST /v1/responses");
+  }
+
+  @Test
+  void withAPlanKeyTheFirstCompletionCarriesIt() throws Exception {
+    serves = Set.of("/v1/completions");
+    requiredAuth = "Bearer sk-probe";
+    ApiKey key = ApiKey.fromEnv("api_key_env", "PROBE_KEY", Map.of("PROBE_KEY", "sk-probe"));
+    assertThat(probe(Api.COMPLETIONS, key).error()).isNull();
+    assertThat(asked).contains("POST /v1/completions");
   }
 }
