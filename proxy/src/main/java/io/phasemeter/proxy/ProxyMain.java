@@ -91,6 +91,17 @@ public final class ProxyMain implements Callable<Integer> {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
     }
+    ProxyConfig.SharedLimits shared = cfg.auth().sharedLimits();
+    if (cfg.auth().enabled() && shared.enabled() && shared.passwordEnv() != null) {
+      String password = System.getenv(shared.passwordEnv());
+      if (password == null || password.isEmpty()) {
+        err.println(
+            "phasemeter proxy: auth.shared_limits.password_env: the variable "
+                + shared.passwordEnv()
+                + " is not set");
+        return 2;
+      }
+    }
     if (check) {
       out.println(describe(cfg));
       out.println("admin: " + cfg.admin().host() + ":" + cfg.admin().port() + access(cfg.admin()));

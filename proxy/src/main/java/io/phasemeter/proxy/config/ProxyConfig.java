@@ -505,7 +505,15 @@ public record ProxyConfig(
       for (String e : endpoints) {
         if (e == null || !(e.startsWith("redis://") || e.startsWith("rediss://"))) {
           throw new IllegalArgumentException(
-              "auth.shared_limits.endpoints: '" + e + "' is not a redis:// or rediss:// URL");
+              "auth.shared_limits.endpoints: an endpoint is not a redis:// or rediss:// URL");
+        }
+        String authority = e.substring(e.indexOf("//") + 2);
+        int slash = authority.indexOf('/');
+        if ((slash < 0 ? authority : authority.substring(0, slash)).contains("@")) {
+          // The URL would be logged (start-up, outages) with it: the password has its own place.
+          throw new IllegalArgumentException(
+              "auth.shared_limits.endpoints: an endpoint carries credentials; put the password in"
+                  + " the environment and name the variable in auth.shared_limits.password_env");
         }
       }
       if (enabled && type.equals("sentinel") && (masterName == null || masterName.isBlank())) {

@@ -15,11 +15,17 @@ public interface Limiter {
   /** Takes {@code estimatedTokens} from {@code key}'s tokens-per-minute bucket, or refuses. */
   Future<Decision> admitTokens(ApiKey key, long estimatedTokens);
 
-  /** Replaces an admitted estimate with the actual usage (refund or charge). */
-  void settleTokens(ApiKey key, long estimated, long actual);
+  /**
+   * Replaces an admitted estimate with the actual usage (refund or charge), in the store that took
+   * it: {@code source} is the admitting {@link Decision#source()}.
+   */
+  void settleTokens(ApiKey key, long estimated, long actual, String source);
 
-  /** Gives back a request admitted and then refused on tokens, or one that never ran. */
-  void refundRequest(ApiKey key);
+  /**
+   * Gives back a request admitted and then refused on tokens, or one that never ran, to the store
+   * that took it ({@code source}, the admitting {@link Decision#source()}).
+   */
+  void refundRequest(ApiKey key, String source);
 
   /** This replica's own buckets, as a limiter. */
   static Limiter local(RateLimiter buckets) {
@@ -35,12 +41,12 @@ public interface Limiter {
       }
 
       @Override
-      public void settleTokens(ApiKey key, long estimated, long actual) {
+      public void settleTokens(ApiKey key, long estimated, long actual, String source) {
         buckets.settleTokens(key, estimated, actual);
       }
 
       @Override
-      public void refundRequest(ApiKey key) {
+      public void refundRequest(ApiKey key, String source) {
         buckets.refundRequest(key);
       }
     };

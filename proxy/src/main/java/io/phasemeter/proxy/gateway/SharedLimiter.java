@@ -162,25 +162,31 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       throw new IllegalArgumentException("estimatedTokens: must be >= 0, got " + estimatedTokens);
     }
     if (key.limitsTokens() && estimatedTokens > key.tpm()) {
-      // No wait would let it pass: no need to ask Redis.
+      // No wait would let it pass: no need to ask Redis, and no bucket's state to report.
       return Future.succeededFuture(
-          withSource(fallback.admitTokens(key, estimatedTokens), Decision.SOURCE_SHARED));
+          new Decision(
+              false,
+              Decision.Refusal.TOO_LARGE,
+              Duration.ZERO,
+              new RateLimitHeaders(
+                  RateLimitHeaders.Window.UNLIMITED, RateLimitHeaders.Window.UNLIMITED),
+              Decision.SOURCE_SHARED));
     }
     return decide(key, Operation.ADMIT_TOKENS, "t", estimatedTokens);
   }
 
   @Override
-  public void settleTokens(ApiKey key, long estimated, long actual) {
+  public void settleTokens(ApiKey key, long estimated, long actual, String source) {
     if (estimated < 0 || actual < 0) {
       throw new IllegalArgumentException(
           "estimated and actual: must be >= 0, got " + estimated + " and " + actual);
     }
-    give(key, "T", estimated - actual);
+    give(key, "T", estimated - actual, source);
   }
 
   @Override
-  public void refundRequest(ApiKey key) {
-    give(key, "R", 1);
+  public void refundRequest(ApiKey key, String source) {
+    give(key, "R", 1, source);
   }
 
   /** One admission: the script's answer within the timeout, or this replica's own decision. */
@@ -206,9 +212,13 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
               if (decided.future().isComplete()) {
                 return;
               }
-              if (ar.succeeded()) {
+              Decision d = ar.succeeded() ? parse(key, what, ar.result()) : null;
+              if (d != null) {
                 answered(op, start);
-                decided.complete(decision(key, what, ar.result()));
+                decided.tryComplete(d);
+              } else if (ar.succeeded()) {
+                failed(op, start, 2, "answered in an unexpected shape");
+                completeLocal(decided, key, what, n, fallbackError);
               } else {
                 failed(op, start, 2, ar.cause().getMessage());
                 completeLocal(decided, key, what, n, fallbackError);
@@ -238,13 +248,19 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     return Future.succeededFuture(withSource(d, Decision.SOURCE_FALLBACK));
   }
 
-  /** A give (refund or settlement): sent without waiting; on failure, to the local buckets. */
-  private void give(ApiKey key, String what, long n) {
-    long start = clock.nanoTime();
-    if (start < askAgainAt) {
-      giveLocally(key, what, n);
+  /**
+   * A give (refund or settlement) to the store that took the request: what Redis took goes back to
+   * Redis, sent without waiting, whatever the state now (it is dropped if Redis cannot take it: the
+   * key loses it, never gains it); what this replica's share took goes back to the share.
+   */
+  private void give(ApiKey key, String what, long n, String source) {
+    if (!Decision.SOURCE_SHARED.equals(source)) {
+      if (Decision.SOURCE_FALLBACK.equals(source)) {
+        giveLocally(key, what, n);
+      }
       return;
     }
+    long start = clock.nanoTime();
     send(key, what, n)
         .onComplete(
             ar -> {
@@ -252,7 +268,6 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
                 answered(Operation.SETTLE, start);
               } else {
                 failed(Operation.SETTLE, start, 2, ar.cause().getMessage());
-                giveLocally(key, what, n);
               }
             });
   }
@@ -316,6 +331,15 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     }
   }
 
+  /** The script's answer as a decision, or null when it is not the six integers it returns. */
+  private Decision parse(ApiKey key, String what, Response r) {
+    try {
+      return decision(key, what, r);
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
   private Decision decision(ApiKey key, String what, Response r) {
     boolean allowed = r.get(0).toLong() == 1;
     long waitMicros = r.get(1).toLong();
@@ -371,7 +395,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     if (timed) {
       record(op, 0, start);
     }
-    if (up.compareAndSet(false, true)) {
+    // Back up only once decisions are asked of Redis again: an answer that comes in time while
+    // the replica still decides alone (another request just timed out) changes nothing yet.
+    if (clock.nanoTime() >= askAgainAt && up.compareAndSet(false, true)) {
       LOG.info("shared limits: Redis ({}) answers again; limits are shared again", where);
     }
   }

@@ -94,6 +94,7 @@ final class AuthPhase {
               putHeaders(ctx, d);
               span.setAttribute(SpanAttributes.RATE_LIMIT_SOURCE, d.source());
               if (d.allowed()) {
+                ctx.requestAdmittedBy(d.source());
                 RequestContext c = ctx;
                 ctx.whenFinished(() -> settle(c));
                 return null;
@@ -137,7 +138,7 @@ final class AuthPhase {
         .recover(
             t -> {
               if (t instanceof SharedLimiter.Unavailable) {
-                limiter.refundRequest(key);
+                limiter.refundRequest(key, ctx.requestLimitSource());
               }
               return unavailable(t);
             })
@@ -147,7 +148,7 @@ final class AuthPhase {
   private Void tokensDecided(RequestContext ctx, ApiKey key, long estimate, Decision d, Span span) {
     putHeaders(ctx, d);
     if (!d.allowed()) {
-      limiter.refundRequest(key);
+      limiter.refundRequest(key, ctx.requestLimitSource());
       span.setAttribute(SpanAttributes.RATE_LIMIT, "tokens");
       if (d.refusal() == Decision.Refusal.TOO_LARGE) {
         throw ProxyFailure.of(
@@ -173,7 +174,7 @@ final class AuthPhase {
               + "s.",
           d.retryAfterSeconds());
     }
-    ctx.tokensAdmitted(estimate);
+    ctx.tokensAdmitted(estimate, d.source());
     return null;
   }
 
@@ -184,7 +185,7 @@ final class AuthPhase {
    */
   private void settle(RequestContext ctx) {
     if (ctx.upstreamAttempts() == 0 && neverRan(ctx.errorType())) {
-      limiter.refundRequest(ctx.apiKey());
+      limiter.refundRequest(ctx.apiKey(), ctx.requestLimitSource());
     }
     if (!ctx.tokensAdmitted()) {
       return;
@@ -195,7 +196,7 @@ final class AuthPhase {
     } else {
       actual = ctx.upstreamAttempts() > 0 ? ctx.tokenEstimate() : 0;
     }
-    limiter.settleTokens(ctx.apiKey(), ctx.tokenEstimate(), actual);
+    limiter.settleTokens(ctx.apiKey(), ctx.tokenEstimate(), actual, ctx.tokenLimitSource());
   }
 
   /**

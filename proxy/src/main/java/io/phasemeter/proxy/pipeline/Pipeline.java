@@ -203,7 +203,16 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
-    Future<Void> authorised = timed(ctx, Phase.AUTH, start, span -> auth.check(ctx, span));
+    Future<Void> authorised =
+        timed(ctx, Phase.AUTH, start, span -> auth.check(ctx, span))
+            .compose(
+                v ->
+                    // Auth may wait for a shared limiter: a client gone meanwhile goes no further.
+                    ctx.isCancelled()
+                        ? Future.failedFuture(
+                            ProxyFailure.of(
+                                ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."))
+                        : Future.succeededFuture());
     // A streamed pass-through's body goes to the upstream as it arrives, during generation: it has
     // no receive phase of its own, and prepare only checks its head.
     Future<Void> prepared =

@@ -73,6 +73,8 @@ public final class RequestContext {
   private Priority priority = Priority.NORMAL;
   private ApiKey apiKey;
   private long tokenEstimate = -1;
+  private String requestLimitSource = io.phasemeter.proxy.gateway.Decision.SOURCE_LOCAL;
+  private String tokenLimitSource = io.phasemeter.proxy.gateway.Decision.SOURCE_LOCAL;
   private boolean tokensAdmitted;
   private String keyName;
   private Runnable onFinish;
@@ -299,8 +301,16 @@ public final class RequestContext {
     contentChunks++;
   }
 
-  /** What to run if the client goes away now (leave the queue, cancel the upstream). */
+  /**
+   * What to run if the client goes away now (leave the queue, cancel the upstream). A client that
+   * already went away (while an asynchronous phase ran, with nothing registered) has it run at
+   * once.
+   */
   void onCancel(Runnable action) {
+    if (cancelled && !finished && action != null) {
+      action.run();
+      return;
+    }
     this.cancelAction = action;
   }
 
@@ -476,8 +486,30 @@ public final class RequestContext {
 
   /** Prepare, for auth: {@code estimate} tokens were taken from the key's bucket. */
   void tokensAdmitted(long estimate) {
+    tokensAdmitted(estimate, io.phasemeter.proxy.gateway.Decision.SOURCE_LOCAL);
+  }
+
+  /**
+   * Prepare, for auth: {@code estimate} tokens were taken from the key's bucket in {@code source}
+   * (where the settlement goes back to).
+   */
+  void tokensAdmitted(long estimate, String source) {
     this.tokenEstimate = estimate;
     this.tokensAdmitted = true;
+    this.tokenLimitSource = source;
+  }
+
+  /** Auth: the request was taken from the key's bucket in {@code source}. */
+  void requestAdmittedBy(String source) {
+    this.requestLimitSource = source;
+  }
+
+  String requestLimitSource() {
+    return requestLimitSource;
+  }
+
+  String tokenLimitSource() {
+    return tokenLimitSource;
   }
 
   /**

@@ -108,7 +108,7 @@ class SharedLimiterTest {
     ApiKey k = key("tokens", 0, 1000);
     assertThat(await(a.admitTokens(k, 600)).allowed()).isTrue();
     assertThat(await(a.admitTokens(k, 600)).refusal()).isEqualTo(Decision.Refusal.TOKENS);
-    a.settleTokens(k, 600, 100);
+    a.settleTokens(k, 600, 100, Decision.SOURCE_SHARED);
     // The settlement is sent without waiting; the next decision sees it once it landed.
     org.awaitility.Awaitility.await()
         .atMost(Duration.ofSeconds(10))
@@ -117,6 +117,47 @@ class SharedLimiterTest {
     assertThat(await(a.admitTokens(k, 5000)).refusal())
         .as("more than the whole limit never passes")
         .isEqualTo(Decision.Refusal.TOO_LARGE);
+  }
+
+  @Test
+  void whatRedisTookGoesBackToRedisEvenWhileTheReplicaDecidesAlone() throws Exception {
+    SharedLimiter a = limiter("local", 2);
+    ApiKey k = key("settle-in-outage", 0, 1000);
+    Decision taken = await(a.admitTokens(k, 1000));
+    assertThat(taken.source()).isEqualTo(Decision.SOURCE_SHARED);
+    // One timeout: for the next second the replica decides alone...
+    redis.pause();
+    try {
+      assertThat(await(a.admitTokens(k, 10)).source()).isEqualTo(Decision.SOURCE_FALLBACK);
+    } finally {
+      redis.resume();
+    }
+    // ...but the settlement of what Redis took goes to Redis, not to the replica's share.
+    a.settleTokens(k, 1000, 0, Decision.SOURCE_SHARED);
+    String tag = SharedLimiter.keyTag("pm-test:", "settle-in-outage");
+    org.awaitility.Awaitility.await()
+        .atMost(Duration.ofSeconds(10))
+        .untilAsserted(
+            () -> {
+              redis.command("PING");
+              long level = (long) Double.parseDouble(hget(tag + ":t", "b"));
+              assertThat(level).as("milli-tokens back in Redis").isGreaterThanOrEqualTo(999_000);
+            });
+  }
+
+  private String hget(String key, String field) throws Exception {
+    try (java.net.Socket s = new java.net.Socket("127.0.0.1", redis.port())) {
+      s.getOutputStream()
+          .write(
+              ("HGET " + key + " " + field + "\r\n")
+                  .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+      java.io.BufferedReader in =
+          new java.io.BufferedReader(
+              new java.io.InputStreamReader(
+                  s.getInputStream(), java.nio.charset.StandardCharsets.UTF_8));
+      String head = in.readLine();
+      return head.startsWith("$-1") ? "0" : in.readLine();
+    }
   }
 
   @Test
