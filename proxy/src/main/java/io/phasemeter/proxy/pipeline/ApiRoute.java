@@ -127,6 +127,11 @@ public final class ApiRoute {
     return maxBodyBytes;
   }
 
+  /** The body limit requests of this route get: its own, or {@code listenerMax}. */
+  long bodyLimit(long listenerMax) {
+    return maxBodyBytes > 0 ? maxBodyBytes : listenerMax;
+  }
+
   /** Whether {@code method} may be used here. */
   public boolean allows(HttpMethod method) {
     return methods == null || methods.contains(method);
@@ -167,11 +172,6 @@ public final class ApiRoute {
    */
   public String spanName(String method) {
     return "POST".equals(method) ? postSpanName : spanName0(method);
-  }
-
-  /** The root span's name of a POST. */
-  public String spanName() {
-    return postSpanName;
   }
 
   private String spanName0(String method) {

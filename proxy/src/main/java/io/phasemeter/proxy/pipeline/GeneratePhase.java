@@ -64,25 +64,6 @@ final class GeneratePhase {
   private static final Set<String> CLIENT_CREDENTIALS =
       Set.of("authorization", "api-key", "x-api-key");
 
-  private static final Set<String> HOP_BY_HOP =
-      Set.of(
-          "connection",
-          "keep-alive",
-          "proxy-authenticate",
-          "proxy-authorization",
-          "proxy-connection",
-          "te",
-          "trailer",
-          "transfer-encoding",
-          "upgrade",
-          "host",
-          "content-length",
-          "expect",
-          "accept-encoding",
-          "content-encoding",
-          "traceparent",
-          "tracestate");
-
   /**
    * What a pass-through does not forward, either way: the hop's own headers, and what the proxy
    * sets itself. Unlike a parsed body, a relayed one keeps its encoding and length.
@@ -103,6 +84,19 @@ final class GeneratePhase {
           "expect",
           "traceparent",
           "tracestate");
+
+  /**
+   * What a parsed request does not forward: the pass-through's set, and its encodings, since the
+   * body goes out as the proxy parsed it, plain.
+   */
+  private static final Set<String> HOP_BY_HOP =
+      with(RAW_HOP_BY_HOP, "accept-encoding", "content-encoding");
+
+  private static Set<String> with(Set<String> base, String... more) {
+    java.util.Set<String> all = new java.util.HashSet<>(base);
+    all.addAll(List.of(more));
+    return Set.copyOf(all);
+  }
 
   private static final io.opentelemetry.api.common.AttributeKey<Long> REQUEST_BODY_BYTES =
       io.opentelemetry.api.common.AttributeKey.longKey("http.request.body.size");
@@ -358,7 +352,7 @@ final class GeneratePhase {
       } else if (in.headers().contains("transfer-encoding")) {
         request.setChunked(true);
       }
-      long limit = ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : maxBodyBytes;
+      long limit = ctx.route().bodyLimit(maxBodyBytes);
       long[] sent = {0};
       if ("100-continue".equalsIgnoreCase(in.getHeader("expect"))) {
         ctx.response().writeContinue();
@@ -374,10 +368,7 @@ final class GeneratePhase {
             lastUploadActivity = lastActivity;
             if (sent[0] > limit) {
               ctx.response().putHeader("connection", "close");
-              fail(
-                  ProxyFailure.of(
-                      ProxyFailure.Kind.BODY_TOO_LARGE,
-                      "The request body exceeds the limit of " + limit + " bytes."));
+              fail(ReceivePhase.tooLarge(limit));
               return;
             }
             request.write(chunk);
@@ -391,7 +382,6 @@ final class GeneratePhase {
             if (over) {
               return;
             }
-            ctx.uploaded(sent[0]);
             uploadEnded = true;
             endUpload();
             span.addEvent("request.body.sent", Attributes.of(REQUEST_BODY_BYTES, sent[0]));

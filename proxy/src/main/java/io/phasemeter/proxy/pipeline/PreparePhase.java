@@ -227,22 +227,8 @@ final class PreparePhase {
    */
   private void preparePassthrough(RequestContext ctx) {
     if (!ctx.route().modelFromBody()) {
-      String declared = ctx.request().getHeader("content-length");
-      if (declared != null) {
-        long n;
-        try {
-          n = Long.parseLong(declared.trim());
-        } catch (NumberFormatException e) {
-          throw ProxyFailure.of(
-              ProxyFailure.Kind.INVALID_REQUEST, "Invalid Content-Length header.");
-        }
-        if (n > maxBodyBytes(ctx)) {
-          throw ProxyFailure.of(
-              ProxyFailure.Kind.BODY_TOO_LARGE,
-              "The request body exceeds the limit of " + maxBodyBytes(ctx) + " bytes.");
-        }
-        ctx.declared(n);
-      }
+      ctx.declared(
+          ReceivePhase.declaredLength(ctx.request(), ctx.route().bodyLimit(listenerMaxBody)));
       return;
     }
     // Routed by the model its JSON names; a body that is not such JSON is the upstream's to judge,
@@ -260,11 +246,6 @@ final class PreparePhase {
     }
     ctx.requested(model, false);
     ctx.prepared(-1, ctx.body() == null ? Buffer.buffer() : ctx.body(), false);
-  }
-
-  /** The route's body limit, or the listener's. */
-  private long maxBodyBytes(RequestContext ctx) {
-    return ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : listenerMaxBody;
   }
 
   /**

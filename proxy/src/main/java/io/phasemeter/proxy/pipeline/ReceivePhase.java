@@ -36,20 +36,11 @@ final class ReceivePhase {
   /** Reads the body; the phase ends when this completes (the pipeline times it). */
   Future<Void> receive(RequestContext ctx) {
     HttpServerRequest req = ctx.request();
-    long maxBodyBytes =
-        ctx.route().maxBodyBytes() > 0 ? ctx.route().maxBodyBytes() : this.maxBodyBytes;
-    String declaredHeader = req.getHeader("content-length");
-    long declared = -1;
-    if (declaredHeader != null) {
-      try {
-        declared = Long.parseLong(declaredHeader.trim());
-      } catch (NumberFormatException e) {
-        return Future.failedFuture(
-            ProxyFailure.of(ProxyFailure.Kind.INVALID_REQUEST, "Invalid Content-Length header."));
-      }
-      if (declared > maxBodyBytes) {
-        return Future.failedFuture(tooLarge(maxBodyBytes));
-      }
+    long maxBodyBytes = ctx.route().bodyLimit(this.maxBodyBytes);
+    try {
+      declaredLength(req, maxBodyBytes);
+    } catch (ProxyFailure f) {
+      return Future.failedFuture(f);
     }
     String encoding = req.getHeader("content-encoding");
     if (encoding != null && !encoding.isBlank() && !"identity".equalsIgnoreCase(encoding.trim())) {
@@ -121,7 +112,29 @@ final class ReceivePhase {
         1);
   }
 
-  private static ProxyFailure tooLarge(long maxBodyBytes) {
+  /**
+   * The body length the head declares ({@code Content-Length}), or -1 when it declares none; a
+   * length that is not a number, or is over {@code limit}, is refused before a byte is read.
+   */
+  static long declaredLength(HttpServerRequest req, long limit) {
+    String header = req.getHeader("content-length");
+    if (header == null) {
+      return -1;
+    }
+    long declared;
+    try {
+      declared = Long.parseLong(header.trim());
+    } catch (NumberFormatException e) {
+      throw ProxyFailure.of(ProxyFailure.Kind.INVALID_REQUEST, "Invalid Content-Length header.");
+    }
+    if (declared > limit) {
+      throw tooLarge(limit);
+    }
+    return declared;
+  }
+
+  /** The refusal of a body over {@code maxBodyBytes}, declared or arriving. */
+  static ProxyFailure tooLarge(long maxBodyBytes) {
     return ProxyFailure.of(
         ProxyFailure.Kind.BODY_TOO_LARGE,
         "The request body exceeds the limit of " + maxBodyBytes + " bytes.");

@@ -84,7 +84,6 @@ public final class RequestContext {
   private int passthroughStatus;
   private int relayedStatus;
   private boolean plain;
-  private long uploadedBytes = -1;
   private String passthroughContentType;
   private Buffer responseBody;
   private boolean upstreamReportedError;
@@ -528,11 +527,6 @@ public final class RequestContext {
     this.declaredBodyBytes = bytes;
   }
 
-  /** Generation (a streamed pass-through): the body's bytes sent on to the upstream. */
-  void uploaded(long bytes) {
-    this.uploadedBytes = bytes;
-  }
-
   /**
    * Generation (a pass-through): the upstream's status, relayed with its body as it came. A 4xx is
    * the client's error, a 5xx the upstream's (see {@link Verdict}).
@@ -783,11 +777,6 @@ public final class RequestContext {
   /** {@code http.request.method}: the method, or {@code _OTHER} for one HTTP does not define. */
   public String method() {
     return method;
-  }
-
-  /** A streamed pass-through's body bytes sent on to the upstream, or -1. */
-  public long uploadedBytes() {
-    return uploadedBytes;
   }
 
   public Span rootSpan() {

@@ -57,6 +57,9 @@ public final class RouteTable {
   private final Map<String, ApiRoute> exact = new HashMap<>();
   private final List<ApiRoute> routes = new ArrayList<>();
   private final ApiRoute catchAll;
+  // The configured routes are the first of patterns; the denied prefixes answer with deny.
+  private final int configuredCount;
+  private final ApiRoute deny;
 
   /** The table of {@code configured} routes, then the defaults. */
   public RouteTable(List<ProxyConfig.Route> configured) {
@@ -76,6 +79,7 @@ public final class RouteTable {
     }
     int firstDefault = patterns.size();
     ApiRoute last = null;
+    ApiRoute denied = null;
     for (ProxyConfig.Route r : DEFAULTS) {
       ApiRoute route = resolve(r);
       routes.add(route);
@@ -86,16 +90,14 @@ public final class RouteTable {
       } else {
         exact.putIfAbsent(r.path(), route);
       }
-      if (route.api() == ApiRoute.Api.DENY && deny == null) {
-        deny = route;
+      if (route.api() == ApiRoute.Api.DENY && denied == null) {
+        denied = route;
       }
     }
     this.catchAll = configuredCatchAll != null ? configuredCatchAll : last;
     this.configuredCount = firstDefault;
+    this.deny = denied;
   }
-
-  private final int configuredCount;
-  private ApiRoute deny;
 
   /** The route for a normalised path ({@link PathNormalizer}); never null (the catch-all). */
   public ApiRoute match(String path) {

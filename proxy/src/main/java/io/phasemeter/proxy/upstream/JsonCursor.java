@@ -238,6 +238,18 @@ final class JsonCursor {
     return text;
   }
 
+  /**
+   * A token count: the value {@code value} (the token just read) as a long when it is an {@link
+   * #INT}, else -1 with the value skipped (usage fields in streams and bodies).
+   */
+  long count(int value) throws MalformedJson {
+    if (value == INT) {
+      return longValue();
+    }
+    skipChildren();
+    return -1;
+  }
+
   /** The current {@link #INT} as a long; one out of its range is an error, as in Jackson. */
   long longValue() throws MalformedJson {
     int p = start;

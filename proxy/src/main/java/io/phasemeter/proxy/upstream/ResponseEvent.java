@@ -314,9 +314,9 @@ public final class ResponseEvent {
       usage = true;
       while (json.next() == JsonCursor.FIELD_NAME) {
         if (json.nameIs("input_tokens")) {
-          input = count(json.next());
+          input = json.count(json.next());
         } else if (json.nameIs("output_tokens")) {
-          output = count(json.next());
+          output = json.count(json.next());
         } else {
           json.next();
           json.skipChildren();
@@ -368,14 +368,6 @@ public final class ResponseEvent {
           json.skipChildren();
         }
       }
-    }
-
-    private long count(int value) throws MalformedJson {
-      if (value == JsonCursor.INT) {
-        return json.longValue();
-      }
-      json.skipChildren();
-      return -1;
     }
   }
 }

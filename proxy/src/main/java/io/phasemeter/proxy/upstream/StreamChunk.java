@@ -482,9 +482,9 @@ public final class StreamChunk {
       usage = true;
       while (json.next() == JsonCursor.FIELD_NAME) {
         if (json.nameIs("prompt_tokens")) {
-          promptTokens = count(json.next());
+          promptTokens = json.count(json.next());
         } else if (json.nameIs("completion_tokens")) {
-          completionTokens = count(json.next());
+          completionTokens = json.count(json.next());
         } else {
           json.next();
           json.skipChildren();
@@ -511,14 +511,6 @@ public final class StreamChunk {
         json.skipChildren();
       }
       return any;
-    }
-
-    private long count(int value) throws MalformedJson {
-      if (value == JsonCursor.INT) {
-        return json.longValue();
-      }
-      json.skipChildren();
-      return -1;
     }
   }
 }
