@@ -1,6 +1,5 @@
 package io.phasemeter.load.http;
 
-import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.exc.InputCoercionException;
@@ -16,7 +15,6 @@ import java.io.IOException;
  * malformed body is still refused.
  */
 final class ResponseJson {
-  private static final JsonFactory JSON = new JsonFactory();
 
   final boolean content;
   final boolean error;
@@ -41,27 +39,16 @@ final class ResponseJson {
    * @return null when the text is not a JSON object
    */
   static ResponseJson parse(String json) {
-    try (JsonParser p = JSON.createParser(json)) {
-      return read(p);
-    } catch (IOException | RuntimeException e) {
-      return null;
-    }
+    return JsonObjects.parse(json, ResponseJson::read);
   }
 
   /** Like {@link #parse(String)}, for a whole body. */
   static ResponseJson parse(byte[] json) {
-    try (JsonParser p = JSON.createParser(json)) {
-      return read(p);
-    } catch (IOException | RuntimeException e) {
-      return null;
-    }
+    return JsonObjects.parse(json, ResponseJson::read);
   }
 
-  /** The root object; a field given twice counts as its last value, as in a tree. */
+  /** The root object's fields; a field given twice counts as its last value, as in a tree. */
   private static ResponseJson read(JsonParser p) throws IOException {
-    if (p.nextToken() != JsonToken.START_OBJECT) {
-      return null;
-    }
     boolean error = false;
     boolean content = false;
     long prompt = -1;

@@ -1,6 +1,5 @@
 package io.phasemeter.load.http;
 
-import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.exc.InputCoercionException;
@@ -18,7 +17,6 @@ import java.io.IOException;
  * response) gives its {@code status}, {@code usage} and {@code error}.
  */
 final class ResponsesJson {
-  private static final JsonFactory JSON = new JsonFactory();
 
   /** The event's {@code type}, or null (a whole response has none). */
   final String type;
@@ -76,27 +74,12 @@ final class ResponsesJson {
    * @return null when the text is not a JSON object
    */
   static ResponsesJson parse(String json) {
-    try (JsonParser p = JSON.createParser(json)) {
-      return read(p);
-    } catch (IOException | RuntimeException e) {
-      return null;
-    }
+    return JsonObjects.parse(json, p -> new ResponsesJson(fields(p, true)));
   }
 
   /** Like {@link #parse(String)}, for a whole body. */
   static ResponsesJson parse(byte[] json) {
-    try (JsonParser p = JSON.createParser(json)) {
-      return read(p);
-    } catch (IOException | RuntimeException e) {
-      return null;
-    }
-  }
-
-  private static ResponsesJson read(JsonParser p) throws IOException {
-    if (p.nextToken() != JsonToken.START_OBJECT) {
-      return null;
-    }
-    return new ResponsesJson(fields(p, true));
+    return JsonObjects.parse(json, p -> new ResponsesJson(fields(p, true)));
   }
 
   /** What one object level holds; a field given twice counts as its last value. */
