@@ -8,6 +8,7 @@ import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -104,6 +105,7 @@ public final class ProxyMain implements Callable<Integer> {
     }
     if (check) {
       out.println(describe(cfg));
+      out.println("transport: " + cfg.transport().name().toLowerCase(java.util.Locale.ROOT));
       out.println("admin: " + cfg.admin().host() + ":" + cfg.admin().port() + access(cfg.admin()));
       if (cfg.admin().open()) {
         out.println(openAdminWarning(cfg.admin()));
@@ -142,7 +144,7 @@ public final class ProxyMain implements Callable<Integer> {
       return 2;
     }
     ProxyMetrics metrics = ProxyMetrics.create(budgets.bucketLayout());
-    Vertx vertx = Vertx.vertx();
+    Vertx vertx = vertx(cfg.transport());
     PhasemeterProxy proxy;
     try {
       proxy = builder(vertx, cfg, telemetry, metrics, budgets).start().await(30, TimeUnit.SECONDS);
@@ -186,6 +188,7 @@ public final class ProxyMain implements Callable<Integer> {
             + ":"
             + proxy.port());
     out.println(describe(cfg));
+    out.println(transport(cfg.transport(), vertx));
     out.println(
         "admin: http://"
             + cfg.admin().host()
@@ -375,6 +378,26 @@ public final class ProxyMain implements Callable<Integer> {
     }
     Path found = locate(cfg.budgets(), configFile, "budgets");
     return Budgets.load(found);
+  }
+
+  /** The proxy's Vert.x, on the transport the config asks for. */
+  static Vertx vertx(ProxyConfig.Transport transport) {
+    return Vertx.vertx(
+        new VertxOptions().setPreferNativeTransport(transport == ProxyConfig.Transport.AUTO));
+  }
+
+  /** The start-up line naming the transport in use, and why when auto fell back to NIO. */
+  static String transport(ProxyConfig.Transport asked, Vertx vertx) {
+    if (vertx.isNativeTransportEnabled()) {
+      return "transport: native epoll (transport: auto)";
+    }
+    if (asked == ProxyConfig.Transport.NIO) {
+      return "transport: nio (transport: nio)";
+    }
+    Throwable why = vertx.unavailableNativeTransportCause();
+    return "transport: nio (transport: auto; native epoll unavailable"
+        + (why != null ? ": " + why.getMessage() : "")
+        + ")";
   }
 
   private static String describe(ProxyConfig cfg) {

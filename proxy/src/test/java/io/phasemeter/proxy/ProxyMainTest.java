@@ -72,6 +72,7 @@ class ProxyMainTest {
                 + " (16 slots, queue 50; health /health every 5s)",
             "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000; health /health"
                 + " every 5s)",
+            "transport: auto",
             "admin: 127.0.0.1:9464, loopback only, no token",
             "budgets: none",
             "routes: 0 from the config, then the built-in table (chat, completions, responses,"

@@ -98,6 +98,11 @@ class SigtermTest {
     Process process = proxy.process;
     int port = proxy.port;
     int adminPort = proxy.adminPort;
+    if (System.getProperty("os.name").equals("Linux")
+        && System.getProperty("os.arch").equals("amd64")) {
+      // transport: auto, by default: the process streams and drains on Netty's native epoll.
+      assertThat(proxy.stdout()).contains("transport: native epoll (transport: auto)");
+    }
 
     Seen feed =
         Seen.open(client, context, HttpMethod.GET, adminPort, "/admin/records/stream", null, null);

@@ -23,7 +23,8 @@ public record ProxyConfig(
     String budgets,
     Drain drain,
     Forwarded forwarded,
-    List<Route> routes) {
+    List<Route> routes,
+    Transport transport) {
 
   /** The most entries {@code routes} may have (each may add a value to metric labels). */
   public static final int MAX_ROUTES = 64;
@@ -32,6 +33,7 @@ public record ProxyConfig(
     drain = drain == null ? new Drain(Duration.ofSeconds(25)) : drain;
     forwarded = forwarded == null ? Forwarded.TRUST_NONE : forwarded;
     routes = routes == null ? List.of() : List.copyOf(routes);
+    transport = transport == null ? Transport.AUTO : transport;
     Objects.requireNonNull(listen, "listen");
     Objects.requireNonNull(admin, "admin");
     Objects.requireNonNull(limits, "limits");
@@ -86,7 +88,7 @@ public record ProxyConfig(
       Telemetry telemetry,
       String budgets,
       Drain drain) {
-    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null, null);
+    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null, null, null);
   }
 
   /** The pool that serves {@code model}, or {@code null}. */
@@ -111,7 +113,8 @@ public record ProxyConfig(
         budgets,
         drain,
         forwarded,
-        routes);
+        routes,
+        transport);
   }
 
   /** Returns a copy whose admin listener uses {@code port} (0 = any free port). */
@@ -126,31 +129,60 @@ public record ProxyConfig(
         budgets,
         drain,
         forwarded,
-        routes);
+        routes,
+        transport);
   }
 
   /** Returns a copy with {@code pools} replaced. */
   public ProxyConfig withPools(List<Pool> newPools) {
     return new ProxyConfig(
-        listen, admin, limits, auth, newPools, telemetry, budgets, drain, forwarded, routes);
+        listen, admin, limits, auth, newPools, telemetry, budgets, drain, forwarded, routes,
+        transport);
   }
 
   /** Returns a copy with {@code limits} replaced. */
   public ProxyConfig withLimits(Limits newLimits) {
     return new ProxyConfig(
-        listen, admin, newLimits, auth, pools, telemetry, budgets, drain, forwarded, routes);
+        listen, admin, newLimits, auth, pools, telemetry, budgets, drain, forwarded, routes,
+        transport);
   }
 
   /** Returns a copy with {@code auth} replaced. */
   public ProxyConfig withAuth(Auth newAuth) {
     return new ProxyConfig(
-        listen, admin, limits, newAuth, pools, telemetry, budgets, drain, forwarded, routes);
+        listen, admin, limits, newAuth, pools, telemetry, budgets, drain, forwarded, routes,
+        transport);
   }
 
   /** Returns a copy with {@code drain} replaced. */
   public ProxyConfig withDrain(Drain newDrain) {
     return new ProxyConfig(
-        listen, admin, limits, auth, pools, telemetry, budgets, newDrain, forwarded, routes);
+        listen, admin, limits, auth, pools, telemetry, budgets, newDrain, forwarded, routes,
+        transport);
+  }
+
+  /**
+   * The network transport under both listeners and every upstream client: {@code auto} is Netty's
+   * native epoll on Linux (fewer allocations and system calls per relayed chunk than the JDK's NIO;
+   * docs/performance.md), falling back to NIO where epoll cannot load; {@code nio} is the JDK's NIO
+   * everywhere.
+   */
+  public enum Transport {
+    AUTO,
+    NIO;
+
+    /** Jackson: {@code auto} or {@code nio}, any case. */
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public static Transport of(String value) {
+      if (value != null) {
+        for (Transport t : values()) {
+          if (t.name().equalsIgnoreCase(value.trim())) {
+            return t;
+          }
+        }
+      }
+      throw new IllegalArgumentException("transport: must be auto or nio (got " + value + ")");
+    }
   }
 
   /** The public listener. */
@@ -553,6 +585,37 @@ public record ProxyConfig(
     }
   }
 
+  /**
+   * A pool's upstream connections (per upstream): {@code max} pooled connections for requests that
+   * hold a slot (0: slots + 8, so that no such request waits for one), {@code unslotted} for those
+   * that hold none (pass-throughs such as /tokenize), {@code wait_queue} requests that may wait for
+   * an unslotted connection (more fail at once with 503 {@code upstream_busy}), and {@code
+   * keep_alive}, how long an idle pooled connection is kept (0: until the upstream closes it).
+   */
+  public record Connections(int max, int unslotted, int waitQueue, Duration keepAlive) {
+    /** The built-in defaults. */
+    public static final Connections DEFAULT = new Connections(0, 32, 1024, Duration.ofSeconds(60));
+
+    public Connections {
+      if (max < 0) {
+        throw new IllegalArgumentException(
+            "connections.max: must be 0 (slots + 8) or more (got " + max + ")");
+      }
+      if (unslotted < 1) {
+        throw new IllegalArgumentException(
+            "connections.unslotted: must be at least 1 (got " + unslotted + ")");
+      }
+      if (waitQueue < 0) {
+        throw new IllegalArgumentException(
+            "connections.wait_queue: must be 0 or more (got " + waitQueue + ")");
+      }
+      if (keepAlive == null || keepAlive.isNegative()) {
+        throw new IllegalArgumentException(
+            "connections.keep_alive: must be 0 (until the upstream closes it) or more");
+      }
+    }
+  }
+
   /** A pool of upstream inference servers that serve the same models and share slots. */
   public record Pool(
       String name,
@@ -566,7 +629,8 @@ public record ProxyConfig(
       int retries,
       boolean external,
       String apiKeyEnv,
-      long defaultMaxTokens) {
+      long defaultMaxTokens,
+      Connections connections) {
     /** The output estimate of a request that sets no max_tokens, by default. */
     public static final long DEFAULT_MAX_TOKENS = 4096;
 
@@ -598,6 +662,7 @@ public record ProxyConfig(
       Objects.requireNonNull(timeouts, "timeouts");
       health = health == null ? Health.DEFAULT : health;
       ejection = ejection == null ? Ejection.DEFAULT : ejection;
+      connections = connections == null ? Connections.DEFAULT : connections;
       if (retries < 0 || retries > 1) {
         throw new IllegalArgumentException(
             "retries: must be 0 or 1 (got "
@@ -642,7 +707,15 @@ public record ProxyConfig(
           1,
           false,
           null,
-          DEFAULT_MAX_TOKENS);
+          DEFAULT_MAX_TOKENS,
+          null);
+    }
+
+    /**
+     * Pooled connections to each upstream for requests that hold a slot: {@code max}, or slots + 8.
+     */
+    public int slottedConnections() {
+      return connections.max() > 0 ? connections.max() : slots + 8;
     }
 
     /** Whether active health checks run (never for external providers, which rarely offer one). */

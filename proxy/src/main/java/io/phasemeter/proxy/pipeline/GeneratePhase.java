@@ -19,6 +19,7 @@ import io.vertx.core.MultiMap;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.ConnectionPoolTooBusyException;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
@@ -250,7 +251,9 @@ final class GeneratePhase {
           .onComplete(
               ar -> {
                 if (ar.failed()) {
-                  if (current == host) {
+                  // A full wait queue for a pooled connection is this proxy's limit, not the
+                  // upstream failing: no ejection.
+                  if (current == host && !(ar.cause() instanceof ConnectionPoolTooBusyException)) {
                     pool.connectFailed(host);
                   }
                   attemptFailed(host, connectFailure(ar.cause()), true);
@@ -967,6 +970,13 @@ final class GeneratePhase {
   private static ProxyFailure connectFailure(Throwable t) {
     if (t instanceof ProxyFailure pf) {
       return pf;
+    }
+    if (t instanceof ConnectionPoolTooBusyException) {
+      return ProxyFailure.retryAfter(
+          ProxyFailure.Kind.UPSTREAM_BUSY,
+          "Too many requests are waiting for a connection to the upstream"
+              + " (connections.wait_queue); retry later.",
+          1);
     }
     if (t instanceof ConnectTimeoutException) {
       return ProxyFailure.of(

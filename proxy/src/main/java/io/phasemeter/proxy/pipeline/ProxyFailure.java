@@ -33,6 +33,7 @@ public final class ProxyFailure extends RuntimeException {
     OVERLOADED(503, "server_error", "overloaded", Outcome.REJECTED),
     RATE_LIMITER_UNAVAILABLE(503, "server_error", "rate_limiter_unavailable", Outcome.REJECTED),
     NO_HEALTHY_UPSTREAM(503, "server_error", "no_healthy_upstream", Outcome.UPSTREAM_ERROR),
+    UPSTREAM_BUSY(503, "server_error", "upstream_busy", Outcome.REJECTED),
     QUEUE_TIMEOUT(503, "server_error", "queue_timeout", Outcome.TIMEOUT),
     UPSTREAM_UNAVAILABLE(502, "server_error", "upstream_unavailable", Outcome.UPSTREAM_ERROR),
     UPSTREAM_ERROR(502, "server_error", "upstream_error", Outcome.UPSTREAM_ERROR),

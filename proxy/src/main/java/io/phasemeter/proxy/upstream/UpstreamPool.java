@@ -81,12 +81,28 @@ public final class UpstreamPool implements MeterBinder {
             .setForceSni(true)
             .setMaxInitialLineLength(8192)
             .setMaxHeaderSize(32768);
-    PoolOptions pool = new PoolOptions().setHttp1MaxSize(config.slots() + 8);
-    this.client = vertx.createHttpClient(options, pool);
+    ProxyConfig.Connections connections = config.connections();
+    options.setKeepAliveTimeout(
+        (int) Math.min(Integer.MAX_VALUE, connections.keepAlive().toSeconds()));
+    // Slotted requests are at most `slots` at once, so their wait for a connection is bounded by
+    // the slots; unslotted ones are bounded by wait_queue (past it: upstream_busy, at once).
+    this.client =
+        vertx
+            .httpClientBuilder()
+            .with(options)
+            .with(new PoolOptions().setHttp1MaxSize(config.slottedConnections()))
+            .withConnectHandler(slottedConnections::opened)
+            .build();
     this.unslottedClient =
-        vertx.createHttpClient(
-            new HttpClientOptions(options),
-            new PoolOptions().setHttp1MaxSize(UNSLOTTED_CONNECTIONS));
+        vertx
+            .httpClientBuilder()
+            .with(new HttpClientOptions(options))
+            .with(
+                new PoolOptions()
+                    .setHttp1MaxSize(connections.unslotted())
+                    .setMaxWaitQueueSize(connections.waitQueue()))
+            .withConnectHandler(unslottedConnections::opened)
+            .build();
     this.healthClient =
         vertx.createHttpClient(
             new HttpClientOptions(options).setKeepAlive(true),
@@ -206,11 +222,36 @@ public final class UpstreamPool implements MeterBinder {
       UpstreamHost host, HttpMethod method, String path, boolean slotted) {
     RequestOptions options = options(host.address(), method, path);
     host.started();
-    return (slotted ? client : unslottedClient).request(options);
+    Connections c = slotted ? slottedConnections : unslottedConnections;
+    c.waiting.incrementAndGet();
+    return (slotted ? client : unslottedClient)
+        .request(options)
+        .andThen(ar -> c.waiting.decrementAndGet());
   }
 
-  /** Connections per upstream for requests that hold no slot. */
-  public static final int UNSLOTTED_CONNECTIONS = 32;
+  /**
+   * One client's connections (the slotted or the unslotted one), counted for {@code
+   * llm_upstream_connections*}: open now, opened since start, requests waiting for one now.
+   */
+  private static final class Connections {
+    final String kind;
+    final AtomicInteger open = new AtomicInteger();
+    final AtomicLong opened = new AtomicLong();
+    final AtomicInteger waiting = new AtomicInteger();
+
+    Connections(String kind) {
+      this.kind = kind;
+    }
+
+    void opened(io.vertx.core.http.HttpConnection connection) {
+      open.incrementAndGet();
+      opened.incrementAndGet();
+      connection.closeHandler(v -> open.decrementAndGet());
+    }
+  }
+
+  private final Connections slottedConnections = new Connections("slotted");
+  private final Connections unslottedConnections = new Connections("unslotted");
 
   private static RequestOptions options(
       ProxyConfig.Upstream upstream, HttpMethod method, String path) {
@@ -361,6 +402,43 @@ public final class UpstreamPool implements MeterBinder {
     FunctionCounter.builder("llm.upstream.retries", this, UpstreamPool::retries)
         .tags(pool)
         .description("Requests retried on another upstream before any byte reached the client")
+        .register(registry);
+    ProxyConfig.Connections limits = config.connections();
+    for (Connections c : List.of(slottedConnections, unslottedConnections)) {
+      Tags tags = pool.and("kind", c.kind);
+      int max = c == slottedConnections ? config.slottedConnections() : limits.unslotted();
+      Gauge.builder("llm.upstream.connections", c, x -> x.open.get())
+          .tags(tags)
+          .strongReference(true)
+          .description("Pooled connections open to the pool's upstreams")
+          .register(registry);
+      Gauge.builder("llm.upstream.connections.max", () -> max)
+          .tags(tags)
+          .strongReference(true)
+          .description("Pooled connections allowed per upstream (connections.max / unslotted)")
+          .register(registry);
+      FunctionCounter.builder("llm.upstream.connections.opened", c, x -> x.opened.get())
+          .tags(tags)
+          .description("Connections opened to the pool's upstreams since start")
+          .register(registry);
+      Gauge.builder("llm.upstream.connections.waiting", c, x -> x.waiting.get())
+          .tags(tags)
+          .strongReference(true)
+          .description("Requests waiting for a pooled connection (or for it to connect)")
+          .register(registry);
+    }
+    Gauge.builder("llm.upstream.connections.wait_queue.max", () -> limits.waitQueue())
+        .tags(pool)
+        .strongReference(true)
+        .description(
+            "Requests that may wait for an unslotted connection per upstream"
+                + " (connections.wait_queue); more get 503 upstream_busy")
+        .register(registry);
+    Gauge.builder("llm.upstream.connections.keep_alive", () -> limits.keepAlive().toSeconds())
+        .tags(pool)
+        .strongReference(true)
+        .baseUnit("seconds")
+        .description("How long an idle pooled connection is kept (connections.keep_alive)")
         .register(registry);
     FunctionCounter.builder("llm.upstream.stale.retries", this, UpstreamPool::staleRetries)
         .tags(pool)
