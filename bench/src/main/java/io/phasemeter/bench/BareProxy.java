@@ -4,6 +4,7 @@ import io.vertx.core.DeploymentOptions;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
 import io.vertx.core.http.HttpClient;
 import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpServerOptions;
@@ -16,6 +17,10 @@ import io.vertx.httpproxy.HttpProxy;
  * {@code BareProxy LISTEN_PORT UPSTREAM_PORT [INSTANCES [POOL_SIZE]]}; each instance is a verticle
  * with its own server (sharing the port) and its own upstream client, so it runs on its own event
  * loop.
+ *
+ * <p>The transport is {@code -Dbench.transport=native} (the default: Netty's epoll where it loads,
+ * as Phasemeter's {@code transport: auto}) or {@code nio}; the first line printed says which one
+ * runs, since a native transport that fails to load falls back to NIO.
  */
 public final class BareProxy {
   private BareProxy() {}
@@ -26,7 +31,21 @@ public final class BareProxy {
     int instances = args.length > 2 ? Integer.parseInt(args[2]) : 1;
     // Upstream connections per instance: 72 covers wrk -c16; streams need one each.
     int poolSize = args.length > 3 ? Integer.parseInt(args[3]) : 72;
-    Vertx vertx = Vertx.vertx();
+    String transport = System.getProperty("bench.transport", "native");
+    if (!transport.equals("native") && !transport.equals("nio")) {
+      System.err.println("bench.transport must be native or nio, got " + transport);
+      System.exit(2);
+    }
+    Vertx vertx =
+        Vertx.vertx(new VertxOptions().setPreferNativeTransport(transport.equals("native")));
+    Throwable why = vertx.unavailableNativeTransportCause();
+    System.out.println(
+        "transport: "
+            + (vertx.isNativeTransportEnabled() ? "native" : "nio")
+            + " (asked "
+            + transport
+            + (transport.equals("native") && why != null ? "; native unavailable: " + why : "")
+            + ")");
     vertx
         .deployVerticle(
             () -> new ProxyVerticle(listen, upstream, poolSize),
