@@ -36,11 +36,16 @@ final class ProxyJvm implements AutoCloseable {
 
   /**
    * Starts {@code java [jvmArgs] -cp <this classpath> ProxyMain --config config}, its output into
-   * {@code output}, and returns once it has printed both listeners' ports.
+   * {@code output}, and returns once it has printed both listeners' ports. Without {@code jvmArgs}
+   * the JVM gets the shipped options, {@code @config/proxy.jvm}, as {@code ./phasemeter proxy}
+   * gives them; a test that sizes the heap itself passes its own.
    */
   static ProxyJvm start(Path config, Path output, String... jvmArgs) throws Exception {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    if (jvmArgs.length == 0) {
+      cmd.add("@" + Path.of("..", "config", "proxy.jvm").toAbsolutePath().normalize());
+    }
     cmd.addAll(List.of(jvmArgs));
     cmd.addAll(
         List.of(
