@@ -530,14 +530,18 @@ for conf in confs:
     streams, tps, warm, secs = open(os.path.join(sd, "config")).read().split()
     streams, tps = int(streams), int(tps)
     st, cpu = {}, {}
-    for path in ("direct", "bare", "proxy"):
+    for path in ("direct", "nginx", "bare", "proxy"):
         if os.path.isdir(os.path.join(sd, path)):
             st[path] = run_stats(os.path.join(sd, path))
         cf = os.path.join(sd, path + ".cpu")
         if os.path.exists(cf):
             f = open(cf).read().split()
             ticks, jit, sim, idle, tck, el = int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4]), float(f[5])
+            # Chunks relayed: the open model holds streams x tps content chunks a second.
+            chunks = streams * tps * el
             cpu[path] = {"cores": ticks / tck / el, "cores_no_jit": (ticks - jit) / tck / el,
+                         "us_per_chunk": ticks / tck / chunks * 1e6,
+                         "us_per_chunk_no_jit": (ticks - jit) / tck / chunks * 1e6,
                          "sim_cores": sim / tck / el, "idle": idle / tck / el / int(cond.get("cores") or 2),
                          "heap_live_mb": float(f[6]) / 2**20 if len(f) > 6 else None}
     if "proxy" not in st or "direct" not in st:
@@ -553,8 +557,8 @@ for conf in confs:
     print("| path | ok/sent | TPOT p50 ms | TPOT p99 ms | ITL p99 ms | TTFT p99 ms | client lag p99 ms "
           "| proxy CPU cores (without JIT) | simulator CPU cores | machine idle |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for path, name in (("direct", "direct to the simulator"), ("bare", "bare vertx-http-proxy"),
-                       ("proxy", "Phasemeter")):
+    for path, name in (("direct", "direct to the simulator"), ("nginx", "nginx proxy_pass (worker)"),
+                       ("bare", "bare vertx-http-proxy"), ("proxy", "Phasemeter")):
         if path not in st:
             continue
         s_, c_ = st[path], cpu.get(path, {})
@@ -563,7 +567,7 @@ for conf in confs:
               f"| {fmt(s_['itl_p99'])} | {fmt(s_['ttft_p99'])} | {fmt(s_['lag_p99'])} | {pcpu} "
               f"| {fmt(c_.get('sim_cores'), 2)} | {fmt(None if not c_ else 100 * c_['idle'], 0)} % |")
     print(f"\nPhasemeter's live heap with the streams open (after a full collection): "
-          f"{fmt(pc.get('heap_live_mb'), 0)} MB (-Xmx256m).\n")
+          f"{fmt(pc.get('heap_live_mb'), 0)} MB ({cond.get('proxy_jvm_opts', '?')}).\n")
     errs = {k: v["errors"] for k, v in st.items()}
     saturated = [k for k, c_ in cpu.items() if c_["idle"] < 0.05]
     bad = any(v > 0.01 * max(1, st[k]["n"]) for k, v in errs.items()) or bool(saturated)
@@ -583,6 +587,17 @@ for conf in confs:
            None if not pc else pc["cores"] <= 1.0,
            f"without JIT {fmt(pc.get('cores_no_jit'), 2)}; bare vertx-http-proxy {fmt(bc.get('cores'), 2)} "
            f"(without JIT {fmt(bc.get('cores_no_jit'), 2)}); {why}", bad)
+    nc = cpu.get("nginx", {})
+    if pc and nc and nc.get("us_per_chunk"):
+        ratio = pc["us_per_chunk"] / nc["us_per_chunk"]
+        R["streaming"][-1]["cpu_per_chunk_vs_nginx"] = ratio
+        print(f"CPU per chunk (streams x tokens/s x counted seconds chunks): Phasemeter "
+              f"{pc['us_per_chunk']:.1f} us ({pc['us_per_chunk_no_jit']:.1f} without JIT), nginx "
+              f"{nc['us_per_chunk']:.1f} us, bare vertx-http-proxy {fmt(bc.get('us_per_chunk'), 1)} us "
+              f"({fmt(bc.get('us_per_chunk_no_jit'), 1)} without JIT).\n")
+        target(f"{label}: CPU per relayed chunk, Phasemeter / nginx", ratio, "<= 1.5", ratio <= 1.5,
+               f"without JIT {pc['us_per_chunk_no_jit'] / nc['us_per_chunk']:.2f}; bare / nginx "
+               f"{fmt(None if not bc else bc['us_per_chunk'] / nc['us_per_chunk'], 2)}; {why}", bad)
     target(f"{label}: Phasemeter live heap (MB)", pc.get("heap_live_mb"), "<= 256",
            None if pc.get("heap_live_mb") is None else pc["heap_live_mb"] <= 256, why, bad)
 
