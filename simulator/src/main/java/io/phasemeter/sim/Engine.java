@@ -20,11 +20,53 @@ import org.slf4j.LoggerFactory;
  * per decode step, whose cost grows with the number of running sequences. A pooling sequence
  * (embeddings) holds its slot for the prefill alone and ends in one step. Every method runs on the
  * simulator's context; only the counters are read from other threads.
+ *
+ * <p>How decode steps are timed is {@code --step-clock}. {@code per-sequence}: each sequence has
+ * its own timer, its first token when its prefill ends and then one token per step from there, so
+ * sequences started apart stay apart. {@code shared}: one step clock for the batch, as vLLM's
+ * engine loop. The clock starts when the first sequence of an idle engine ends its prefill (a step
+ * boundary, where it emits its first token); from there a boundary comes every decode step, its
+ * length from the running batch at the boundary before. At each boundary every running sequence
+ * whose prefill (and hold, or stall) has ended emits its next token, all in the same event-loop
+ * turn; a sequence whose prefill ends mid-step emits its first token at the next boundary, so its
+ * TTFT rounds up to a boundary. The clock stops when no sequence on it is running. Sequences with
+ * an {@code x-sim-decode-step-ms} override and pooling sequences keep their own timers (they still
+ * count in the batch size that sets the step).
  */
 final class Engine {
   private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
 
-  private final Vertx vertx;
+  /** The engine's timers: Vert.x's on the simulator's context; a test drives a manual one. */
+  interface Timers {
+    /** Runs {@code task} once, {@code delayMs} (at least 1) from now; an id for {@link #cancel}. */
+    long set(long delayMs, Runnable task);
+
+    void cancel(long id);
+
+    /** Runs {@code task} in a later turn of the same context. */
+    void runSoon(Runnable task);
+
+    static Timers of(Vertx vertx) {
+      return new Timers() {
+        @Override
+        public long set(long delayMs, Runnable task) {
+          return vertx.setTimer(delayMs, id -> task.run());
+        }
+
+        @Override
+        public void cancel(long id) {
+          vertx.cancelTimer(id);
+        }
+
+        @Override
+        public void runSoon(Runnable task) {
+          vertx.runOnContext(v -> task.run());
+        }
+      };
+    }
+  }
+
+  private final Timers timers;
   private final int slots;
   private final int maxQueue;
   private final CostModel cost;
@@ -34,6 +76,24 @@ final class Engine {
 
   private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
   private final Set<Sequence> running = new LinkedHashSet<>();
+
+  // The shared step clock (--step-clock shared); all unused with per-sequence clocks.
+  private final boolean sharedClock;
+
+  /** The running sequences on the shared clock, in admission order. */
+  private final Set<Sequence> batch = new LinkedHashSet<>();
+
+  /** A boundary happened and the batch has not emptied since: boundaries come every step. */
+  private boolean ticking;
+
+  /** Inside {@link #step}: starts and releases leave the step timer to it. */
+  private boolean inStep;
+
+  /** The next boundary; while not {@link #ticking}, the pending start of the clock. */
+  private long nextStepNanos;
+
+  private long stepTimerId = -1;
+  private long stepEpoch;
 
   private final AtomicInteger runningCount = new AtomicInteger();
   private final AtomicInteger waitingCount = new AtomicInteger();
@@ -49,8 +109,19 @@ final class Engine {
       LongSupplier clock,
       VllmMetrics metrics,
       EngineTracer tracer) {
+    this(Timers.of(vertx), config, cost, clock, metrics, tracer);
+  }
+
+  Engine(
+      Timers timers,
+      SimulatorConfig config,
+      CostModel cost,
+      LongSupplier clock,
+      VllmMetrics metrics,
+      EngineTracer tracer) {
     this.tracer = tracer;
-    this.vertx = vertx;
+    this.timers = timers;
+    this.sharedClock = config.stepClock() == SimulatorConfig.StepClock.SHARED;
     this.slots = config.slots();
     this.maxQueue = config.maxQueue();
     this.cost = cost;
@@ -144,13 +215,27 @@ final class Engine {
     metrics.running(s.request.model(), 1);
     metrics.queueTime(s.request.model(), (now - s.arrivalNanos) / 1e9);
     s.dueNanos = now + cost.prefillNanos(s.request.promptTokens()) + s.holdNanos;
-    arm(s, now);
+    if (sharedClock && s.request.endpoint() != Endpoint.EMBEDDINGS && s.decodeStepOverrideMs < 0) {
+      s.onStepClock = true;
+      batch.add(s);
+      if (!inStep) {
+        syncStep(now);
+      }
+    } else {
+      arm(s, now);
+    }
   }
 
   private void release(Sequence s) {
     running.remove(s);
     runningCount.decrementAndGet();
     metrics.running(s.request.model(), -1);
+    if (s.onStepClock) {
+      batch.remove(s);
+      if (!inStep) {
+        syncStep(clock.getAsLong());
+      }
+    }
     while (running.size() < slots && !waiting.isEmpty()) {
       Sequence next = waiting.poll();
       waitingCount.decrementAndGet();
@@ -163,16 +248,16 @@ final class Engine {
     long epoch = ++s.epoch;
     long delayMs = CostModel.timerDelayMs(now, s.dueNanos);
     if (delayMs == 0) {
-      vertx.runOnContext(v -> fire(s, epoch));
+      timers.runSoon(() -> fire(s, epoch));
     } else {
-      s.timerId = vertx.setTimer(delayMs, id -> fire(s, epoch));
+      s.timerId = timers.set(delayMs, () -> fire(s, epoch));
     }
   }
 
   private void disarm(Sequence s) {
     s.epoch++;
     if (s.timerId >= 0) {
-      vertx.cancelTimer(s.timerId);
+      timers.cancel(s.timerId);
       s.timerId = -1;
     }
   }
@@ -202,6 +287,114 @@ final class Engine {
     if (s.state == State.RUNNING) {
       arm(s, now);
     }
+  }
+
+  /**
+   * Outside a step: stops the shared clock when its batch is empty, and points a clock that has not
+   * started yet at the earliest end of a prefill (which may have changed). A ticking clock keeps
+   * its boundaries.
+   */
+  private void syncStep(long now) {
+    if (batch.isEmpty()) {
+      ticking = false;
+      cancelStep();
+    } else if (!ticking) {
+      armStep(now);
+    }
+  }
+
+  private void armStep(long now) {
+    cancelStep();
+    long target = nextStepNanos;
+    if (!ticking) {
+      target = Long.MAX_VALUE;
+      for (Sequence s : batch) {
+        target = Math.min(target, s.dueNanos);
+      }
+      if (target == Long.MAX_VALUE) {
+        return;
+      }
+      nextStepNanos = target;
+    }
+    long epoch = stepEpoch;
+    long delayMs = CostModel.timerDelayMs(now, target);
+    if (delayMs == 0) {
+      timers.runSoon(() -> step(epoch));
+    } else {
+      stepTimerId = timers.set(delayMs, () -> step(epoch));
+    }
+  }
+
+  private void cancelStep() {
+    stepEpoch++;
+    if (stepTimerId >= 0) {
+      timers.cancel(stepTimerId);
+      stepTimerId = -1;
+    }
+  }
+
+  /** The shared clock's timer: every boundary due by now, in order (a late timer catches up). */
+  private void step(long epoch) {
+    if (epoch != stepEpoch) {
+      return;
+    }
+    stepTimerId = -1;
+    long now = clock.getAsLong();
+    inStep = true;
+    try {
+      long t = nextStepNanos;
+      while (true) {
+        boolean emitted = boundary(t, now);
+        if (batch.isEmpty()) {
+          ticking = false;
+          break;
+        }
+        if (!ticking && !emitted) {
+          break; // the clock's first sequence went away; aimed again below
+        }
+        ticking = true;
+        t += Math.max(1, cost.decodeStepNanos(running.size(), -1));
+        nextStepNanos = t;
+        if (t > now) {
+          break;
+        }
+      }
+    } finally {
+      inStep = false;
+    }
+    if (batch.isEmpty()) {
+      cancelStep();
+    } else {
+      armStep(now);
+    }
+  }
+
+  /**
+   * One step boundary at {@code t}: every sequence of the batch due by then emits a token. True
+   * when one did.
+   */
+  private boolean boundary(long t, long now) {
+    boolean emitted = false;
+    // A snapshot: a token may end its sequence (and start a waiting one, which joins later).
+    for (Sequence s : new ArrayList<>(batch)) {
+      if (s.state != State.RUNNING || s.dueNanos > t) {
+        continue;
+      }
+      emitted = true;
+      emit(s, now);
+      if (s.state != State.RUNNING) {
+        continue;
+      }
+      if (!s.stallDone && s.stallAfterTokens >= 0 && s.nextIndex >= s.stallAfterTokens) {
+        s.stallDone = true;
+        // Silence from the token actually sent, then back at the next boundary; or hung until
+        // the client goes away, its slot taken.
+        s.dueNanos = s.stallNanos < 0 ? Long.MAX_VALUE : now + s.stallNanos;
+      } else {
+        s.dueNanos = t + 1; // the next boundary
+      }
+    }
+    return emitted;
   }
 
   private void emit(Sequence s, long now) {

@@ -46,6 +46,12 @@ final class Sequence {
   long timerId = -1;
 
   /**
+   * On the engine's shared step clock ({@code --step-clock shared}): its tokens come at the batch's
+   * step boundaries, {@link #dueNanos} being the earliest boundary it may emit at.
+   */
+  boolean onStepClock;
+
+  /**
    * @param stallAfterTokens stall once this many tokens were generated; negative for no stall
    * @param stallNanos length of the stall; negative to stall until the client goes away
    */

@@ -15,6 +15,8 @@ import java.util.List;
  * @param prefillTokensPerSecond prompt tokens processed per second before the first token
  * @param decodeStepMs cost of one decode step with a batch of one
  * @param decodeStepGrowth relative growth of a decode step per extra running sequence
+ * @param stepClock how decode steps are timed: each sequence on its own clock, or one step clock
+ *     for the whole running batch as vLLM's engine loop (see {@link StepClock})
  * @param defaultMaxTokens {@code max_tokens} when a request gives none (capped by the context)
  * @param maxModelLen context length: prompt plus completion tokens
  * @param seed seed of the output text, the EOS positions and the fault draws
@@ -34,6 +36,7 @@ public record SimulatorConfig(
     double prefillTokensPerSecond,
     double decodeStepMs,
     double decodeStepGrowth,
+    StepClock stepClock,
     int defaultMaxTokens,
     int maxModelLen,
     long seed,
@@ -69,6 +72,12 @@ public record SimulatorConfig(
     require(
         decodeStepGrowth >= 0 && Double.isFinite(decodeStepGrowth),
         "--decode-step-growth must be at least 0, got " + decodeStepGrowth);
+    if (stepClock == null) {
+      throw new IllegalArgumentException("--step-clock must be given");
+    }
+    require(
+        stepClock == StepClock.PER_SEQUENCE || decodeStepMs > 0,
+        "--step-clock shared needs --decode-step-ms above 0, got " + decodeStepMs);
     require(maxModelLen >= 2, "--max-model-len must be at least 2, got " + maxModelLen);
     require(
         defaultMaxTokens >= 1 && defaultMaxTokens < maxModelLen,
@@ -102,6 +111,7 @@ public record SimulatorConfig(
         20_000,
         20,
         0.02,
+        StepClock.PER_SEQUENCE,
         256,
         65_536,
         42,
@@ -122,6 +132,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -142,6 +153,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -162,6 +174,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -182,6 +195,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -202,6 +216,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -222,6 +237,7 @@ public record SimulatorConfig(
         v,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -242,6 +258,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         v,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -261,6 +278,28 @@ public record SimulatorConfig(
         maxQueue,
         prefillTokensPerSecond,
         decodeStepMs,
+        v,
+        stepClock,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate,
+        otlpTracesEndpoint);
+  }
+
+  public SimulatorConfig withStepClock(StepClock v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
         v,
         defaultMaxTokens,
         maxModelLen,
@@ -282,6 +321,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         v,
         maxModelLen,
         seed,
@@ -302,6 +342,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         v,
         seed,
@@ -322,6 +363,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         v,
@@ -342,6 +384,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -362,6 +405,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -382,6 +426,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -402,6 +447,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -422,6 +468,7 @@ public record SimulatorConfig(
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        stepClock,
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -430,6 +477,50 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         v);
+  }
+
+  /**
+   * How the engine times decode steps ({@code --step-clock}).
+   *
+   * <ul>
+   *   <li>{@link #PER_SEQUENCE}: each sequence on its own clock from its own first token, so
+   *       sequences started apart stay apart.
+   *   <li>{@link #SHARED}: one step clock for the whole running batch, like vLLM's engine loop: at
+   *       each step boundary every running sequence past its prefill emits its next token, in the
+   *       same event-loop turn; a sequence whose prefill ends mid-step joins at the next boundary.
+   *       A request with {@code x-sim-decode-step-ms} keeps its own clock.
+   * </ul>
+   */
+  public enum StepClock {
+    PER_SEQUENCE("per-sequence"),
+    SHARED("shared");
+
+    private final String flag;
+
+    StepClock(String flag) {
+      this.flag = flag;
+    }
+
+    /** The value as {@code --step-clock} spells it. */
+    public String flag() {
+      return flag;
+    }
+
+    /** Parses a {@code --step-clock} value (case-insensitive). */
+    public static StepClock parse(String value) {
+      for (StepClock c : values()) {
+        if (c.flag.equalsIgnoreCase(value == null ? "" : value.trim())) {
+          return c;
+        }
+      }
+      throw new IllegalArgumentException(
+          "--step-clock must be per-sequence or shared, got " + value);
+    }
+
+    @Override
+    public String toString() {
+      return flag;
+    }
   }
 
   private static void require(boolean ok, String message) {

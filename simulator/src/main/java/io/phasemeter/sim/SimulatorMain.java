@@ -87,6 +87,17 @@ public final class SimulatorMain implements Callable<Integer> {
   double decodeStepGrowth = D.decodeStepGrowth();
 
   @Option(
+      names = "--step-clock",
+      paramLabel = "per-sequence|shared",
+      description =
+          "per-sequence: each sequence's tokens on its own clock from its own start; shared: one"
+              + " step clock for the running batch, as vLLM's engine loop, so every running"
+              + " sequence gets its token at the same step boundary and one admitted mid-step"
+              + " joins at the next (a request with x-sim-decode-step-ms keeps its own clock)"
+              + " (default: ${DEFAULT-VALUE}).")
+  String stepClock = D.stepClock().flag();
+
+  @Option(
       names = "--default-max-tokens",
       description = "max_tokens when a request gives none (default: ${DEFAULT-VALUE}).")
   int defaultMaxTokens = D.defaultMaxTokens();
@@ -151,6 +162,7 @@ public final class SimulatorMain implements Callable<Integer> {
         prefillTokensPerSecond,
         decodeStepMs,
         decodeStepGrowth,
+        SimulatorConfig.StepClock.parse(stepClock),
         defaultMaxTokens,
         maxModelLen,
         seed,
@@ -192,6 +204,8 @@ public final class SimulatorMain implements Callable<Integer> {
             + String.join(", ", config.models())
             + ", slots: "
             + config.slots()
+            + ", step clock: "
+            + config.stepClock().flag()
             + ")");
     out.flush();
     CountDownLatch stopped = new CountDownLatch(1);

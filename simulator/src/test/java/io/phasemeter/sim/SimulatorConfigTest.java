@@ -23,6 +23,21 @@ class SimulatorConfigTest {
     assertThat(d.maxModelLen()).isEqualTo(65_536);
     assertThat(d.seed()).isEqualTo(42);
     assertThat(d.errorRate() + d.stallRate() + d.disconnectRate()).isZero();
+    assertThat(d.stepClock()).isEqualTo(SimulatorConfig.StepClock.PER_SEQUENCE);
+  }
+
+  @Test
+  void stepClockParsesItsFlagValues() {
+    assertThat(SimulatorConfig.StepClock.parse("shared"))
+        .isEqualTo(SimulatorConfig.StepClock.SHARED);
+    assertThat(SimulatorConfig.StepClock.parse("Per-Sequence"))
+        .isEqualTo(SimulatorConfig.StepClock.PER_SEQUENCE);
+    assertThatThrownBy(() -> SimulatorConfig.StepClock.parse("global"))
+        .hasMessageContaining("--step-clock must be per-sequence or shared");
+    SimulatorConfig d = SimulatorConfig.defaults();
+    assertThatThrownBy(() -> d.withDecodeStepMs(0).withStepClock(SimulatorConfig.StepClock.SHARED))
+        .hasMessageContaining("--step-clock shared needs --decode-step-ms above 0");
+    assertThat(d.withDecodeStepMs(0).stepClock()).isEqualTo(SimulatorConfig.StepClock.PER_SEQUENCE);
   }
 
   @Test

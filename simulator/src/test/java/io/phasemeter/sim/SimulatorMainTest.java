@@ -47,10 +47,31 @@ class SimulatorMainTest {
     assertThat(out.toString())
         .contains("--port", "--host", "--model", "--slots", "--max-queue")
         .contains("--prefill-tokens-per-s", "--decode-step-ms", "--decode-step-growth")
+        .contains("--step-clock", "per-sequence|shared", "(default: per-sequence)")
         .contains("--default-max-tokens", "--max-model-len", "--seed")
         .contains("--error-rate", "--stall-rate", "--stall-ms", "--disconnect-rate")
         .contains("x-sim-ttft-ms", "error_event", "x-sim-reasoning-tokens")
         .contains("/v1/responses", "/v1/embeddings", "/v1/audio/transcriptions", "/tokenize");
+  }
+
+  @Test
+  void stepClockIsPerSequenceUnlessAskedForShared() {
+    SimulatorMain main = new SimulatorMain();
+    new CommandLine(main).parseArgs("--port", "0");
+    assertThat(main.config().stepClock()).isEqualTo(SimulatorConfig.StepClock.PER_SEQUENCE);
+    main = new SimulatorMain();
+    new CommandLine(main).parseArgs("--step-clock=shared");
+    assertThat(main.config().stepClock()).isEqualTo(SimulatorConfig.StepClock.SHARED);
+    main = new SimulatorMain();
+    new CommandLine(main).parseArgs("--step-clock", "per-sequence");
+    assertThat(main.config().stepClock()).isEqualTo(SimulatorConfig.StepClock.PER_SEQUENCE);
+  }
+
+  @Test
+  void badStepClockIsExitCode2NamingTheFlag() {
+    assertThat(run("--step-clock", "lockstep")).isEqualTo(2);
+    assertThat(err.toString().strip().lines()).hasSize(1);
+    assertThat(err.toString()).contains("--step-clock must be per-sequence or shared");
   }
 
   @Test

@@ -331,6 +331,62 @@ class TimingAndFaultTest extends SimTestBase {
     return statuses;
   }
 
+  @Test
+  void sharedStepClockServesConcurrentStreamsOverHttp() throws Exception {
+    Simulator sim =
+        startSimulator(
+            FAST.withStepClock(SimulatorConfig.StepClock.SHARED).withDecodeStepMs(5).withSlots(8));
+    List<Future<Reply>> replies = new java.util.ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      replies.add(stream(sim, streamed(chat("s" + i, 6).put("ignore_eos", true), true), Map.of()));
+    }
+    // one with its own decode step (its own clock) and one with a ttft hold, among them
+    replies.add(
+        stream(
+            sim,
+            streamed(chat("own", 4).put("ignore_eos", true), false),
+            Map.of("x-sim-decode-step-ms", "3")));
+    replies.add(
+        stream(
+            sim,
+            streamed(chat("held", 4).put("ignore_eos", true), false),
+            Map.of("x-sim-ttft-ms", "20")));
+    for (int i = 0; i < replies.size(); i++) {
+      Reply r = replies.get(i).await(TIMEOUT_S, TimeUnit.SECONDS);
+      assertThat(r.status()).isEqualTo(200);
+      assertThat(r.contentEvents()).hasSize(i < 20 ? 6 : 4);
+      assertThat(r.data()).last().isEqualTo("[DONE]");
+    }
+    eventually(
+        () -> sim.stats().equals(new SimulatorStats(0, 0, 22, 0, 0, 22)), "all 22 completed");
+    assertThat(generated(sim)).isEqualTo(20 * 6 + 2 * 4);
+  }
+
+  @Test
+  void sharedStepClockClientDisconnectFreesTheSlot() throws Exception {
+    Simulator sim =
+        startSimulator(
+            FAST.withStepClock(SimulatorConfig.StepClock.SHARED).withSlots(1).withDecodeStepMs(20));
+    AtomicBoolean closed = new AtomicBoolean();
+    send(
+        sim,
+        HttpMethod.POST,
+        "/v1/chat/completions",
+        streamed(chat("bye", 200).put("ignore_eos", true), false).encode(),
+        Map.of(),
+        (event, response) -> {
+          if (event.hasContent() && closed.compareAndSet(false, true)) {
+            response.request().connection().close();
+          }
+        });
+    eventually(() -> sim.stats().cancelled() == 1, "cancelled after the client left");
+    assertThat(sim.stats().running()).isZero();
+    Reply next =
+        stream(sim, streamed(chat("next", 2), false), Map.of()).await(TIMEOUT_S, TimeUnit.SECONDS);
+    assertThat(next.data()).last().isEqualTo("[DONE]");
+    eventually(() -> sim.stats().completed() == 1, "the next one completed");
+  }
+
   private double generated(Simulator sim) throws Exception {
     return ProtocolTest.sample(
         get(sim, "/metrics").body(), "vllm:generation_tokens_total{model_name=\"sim-llama\"}");
