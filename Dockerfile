@@ -48,9 +48,10 @@ VOLUME ["/config"]
 # Sized for a container: the heap follows the cgroup memory limit, an OOM ends the process (the
 # orchestrator restarts it) instead of limping, and ZGC keeps pauses out of the streams'
 # inter-token latency (config/proxy.jvm says why; the pauses are measured: JVM metrics sit next to
-# the phases on /metrics). Without a collector named, the JVM picks Serial GC in a container with
-# under 2 CPUs or 2 GB.
-ENV JAVA_TOOL_OPTIONS="-XX:MaxRAMPercentage=75.0 -XX:InitialRAMPercentage=75.0 -XX:+UseZGC -XX:+ExitOnOutOfMemoryError" \
+# the phases on /metrics). Half the limit for the heap: ZGC commits and walks all of it, and the
+# rest is for metaspace, code, threads and Netty's direct buffers. Without a collector named, the
+# JVM picks Serial GC in a container with under 2 CPUs or about 1.8 GB of memory.
+ENV JAVA_TOOL_OPTIONS="-XX:MaxRAMPercentage=50.0 -XX:InitialRAMPercentage=50.0 -XX:+UseZGC -XX:+ExitOnOutOfMemoryError" \
     PHASEMETER_ADMIN_HOST=0.0.0.0
 USER 10001:10001
 # 8080: the OpenAI-compatible listener; 9464: admin (/metrics, /health/*, records, POST /v1/traces).

@@ -39,11 +39,18 @@ class UpstreamConnectionsTest extends ProxyTestBase {
               assertThat(q.connections().unslotted()).as("unset keys keep defaults").isEqualTo(32);
             });
     for (String bad :
-        List.of("{max: -1}", "{unslotted: 0}", "{wait_queue: -1}", "{keep_alive: -1s}")) {
+        List.of(
+            "{max: -1}",
+            "{unslotted: 0}",
+            "{wait_queue: -1}",
+            "{keep_alive: -1s}",
+            "{keep_alive: 500ms}",
+            "{keep_alive: 1.5s}")) {
       Assertions.assertThatThrownBy(() -> config(1, 4, "    connections: " + bad + "\n"))
           .as(bad)
           .isInstanceOf(ConfigException.class)
-          .hasMessageContaining("connections.");
+          .hasMessageStartingWith("test.yaml: pools[0].connections.")
+          .hasMessageNotContaining("connections: connections");
     }
   }
 
@@ -94,7 +101,7 @@ class UpstreamConnectionsTest extends ProxyTestBase {
   @Test
   void slottedConnectionsAreCountedOpenAndClosed() throws Exception {
     int port = startVllmBackend(new ArrayList<>());
-    startProxy(config(port, 4, "    connections: {keep_alive: 1s}\n"));
+    startProxy(config(port, 4, "    connections: {keep_alive: 3s}\n"));
     for (int i = 0; i < 3; i++) {
       assertThat(call("/v1/chat/completions", chat("hi", true)).status()).isEqualTo(200);
     }
@@ -102,7 +109,7 @@ class UpstreamConnectionsTest extends ProxyTestBase {
     assertThat(metric("llm_upstream_connections_opened_total", "slotted"))
         .as("one connection, reused")
         .isEqualTo(1.0);
-    assertThat(metric("llm_upstream_connections_keep_alive_seconds", null)).isEqualTo(1.0);
+    assertThat(metric("llm_upstream_connections_keep_alive_seconds", null)).isEqualTo(3.0);
     Awaitility.await()
         .atMost(Duration.ofSeconds(10))
         .untilAsserted(

@@ -254,9 +254,17 @@ public final class ConfigLoader {
       Throwable cause = e.getCause() != null ? e.getCause() : e;
       String at = path(e);
       String msg = cause.getMessage();
-      // "admin: admin.host: …" says the key twice: a message that names its full key goes alone.
+      // "admin: admin.host: …" says the key twice: a message that names its full key goes alone;
+      // one that names the key's last part ("connections.max: …" under pools[0].connections, or
+      // "transport: …") is completed to the full key once.
+      String last = at.substring(at.lastIndexOf('.') + 1);
       if (msg != null && msg.startsWith(at + ".")) {
         at = "";
+      } else if (msg != null && !last.isEmpty() && msg.startsWith(last + ".")) {
+        msg = at + msg.substring(last.length());
+        at = "";
+      } else if (msg != null && !last.isEmpty() && msg.startsWith(last + ": ")) {
+        msg = msg.substring(last.length() + 2);
       }
       throw new ConfigException(source + ": " + (at.isEmpty() ? "" : at + ": ") + msg);
     } catch (JsonMappingException e) {

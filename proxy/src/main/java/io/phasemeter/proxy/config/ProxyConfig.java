@@ -589,8 +589,9 @@ public record ProxyConfig(
    * A pool's upstream connections (per upstream): {@code max} pooled connections for requests that
    * hold a slot (0: slots + 8, so that no such request waits for one), {@code unslotted} for those
    * that hold none (pass-throughs such as /tokenize), {@code wait_queue} requests that may wait for
-   * an unslotted connection (more fail at once with 503 {@code upstream_busy}), and {@code
-   * keep_alive}, how long an idle pooled connection is kept (0: until the upstream closes it).
+   * an unslotted connection (more fail at once with 503 {@code upstream_busy}; connections being
+   * opened count against it, as Vert.x's pool counts them), and {@code keep_alive}, how long an
+   * idle pooled connection is kept, in whole seconds (0: until the upstream closes it).
    */
   public record Connections(int max, int unslotted, int waitQueue, Duration keepAlive) {
     /** The built-in defaults. */
@@ -609,9 +610,12 @@ public record ProxyConfig(
         throw new IllegalArgumentException(
             "connections.wait_queue: must be 0 or more (got " + waitQueue + ")");
       }
-      if (keepAlive == null || keepAlive.isNegative()) {
+      if (keepAlive == null || keepAlive.isNegative() || keepAlive.toMillis() % 1000 != 0) {
         throw new IllegalArgumentException(
-            "connections.keep_alive: must be 0 (until the upstream closes it) or more");
+            "connections.keep_alive: must be whole seconds, 0 (until the upstream closes it) or"
+                + " more (got "
+                + keepAlive
+                + ")");
       }
     }
   }

@@ -27,7 +27,9 @@ import org.slf4j.LoggerFactory;
  * The upstreams of one pool, their HTTP client, and the choice among them: the available upstream
  * (healthy, not ejected) with the fewest requests in flight, ties broken in turn. Active health
  * checks run on a timer; connection failures eject an upstream for a backoff. Connections are kept
- * alive and pooled, sized to the pool's slots so a full pool never waits on the client.
+ * alive and pooled ({@code pools[].connections}): by default slots + 8 per upstream for requests
+ * that hold a slot, so a full pool never waits on the client, and a bounded number with a bounded
+ * wait queue for those that hold none.
  */
 public final class UpstreamPool implements MeterBinder {
   private static final Logger LOG = LoggerFactory.getLogger(UpstreamPool.class);
@@ -216,17 +218,23 @@ public final class UpstreamPool implements MeterBinder {
   /**
    * As {@link #open(UpstreamHost, String)}, for a request of {@code method}; {@code slotted}: the
    * request holds one of the pool's slots (else it goes out on the connections kept apart for
-   * requests that hold none, at most {@value #UNSLOTTED_CONNECTIONS} per upstream).
+   * requests that hold none, {@code connections.unslotted} per upstream, with at most {@code
+   * connections.wait_queue} waiting for one).
    */
   public Future<HttpClientRequest> open(
       UpstreamHost host, HttpMethod method, String path, boolean slotted) {
     RequestOptions options = options(host.address(), method, path);
-    host.started();
     Connections c = slotted ? slottedConnections : unslottedConnections;
+    host.started(); // ended() follows whatever happens, failure included (GeneratePhase)
+    Future<HttpClientRequest> request;
+    try {
+      request = (slotted ? client : unslottedClient).request(options);
+    } catch (IllegalStateException e) {
+      // The client closed (the proxy is stopping) under a request already on its way.
+      return Future.failedFuture(e);
+    }
     c.waiting.incrementAndGet();
-    return (slotted ? client : unslottedClient)
-        .request(options)
-        .andThen(ar -> c.waiting.decrementAndGet());
+    return request.andThen(ar -> c.waiting.decrementAndGet());
   }
 
   /**
