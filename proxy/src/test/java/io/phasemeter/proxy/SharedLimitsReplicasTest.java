@@ -129,6 +129,33 @@ class SharedLimitsReplicasTest {
     }
   }
 
+  /** What {@link #sendPaced} saw: responses by status, and the seconds the schedule took. */
+  private record Paced(Map<Integer, Integer> statuses, double seconds) {}
+
+  /** Runs before the {@code n}th paced request. */
+  private interface BeforeRequest {
+    void run(int n) throws Exception;
+  }
+
+  /**
+   * {@code count} chat requests round-robin over the replicas, on a fixed schedule of one every
+   * {@code intervalMs} from the first (a late one is not made up by a shorter gap after it).
+   */
+  private Paced sendPaced(int count, long intervalMs, BeforeRequest before) throws Exception {
+    Map<Integer, Integer> statuses = new TreeMap<>();
+    long start = System.nanoTime();
+    long interval = TimeUnit.MILLISECONDS.toNanos(intervalMs);
+    for (int n = 0; n < count; n++) {
+      long sleep = start + n * interval - System.nanoTime();
+      if (sleep > 0) {
+        TimeUnit.NANOSECONDS.sleep(sleep);
+      }
+      before.run(n);
+      statuses.merge(send(n % REPLICAS), 1, Integer::sum);
+    }
+    return new Paced(statuses, (System.nanoTime() - start) / 1e9);
+  }
+
   /** One chat request to replica {@code i}: its status. */
   private int send(int i) throws Exception {
     HttpRequest req =
@@ -166,18 +193,9 @@ class SharedLimitsReplicasTest {
         .as("the burst is the key's rpm, shared, and what refilled while it was spent")
         .isBetween(rpm - 1.0, rpm + rpm * drainSeconds / 60 + 1);
     // Then a minute at 20 requests a second, twice the key's pace: what is admitted is the refill.
-    Map<Integer, Integer> statuses = new TreeMap<>();
-    long start = System.nanoTime();
-    long interval = TimeUnit.MILLISECONDS.toNanos(50);
-    for (int n = 0; n < 1200; n++) {
-      long due = start + n * interval;
-      long sleep = due - System.nanoTime();
-      if (sleep > 0) {
-        TimeUnit.NANOSECONDS.sleep(sleep);
-      }
-      statuses.merge(send(n % REPLICAS), 1, Integer::sum);
-    }
-    double seconds = (System.nanoTime() - start) / 1e9;
+    Paced run = sendPaced(1200, 50, n -> {});
+    Map<Integer, Integer> statuses = run.statuses();
+    double seconds = run.seconds();
     int admitted = statuses.getOrDefault(200, 0);
     System.out.printf(
         "shared limits: %d replicas, rpm %d, %d admitted of 1200 over %.1f s: %s%n",
@@ -203,18 +221,9 @@ class SharedLimitsReplicasTest {
     }
     // Then a minute at 20 requests a second, twice what 30,000 tokens a minute at 50 a request
     // allows: the tokens admitted are the refill.
-    Map<Integer, Integer> statuses = new TreeMap<>();
-    long start = System.nanoTime();
-    long interval = TimeUnit.MILLISECONDS.toNanos(50);
-    for (int n = 0; n < 1200; n++) {
-      long due = start + n * interval;
-      long sleep = due - System.nanoTime();
-      if (sleep > 0) {
-        TimeUnit.NANOSECONDS.sleep(sleep);
-      }
-      statuses.merge(send(n % REPLICAS), 1, Integer::sum);
-    }
-    double seconds = (System.nanoTime() - start) / 1e9;
+    Paced run = sendPaced(1200, 50, n -> {});
+    Map<Integer, Integer> statuses = run.statuses();
+    double seconds = run.seconds();
     long tokens = 50L * statuses.getOrDefault(200, 0);
     System.out.printf(
         "shared limits: %d replicas, tpm %d, %d tokens admitted (settled) over %.1f s: %s%n",
@@ -228,26 +237,19 @@ class SharedLimitsReplicasTest {
   @Test
   void redisKilledMidRunCostsAFallbackNotARequest() throws Exception {
     startReplicas(100_000, "50ms");
-    Map<Integer, Integer> statuses = new TreeMap<>();
-    long start = System.nanoTime();
-    boolean killed = false;
-    boolean restarted = false;
-    for (int n = 0; n < 240; n++) {
-      long due = start + TimeUnit.MILLISECONDS.toNanos(25L * n);
-      long sleep = due - System.nanoTime();
-      if (sleep > 0) {
-        TimeUnit.NANOSECONDS.sleep(sleep);
-      }
-      if (n == 60 && !killed) {
-        redis.kill();
-        killed = true;
-      }
-      if (n == 150 && !restarted) {
-        redis.restart();
-        restarted = true;
-      }
-      statuses.merge(send(n % REPLICAS), 1, Integer::sum);
-    }
+    Map<Integer, Integer> statuses =
+        sendPaced(
+                240,
+                25,
+                n -> {
+                  if (n == 60) {
+                    redis.kill();
+                  }
+                  if (n == 150) {
+                    redis.restart();
+                  }
+                })
+            .statuses();
     System.out.printf("shared limits, Redis killed and restarted: %s%n", statuses);
     for (ProxyJvm p : proxies) {
       System.out.printf(
