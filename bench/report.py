@@ -594,13 +594,14 @@ for conf in confs:
            f"(without JIT {fmt(bc.get('cores_no_jit'), 2)}); {why}", bad)
     nc = cpu.get("nginx", {})
     if pc and nc and nc.get("us_per_chunk"):
-        ratio = pc["us_per_chunk"] / nc["us_per_chunk"]
-        R["streaming"][-1]["cpu_per_chunk_vs_nginx"] = ratio
+        per_chunk = pc["us_per_chunk"] / nc["us_per_chunk"]
+        R["streaming"][-1]["cpu_per_chunk_vs_nginx"] = per_chunk
         print(f"CPU per chunk (streams x tokens/s x counted seconds chunks): Phasemeter "
               f"{pc['us_per_chunk']:.1f} us ({pc['us_per_chunk_no_jit']:.1f} without JIT), nginx "
               f"{nc['us_per_chunk']:.1f} us, bare vertx-http-proxy {fmt(bc.get('us_per_chunk'), 1)} us "
               f"({fmt(bc.get('us_per_chunk_no_jit'), 1)} without JIT).\n")
-        target(f"{label}: CPU per relayed chunk, Phasemeter / nginx", ratio, "<= 1.5", ratio <= 1.5,
+        target(f"{label}: CPU per relayed chunk, Phasemeter / nginx", per_chunk, "<= 1.5",
+               per_chunk <= 1.5,
                f"without JIT {pc['us_per_chunk_no_jit'] / nc['us_per_chunk']:.2f}; bare / nginx "
                f"{fmt(None if not bc else bc['us_per_chunk'] / nc['us_per_chunk'], 2)}; {why}", bad)
     target(f"{label}: Phasemeter live heap (MB)", pc.get("heap_live_mb"), "<= 256",
@@ -745,7 +746,7 @@ if os.path.exists(os.path.join(bdir, "config")):
             f = open(cf).read().split()
             ticks, jit, sim, idle, tck, el = int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4]), float(f[5])
             e.update({"elapsed_s": el, "cpu_cores": ticks / tck / el, "sim_cores": sim / tck / el,
-                      "idle": idle / tck / el / cores_n, "rss_mb": int(f[6]) / 1024 if len(f) > 6 and int(f[6]) else None,
+                      "idle": idle / tck / el / cores_n, "pss_mb": int(f[6]) / 1024 if len(f) > 6 and int(f[6]) else None,
                       "chunks_per_s": e["chunks"] / el})
             if path != "direct" and e["chunks"]:
                 e["us_per_chunk"] = ticks / tck * 1e6 / e["chunks"]
@@ -766,7 +767,7 @@ if os.path.exists(os.path.join(bdir, "config")):
     print("the client's own collection). ITL is every gap, from the client's phases.hlog (HdrHistogram,")
     print("2 significant digits: about 1 % of the value). Median over rounds, (min–max) when more than one.\n")
     print("| path | rounds | ok/sent | chunks/s | CPU µs/chunk | without JIT | TTFT p50 ms | TTFT p99 ms "
-          "| ITL p99 ms | ITL p99.9 ms | RSS MB | simulator cores | machine idle |")
+          "| ITL p99 ms | ITL p99.9 ms | PSS MB | simulator cores | machine idle |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path, name in BP:
         rr = runs.get(path)
@@ -779,7 +780,7 @@ if os.path.exists(os.path.join(bdir, "config")):
               f"| {sum(x['ok'] for x in v)}/{sum(x['n'] for x in v)} | {spread(g('chunks_per_s'), 0)} "
               f"| {spread(g('us_per_chunk'))} | {spread(g('us_per_chunk_nojit'))} | {spread(g('ttft_p50'))} "
               f"| {spread(g('ttft_p99'))} | {spread(g('itl_p99'))} | {spread(g('itl_p999'))} "
-              f"| {spread(g('rss_mb'), 0)} | {spread(g('sim_cores'))} "
+              f"| {spread(g('pss_mb'), 0)} | {spread(g('sim_cores'))} "
               f"| {spread([None if x.get('idle') is None else 100 * x['idle'] for x in v], 0)} % |")
     print()
     # Added over direct, same round.
@@ -936,9 +937,9 @@ if os.path.isdir(sl_dir):
         print(f"| {r} | {nl} | {fmt(l50)} | {fmt(l99)} | {ns} | {fmt(s50)} | {fmt(s99)} | {fmt(s99 - l99)} |")
     print()
     if added:
-        med = sorted(added)[len(added) // 2]
+        added_median = sorted(added)[len(added) // 2]
         target("shared limits: auth p99 added by Redis at 1,000 req/s (shared - local, ms, median of"
-               " rounds)", med, "<= 0.5", med <= 0.5,
+               " rounds)", added_median, "<= 0.5", added_median <= 0.5,
                note=f"rounds: {', '.join(fmt(a) for a in added)}")
 
 # ---- pauses: every JVM's stop-the-world pauses, from its safepoint log ---------------------------
