@@ -272,21 +272,28 @@ public abstract class ProxyTestBase {
    * turns them on ({@code health: …} there wins).
    */
   protected static ProxyConfig config(int upstreamPort, int slots, String poolExtra) {
-    String yaml =
-        "listen: {host: 127.0.0.1, port: 0}\n"
-            + "admin: {host: 127.0.0.1, port: 0}\n"
-            + "pools:\n"
-            + "  - name: default\n"
-            + "    models: [sim-llama]\n"
-            + "    upstreams: [http://127.0.0.1:"
-            + upstreamPort
-            + "]\n"
-            + "    slots: "
-            + slots
-            + "\n"
-            + "    health: {path: null}\n"
-            + (poolExtra == null ? "" : poolExtra);
-    return ConfigLoader.parse(yaml, "test.yaml");
+    return ConfigLoader.parse(
+        yaml(upstreamPort, "    slots: " + slots + "\n" + (poolExtra == null ? "" : poolExtra)),
+        "test.yaml");
+  }
+
+  /**
+   * proxy.yaml text: both listeners on loopback and free ports, one pool {@code default} serving
+   * {@code sim-llama} from {@code upstreamPort} without active health checks, then {@code after}:
+   * more of the pool's keys (indented four spaces; a {@code health: …} there wins), then any
+   * top-level keys. What the in-process tests parse and the process tests ({@link ProxyJvm}) write.
+   */
+  static String yaml(int upstreamPort, String after) {
+    return "listen: {host: 127.0.0.1, port: 0}\n"
+        + "admin: {host: 127.0.0.1, port: 0}\n"
+        + "pools:\n"
+        + "  - name: default\n"
+        + "    models: [sim-llama]\n"
+        + "    upstreams: [http://127.0.0.1:"
+        + upstreamPort
+        + "]\n"
+        + "    health: {path: null}\n"
+        + after;
   }
 
   protected PhasemeterProxy startProxy(ProxyConfig config) throws Exception {

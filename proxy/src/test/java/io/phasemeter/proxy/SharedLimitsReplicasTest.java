@@ -102,15 +102,7 @@ class SharedLimitsReplicasTest {
     Path yaml = dir.resolve("proxy.yaml");
     Files.writeString(
         yaml,
-        "listen: {host: 127.0.0.1, port: 0}\n"
-            + "admin: {host: 127.0.0.1, port: 0}\n"
-            + "pools:\n"
-            + "  - name: default\n"
-            + "    models: [sim-llama]\n"
-            + "    upstreams: [http://127.0.0.1:"
-            + backend
-            + "]\n"
-            + "    health: {path: null}\n"
+        ProxyTestBase.yaml(backend, "")
             + "telemetry: {sampling: {ratio: 0.0, keep_errors: false, keep_slower_than: 1h}}\n"
             + "auth:\n"
             + "  enabled: true\n"

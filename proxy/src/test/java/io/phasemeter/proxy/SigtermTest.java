@@ -82,18 +82,7 @@ class SigtermTest {
             .await(10, TimeUnit.SECONDS);
     Path yaml = dir.resolve("proxy.yaml");
     Files.writeString(
-        yaml,
-        "listen: {host: 127.0.0.1, port: 0}\n"
-            + "admin: {host: 127.0.0.1, port: 0}\n"
-            + "pools:\n"
-            + "  - name: default\n"
-            + "    models: [sim-llama]\n"
-            + "    upstreams: [http://127.0.0.1:"
-            + backend.actualPort()
-            + "]\n"
-            + "    slots: 64\n"
-            + "    health: {path: null}\n"
-            + "drain: {timeout: 2s}\n");
+        yaml, ProxyTestBase.yaml(backend.actualPort(), "    slots: 64\ndrain: {timeout: 2s}\n"));
     proxy = ProxyJvm.start(yaml, dir.resolve("proxy.out"));
     Process process = proxy.process;
     int port = proxy.port;

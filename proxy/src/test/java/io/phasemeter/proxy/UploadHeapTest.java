@@ -73,15 +73,7 @@ class UploadHeapTest {
     Path yaml = dir.resolve("proxy.yaml");
     Files.writeString(
         yaml,
-        "listen: {host: 127.0.0.1, port: 0}\n"
-            + "admin: {host: 127.0.0.1, port: 0}\n"
-            + "pools:\n"
-            + "  - name: default\n"
-            + "    models: [sim-llama]\n"
-            + "    upstreams: [http://127.0.0.1:"
-            + backend.actualPort()
-            + "]\n"
-            + "    health: {path: null}\n"
+        ProxyTestBase.yaml(backend.actualPort(), "")
             + "routes:\n"
             + "  - {path: /v1/files, handler: passthrough, max_body_bytes: 134217728}\n");
     proxy = ProxyJvm.start(yaml, dir.resolve("proxy.out"), HEAP, "-XX:+ExitOnOutOfMemoryError");
