@@ -38,6 +38,7 @@ public final class PhasemeterProxy {
   private final HttpServer server;
   private final AdminServer admin;
   private final AtomicBoolean ready;
+  private final DescriptorBudget descriptors;
   private final AtomicBoolean closed = new AtomicBoolean();
   private volatile Future<DrainResult> draining;
 
@@ -46,13 +47,23 @@ public final class PhasemeterProxy {
       Pipeline pipeline,
       HttpServer server,
       AdminServer admin,
-      AtomicBoolean ready) {
+      AtomicBoolean ready,
+      DescriptorBudget descriptors) {
     this.vertx = runtime.vertx();
     this.runtime = runtime;
     this.pipeline = pipeline;
     this.server = server;
     this.admin = admin;
     this.ready = ready;
+    this.descriptors = descriptors;
+  }
+
+  /**
+   * How the file descriptors are shared between the listeners, the upstream connections and the
+   * process, as one start-up line.
+   */
+  public String connectionBounds() {
+    return descriptors.describe();
   }
 
   /** Starts building a proxy for {@code config} on {@code vertx}. */
@@ -263,9 +274,17 @@ public final class PhasemeterProxy {
       }
       Pipeline pipeline = new Pipeline(rt);
       AtomicBoolean ready = new AtomicBoolean();
-      Future<HttpServer> server = listen(vertx, config, pipeline);
+      DescriptorBudget descriptors = DescriptorBudget.of(config);
+      io.micrometer.core.instrument.MeterRegistry registry = rt.metrics().registry();
+      ListenerGuard publicGuard =
+          new ListenerGuard(
+              vertx, "public", config.limits().receiveTimeout(), descriptors.publicMax(), registry);
+      ListenerGuard adminGuard =
+          new ListenerGuard(
+              vertx, "admin", config.admin().receiveTimeout(), descriptors.adminMax(), registry);
+      Future<HttpServer> server = listen(vertx, config, pipeline, publicGuard);
       Future<AdminServer> admin =
-          AdminServer.start(vertx, config.admin(), rt.adminSources(ready::get));
+          AdminServer.start(vertx, config.admin(), rt.adminSources(ready::get), adminGuard);
       return Future.join(server, admin)
           .andThen(v -> rt.onClose("listeners", () -> closeListening(server, admin)))
           .compose(
@@ -273,7 +292,8 @@ public final class PhasemeterProxy {
                 rt.start();
                 ready.set(true);
                 return Future.succeededFuture(
-                    new PhasemeterProxy(rt, pipeline, server.result(), admin.result(), ready));
+                    new PhasemeterProxy(
+                        rt, pipeline, server.result(), admin.result(), ready, descriptors));
               },
               err -> rt.close().transform(v -> Future.failedFuture(err)));
     }
@@ -285,8 +305,12 @@ public final class PhasemeterProxy {
           admin.succeeded() ? admin.result().close() : Future.succeededFuture());
     }
 
-    /** The public listener, its request heads bounded in time by {@code limits.receive_timeout}. */
-    private static Future<HttpServer> listen(Vertx vertx, ProxyConfig config, Pipeline pipeline) {
+    /**
+     * The public listener, its connections bounded by {@code guard}, its request heads in time by
+     * {@code limits.receive_timeout}.
+     */
+    private static Future<HttpServer> listen(
+        Vertx vertx, ProxyConfig config, Pipeline pipeline, ListenerGuard guard) {
       HttpServerOptions options =
           new HttpServerOptions()
               .setHost(config.listen().host())
@@ -300,14 +324,13 @@ public final class PhasemeterProxy {
               // new connection in its upgrade check until a whole request head has arrived, out
               // of reach of the head timeout (a slowloris client is never seen).
               .setHttp2ClearTextEnabled(false);
-      HeadTimeout heads = new HeadTimeout(vertx, config.limits().receiveTimeout());
       return vertx
           .createHttpServer(options)
-          .connectionHandler(heads::opened)
+          .connectionHandler(guard::opened)
           .invalidRequestHandler(pipeline::handleInvalid)
           .requestHandler(
               req -> {
-                if (heads.requestStarted(req)) {
+                if (guard.requestStarted(req)) {
                   pipeline.handle(req);
                 }
               })

@@ -189,6 +189,7 @@ public final class ProxyMain implements Callable<Integer> {
             + proxy.port());
     out.println(describe(cfg));
     out.println(transport(cfg.transport(), vertx));
+    out.println(proxy.connectionBounds());
     out.println(
         "admin: http://"
             + cfg.admin().host()

@@ -235,7 +235,13 @@ final class ProxyRuntime implements PipelineRuntime {
   /** What the admin listener reads: the registry, records, live stats, budgets, engine spans. */
   AdminServer.Sources adminSources(BooleanSupplier ready) {
     return new AdminServer.Sources(
-        metrics.registry(), records, quantiles, tracker::status, ready, engine);
+        metrics.registry(),
+        records,
+        quantiles,
+        tracker::status,
+        ready,
+        engine,
+        config.telemetry().engineSpans());
   }
 
   /** The close steps still to run, in the order {@link #close()} runs them. */

@@ -188,9 +188,12 @@ class EngineSplitTest extends ProxyTestBase {
     startProxy(engineConfig(sim.port(), 8, false, "2s"));
     assertThat(send().await(20, TimeUnit.SECONDS).status()).isEqualTo(200);
     JsonObject off = record(awaitFinished(1).get(0).traceId());
-    // Off: an engine span posted anyway is acknowledged and changes nothing.
+    // Off: an engine span posted anyway is refused unread (404, saying why) and changes nothing.
     Response posted = postTraces(OtlpTraceDecoderTest.export(), "application/x-protobuf");
-    assertThat(posted.status()).isEqualTo(200);
+    assertThat(posted.status()).isEqualTo(404);
+    assertThat(posted.body().toString()).contains("telemetry.engine_spans.enabled: false");
+    assertThat(admin("/metrics").text())
+        .contains("llm_engine_span_exports_total{result=\"disabled\"} 1.0");
     assertThat(off.containsKey("engine_status")).isFalse();
     assertThat(off.containsKey("engine")).isFalse();
     assertThat(off.getJsonObject("phases_ms").fieldNames())

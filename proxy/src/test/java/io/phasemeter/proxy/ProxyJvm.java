@@ -41,7 +41,22 @@ final class ProxyJvm implements AutoCloseable {
    * gives them; a test that sizes the heap itself passes its own.
    */
   static ProxyJvm start(Path config, Path output, String... jvmArgs) throws Exception {
-    List<String> cmd = new ArrayList<>();
+    return start(List.of(), config, output, jvmArgs);
+  }
+
+  /**
+   * As {@link #start(Path, Path, String...)}, under a file descriptor limit of {@code nofile} (soft
+   * and hard, set by util-linux's {@code prlimit}, as a container runtime or {@code ulimit -n}
+   * would).
+   */
+  static ProxyJvm startWithDescriptorLimit(int nofile, Path config, Path output, String... jvmArgs)
+      throws Exception {
+    return start(List.of("prlimit", "--nofile=" + nofile + ":" + nofile), config, output, jvmArgs);
+  }
+
+  private static ProxyJvm start(List<String> prefix, Path config, Path output, String... jvmArgs)
+      throws Exception {
+    List<String> cmd = new ArrayList<>(prefix);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     if (jvmArgs.length == 0) {
       cmd.add("@" + Path.of("..", "config", "proxy.jvm").toAbsolutePath().normalize());

@@ -1,10 +1,10 @@
 package io.phasemeter.proxy.admin;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-import io.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
+import io.phasemeter.proxy.ListenerGuard;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.engine.EngineSpans;
-import io.phasemeter.proxy.engine.OtlpTraceDecoder;
+import io.phasemeter.proxy.pipeline.Connections;
 import io.phasemeter.proxy.telemetry.RecordStore;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.prometheus.metrics.expositionformats.ExpositionFormats;
@@ -22,7 +22,6 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
@@ -41,13 +40,11 @@ public final class AdminServer {
   private static final Pattern TRACE_ID = Pattern.compile("[0-9a-f]{32}");
   private static final String OPEN_METRICS = "application/openmetrics-text; version=1.0.0";
 
-  /** A trace export larger than this gets 413 (vLLM's batches are far smaller). */
-  static final int MAX_TRACE_BODY_BYTES = 8 * 1024 * 1024;
-
-  private static final String PROTOBUF = "application/x-protobuf";
-
   /** More feed subscribers than this get 429: each one holds a bounded buffer. */
   static final int MAX_SUBSCRIBERS = 32;
+
+  /** The routing context's key for its deadline timer. */
+  private static final String DEADLINE = "phasemeter.deadline";
 
   private final HttpServer server;
 
@@ -62,11 +59,19 @@ public final class AdminServer {
       RollingQuantiles quantiles,
       Supplier<JsonArray> budgetStatus,
       BooleanSupplier ready,
-      EngineSpans engine) {}
+      EngineSpans engine,
+      ProxyConfig.EngineSpans engineConfig) {}
 
-  /** Starts the admin listener. */
-  public static Future<AdminServer> start(Vertx vertx, ProxyConfig.Admin config, Sources sources) {
+  /**
+   * Starts the admin listener, its connections and request heads bounded by {@code guard}, and
+   * every request but the streaming record feed by {@code admin.receive_timeout} from its head to
+   * its answer.
+   */
+  public static Future<AdminServer> start(
+      Vertx vertx, ProxyConfig.Admin config, Sources sources, ListenerGuard guard) {
     Router router = Router.router(vertx);
+    long deadlineMs = Math.max(1, config.receiveTimeout().toMillis());
+    router.route().handler(rc -> deadline(vertx, rc, deadlineMs));
     byte[] token = config.token().isEmpty() ? new byte[0] : sha256(config.token());
     ExpositionFormats formats = ExpositionFormats.init();
     router
@@ -105,11 +110,29 @@ public final class AdminServer {
                   .putHeader("content-type", formats.findWriter(wanted).getContentType())
                   .end(io.vertx.core.buffer.Buffer.buffer(body.toByteArray()));
             });
-    AtomicBoolean warnedDisabled = new AtomicBoolean();
+    TraceIntake traces =
+        new TraceIntake(vertx, sources.engine(), sources.engineConfig(), sources.registry());
+    // Before the body is read (a route of its own: Vert.x Web wants a body handler first).
     router
         .post("/v1/traces")
-        .handler(BodyHandler.create(false).setBodyLimit(MAX_TRACE_BODY_BYTES))
-        .handler(rc -> receiveTraces(rc, sources.engine(), warnedDisabled));
+        .handler(
+            rc -> {
+              if (traces.accepts(rc)) {
+                rc.next();
+              }
+            });
+    router
+        .post("/v1/traces")
+        .handler(BodyHandler.create(false).setBodyLimit(traces.maxBodyBytes()))
+        .handler(traces::handle)
+        .failureHandler(
+            rc -> {
+              if (rc.statusCode() == 413) {
+                traces.tooLarge(rc);
+              } else {
+                rc.next();
+              }
+            });
     router
         .get("/admin/records/stream")
         .handler(
@@ -118,6 +141,8 @@ public final class AdminServer {
                 error(rc.response(), 429, "Too many record feed subscribers.");
                 return;
               }
+              // The feed streams for as long as its subscriber reads: no deadline.
+              vertx.cancelTimer(rc.<Long>get(DEADLINE));
               HttpServerResponse resp = rc.response();
               resp.setChunked(true)
                   .putHeader("content-type", "text/event-stream")
@@ -162,11 +187,24 @@ public final class AdminServer {
             .setHost(config.host())
             .setPort(config.port())
             .setTcpNoDelay(true)
-            // OTLP exporters may gzip their exports (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
-            .setDecompressionSupported(true);
+            .setMaxInitialLineLength(4096)
+            .setMaxHeaderSize(8192)
+            // Gzip-compressed exports (OTEL_EXPORTER_OTLP_COMPRESSION=gzip) are inflated by
+            // TraceIntake under its own bound; Netty's decompressor has none.
+            .setDecompressionSupported(false)
+            // HTTP/1.x only, as on the public listener: with cleartext HTTP/2 on, Vert.x holds a
+            // new connection in its upgrade check until a whole head has arrived, out of reach of
+            // the head timeout.
+            .setHttp2ClearTextEnabled(false);
     return vertx
         .createHttpServer(options)
-        .requestHandler(router)
+        .connectionHandler(guard::opened)
+        .requestHandler(
+            req -> {
+              if (guard.requestStarted(req)) {
+                router.handle(req);
+              }
+            })
         .listen()
         .onSuccess(
             s -> {
@@ -183,45 +221,28 @@ public final class AdminServer {
   }
 
   /**
-   * OTLP/HTTP trace export (what vLLM's {@code --otlp-traces-endpoint} sends): protobuf only; 200
-   * with an empty {@code ExportTraceServiceResponse}, 415 for another content type, 400 for a body
-   * that is not an export request. Engine spans go to the matcher; every other span is ignored.
+   * Bounds the time from a request's head to its answer: a body that trickles in, or a request that
+   * otherwise never completes, is answered 408 (if nothing was written yet) and its connection
+   * closed. The record feed cancels it once it streams.
    */
-  private static void receiveTraces(
-      RoutingContext rc, EngineSpans engine, AtomicBoolean warnedDisabled) {
-    String type = rc.request().getHeader("content-type");
-    String mediaType =
-        type == null ? "" : type.split(";", 2)[0].trim().toLowerCase(java.util.Locale.ROOT);
-    if (!mediaType.equals(PROTOBUF)) {
-      error(
-          rc.response(),
-          415,
-          "Trace exports must be OTLP/HTTP protobuf (Content-Type: "
-              + PROTOBUF
-              + "; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf).");
-      return;
-    }
-    OtlpTraceDecoder.Decoded decoded;
-    try {
-      decoded = OtlpTraceDecoder.decode(rc.body().buffer().getBytes());
-    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
-      error(rc.response(), 400, "The body is not an OTLP ExportTraceServiceRequest.");
-      return;
-    }
-    if (engine != null && engine.enabled()) {
-      for (OtlpTraceDecoder.EngineSpan span : decoded.engineSpans()) {
-        engine.onEngineSpan(span.traceId(), span.timings());
-      }
-    } else if (!decoded.engineSpans().isEmpty() && warnedDisabled.compareAndSet(false, true)) {
-      LOG.warn(
-          "Engine spans arrive on /v1/traces but telemetry.engine_spans.enabled is false:"
-              + " they are ignored");
-    }
-    rc.response()
-        .putHeader("content-type", PROTOBUF)
-        .end(
-            io.vertx.core.buffer.Buffer.buffer(
-                ExportTraceServiceResponse.getDefaultInstance().toByteArray()));
+  private static void deadline(Vertx vertx, RoutingContext rc, long ms) {
+    HttpServerResponse resp = rc.response();
+    long timer =
+        vertx.setTimer(
+            ms,
+            id -> {
+              if (resp.ended() || resp.closed()) {
+                return;
+              }
+              if (!resp.headWritten()) {
+                resp.putHeader("connection", "close");
+                error(resp, 408, "The request did not arrive within admin.receive_timeout.");
+              }
+              Connections.forceClose(rc.request().connection());
+            });
+    rc.put(DEADLINE, timer);
+    rc.addEndHandler(v -> vertx.cancelTimer(timer));
+    rc.next();
   }
 
   private static JsonObject engineStatus(EngineSpans engine) {
@@ -301,7 +322,7 @@ public final class AdminServer {
     resp.setStatusCode(status).putHeader("content-type", "application/json").end(body.toBuffer());
   }
 
-  private static void error(HttpServerResponse resp, int status, String message) {
+  static void error(HttpServerResponse resp, int status, String message) {
     json(
         resp,
         status,

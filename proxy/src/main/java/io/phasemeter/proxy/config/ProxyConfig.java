@@ -185,11 +185,26 @@ public record ProxyConfig(
     }
   }
 
-  /** The public listener. */
-  public record Listen(String host, int port) {
+  /**
+   * The public listener. {@code maxConnections} bounds the connections it keeps open (more are
+   * closed when accepted); 0 leaves the process's file descriptor limit less what the admin
+   * listener, the upstream connections and the process itself need (see {@code DescriptorBudget}).
+   */
+  public record Listen(String host, int port, int maxConnections) {
     public Listen {
       host = requireText(host, "listen.host");
       requirePort(port, "listen.port");
+      if (maxConnections < 0) {
+        throw new IllegalArgumentException(
+            "listen.max_connections: must be 0 (from the file descriptor limit) or more (got "
+                + maxConnections
+                + ")");
+      }
+    }
+
+    /** A listener whose connections are bounded by the file descriptor limit. */
+    public Listen(String host, int port) {
+      this(host, port, 0);
     }
   }
 
@@ -199,9 +214,26 @@ public record ProxyConfig(
    * records, stats, metrics and {@code POST /v1/traces} would otherwise be open to anyone who
    * reaches the port.
    *
+   * <p>Like the public listener it bounds its connections ({@code maxConnections}, more are closed
+   * when accepted) and the time a request may take to arrive ({@code receiveTimeout}: a request
+   * head since the connection opened or its previous response ended, and a whole request since its
+   * head; the record feed excepted once it streams).
+   *
    * @param allowOpen {@code admin.allow_open}: bind beyond loopback without a token anyway
    */
-  public record Admin(String host, int port, String token, boolean allowOpen) {
+  public record Admin(
+      String host,
+      int port,
+      String token,
+      boolean allowOpen,
+      int maxConnections,
+      Duration receiveTimeout) {
+    /** Connections the admin listener keeps open at most, by default. */
+    public static final int DEFAULT_MAX_CONNECTIONS = 256;
+
+    /** How long a request may take to arrive on the admin listener, by default. */
+    public static final Duration DEFAULT_RECEIVE_TIMEOUT = Duration.ofSeconds(10);
+
     private static final java.util.regex.Pattern LOOPBACK_V4 =
         java.util.regex.Pattern.compile("127(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}");
 
@@ -209,6 +241,12 @@ public record ProxyConfig(
       host = requireText(host, "admin.host");
       requirePort(port, "admin.port");
       token = token == null ? "" : token;
+      if (maxConnections < 1) {
+        throw new IllegalArgumentException(
+            "admin.max_connections: must be at least 1 (got " + maxConnections + ")");
+      }
+      receiveTimeout = receiveTimeout == null ? DEFAULT_RECEIVE_TIMEOUT : receiveTimeout;
+      requirePositive(receiveTimeout, "admin.receive_timeout");
       if (token.isEmpty() && !isLoopback(host) && !allowOpen) {
         throw new IllegalArgumentException(
             "admin.host: "
@@ -221,6 +259,11 @@ public record ProxyConfig(
     /** An admin listener that is not allowed open beyond loopback without a token. */
     public Admin(String host, int port, String token) {
       this(host, port, token, false);
+    }
+
+    /** An admin listener with the default bounds on connections and receive time. */
+    public Admin(String host, int port, String token, boolean allowOpen) {
+      this(host, port, token, allowOpen, DEFAULT_MAX_CONNECTIONS, DEFAULT_RECEIVE_TIMEOUT);
     }
 
     /**
@@ -842,19 +885,44 @@ public record ProxyConfig(
    * The engine's own per-request spans (vLLM's {@code llm_request}, exported to {@code POST
    * /v1/traces} on the admin listener): when enabled, a successful record waits up to {@code wait}
    * for its engine span, and an engine span up to {@code wait} for its record; at most {@code
-   * maxPending} of each are held, the oldest going first.
+   * maxPending} of each are held, the oldest going first. An export's body may hold at most {@code
+   * maxBodyBytes} (after gzip is undone) and at most {@code maxSpans} spans are read from it; the
+   * rest are refused as OTLP's partial success. While disabled, {@code /v1/traces} reads nothing.
    */
   public record EngineSpans(
       boolean enabled,
       // "wait" itself cannot name a record component (Object.wait).
       @com.fasterxml.jackson.annotation.JsonProperty("wait") Duration maxWait,
-      int maxPending) {
+      int maxPending,
+      int maxBodyBytes,
+      int maxSpans) {
+    /** The bound on an export's body, by default: vLLM's batches of 512 spans take ~0.5 MiB. */
+    public static final int DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+    /** Spans read from one export, by default: four of vLLM's (OTel SDK's) batches of 512. */
+    public static final int DEFAULT_MAX_SPANS = 2048;
+
     public EngineSpans {
       requirePositive(maxWait, "telemetry.engine_spans.wait");
       if (maxPending < 1) {
         throw new IllegalArgumentException(
             "telemetry.engine_spans.max_pending: must be at least 1 (got " + maxPending + ")");
       }
+      if (maxBodyBytes < 1 || maxBodyBytes > 64 * 1024 * 1024) {
+        throw new IllegalArgumentException(
+            "telemetry.engine_spans.max_body_bytes: must be 1 to 67108864 (64 MiB) (got "
+                + maxBodyBytes
+                + ")");
+      }
+      if (maxSpans < 1) {
+        throw new IllegalArgumentException(
+            "telemetry.engine_spans.max_spans: must be at least 1 (got " + maxSpans + ")");
+      }
+    }
+
+    /** Engine spans with the default bounds on an export. */
+    public EngineSpans(boolean enabled, Duration maxWait, int maxPending) {
+      this(enabled, maxWait, maxPending, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SPANS);
     }
   }
 

@@ -478,4 +478,21 @@ class ConfigLoaderTest {
     assertThat(p.upstreamAddresses().get(0).tls()).isTrue();
     assertThat(ConfigLoader.defaults().pools().get(0).activeHealthChecks()).isTrue();
   }
+
+  @Test
+  void listenerAndTraceIntakeBoundsHaveDefaultsAndRefuseNonsenseNamingTheKey() throws IOException {
+    ProxyConfig c = ConfigLoader.defaults();
+    assertThat(c.listen().maxConnections()).isZero();
+    assertThat(c.admin().maxConnections()).isEqualTo(256);
+    assertThat(c.admin().receiveTimeout()).isEqualTo(java.time.Duration.ofSeconds(10));
+    assertThat(c.telemetry().engineSpans().maxBodyBytes()).isEqualTo(4 * 1024 * 1024);
+    assertThat(c.telemetry().engineSpans().maxSpans()).isEqualTo(2048);
+    failsNaming("listen: {max_connections: -1}\n", "listen.max_connections");
+    failsNaming("admin: {max_connections: 0}\n", "admin.max_connections");
+    failsNaming("admin: {receive_timeout: 0s}\n", "admin.receive_timeout");
+    failsNaming(
+        "telemetry: {engine_spans: {max_body_bytes: 0}}\n",
+        "telemetry.engine_spans.max_body_bytes");
+    failsNaming("telemetry: {engine_spans: {max_spans: 0}}\n", "telemetry.engine_spans.max_spans");
+  }
 }

@@ -104,4 +104,50 @@ public class OtlpTraceDecoderTest {
     assertThatThrownBy(() -> OtlpTraceDecoder.decode(new byte[] {(byte) 0xff, 0x01, 0x02}))
         .isInstanceOf(InvalidProtocolBufferException.class);
   }
+
+  @Test
+  void pastMaxSpansTheRestAreCountedNotRead() throws Exception {
+    Span other =
+        Span.newBuilder().setName("http get").setTraceId(ByteString.copyFrom(new byte[16])).build();
+    byte[] body =
+        export(
+            vllmSpan(TRACE, 1, 0.1, 0.5),
+            other,
+            vllmSpan("1af7651916cd43dd8448eb211c80319c", 1, 0.1, 0.5),
+            vllmSpan("2af7651916cd43dd8448eb211c80319c", 1, 0.1, 0.5));
+    OtlpTraceDecoder.Decoded d = OtlpTraceDecoder.decode(body, 3);
+    assertThat(d.engineSpans())
+        .extracting(OtlpTraceDecoder.EngineSpan::traceId)
+        .containsExactly(TRACE, "1af7651916cd43dd8448eb211c80319c");
+    assertThat(d.skipped()).isEqualTo(1);
+    assertThat(d.refused()).isEqualTo(1);
+    assertThat(d.spans()).isEqualTo(4);
+    // The same export read from a stream (the gzip path) decodes the same.
+    assertThat(OtlpTraceDecoder.decode(new java.io.ByteArrayInputStream(body), 3)).isEqualTo(d);
+  }
+
+  @Test
+  void oddShapesAreSkippedOrRefusedNeverThrownAsAnythingButAProtobufError() throws Exception {
+    // A trace id of the wrong length, an attribute key of 100 KiB, a string where seconds go.
+    Span odd =
+        Span.newBuilder()
+            .setTraceId(ByteString.copyFrom(new byte[17]))
+            .addAttributes(seconds("x".repeat(100_000), 1.0))
+            .addAttributes(text(OtlpTraceDecoder.TIME_IN_QUEUE, "1.0"))
+            .build();
+    assertThat(OtlpTraceDecoder.decode(export(odd)).skipped()).isEqualTo(1);
+    // 200,000 nested groups: protobuf's recursion limit, not a stack overflow.
+    byte[] groups = new byte[200_000];
+    java.util.Arrays.fill(groups, (byte) 0x0b);
+    assertThatThrownBy(() -> OtlpTraceDecoder.decode(groups))
+        .isInstanceOf(InvalidProtocolBufferException.class);
+    // A length past the end, and a negative one.
+    assertThatThrownBy(() -> OtlpTraceDecoder.decode(new byte[] {0x0a, 0x7f, 0x12}))
+        .isInstanceOf(InvalidProtocolBufferException.class);
+    assertThatThrownBy(
+            () ->
+                OtlpTraceDecoder.decode(
+                    new byte[] {0x0a, (byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xff, 0x0f}))
+        .isInstanceOf(InvalidProtocolBufferException.class);
+  }
 }

@@ -1,0 +1,169 @@
+package io.phasemeter.proxy;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.phasemeter.proxy.pipeline.Connections;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpConnection;
+import io.vertx.core.http.HttpServerRequest;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * What every listener (public and admin) needs before a request reaches its handler: a bound on
+ * open connections and on the time a request head may take. A connection past {@code
+ * maxConnections} is closed as soon as it is accepted, as nginx does past {@code
+ * worker_connections} and Envoy past its downstream connection limit: the listener never holds more
+ * descriptors than its share, so one listener cannot starve the other, or the upstream connections,
+ * of file descriptors. A connection on which no complete request head arrived within {@code
+ * headTimeout}, since it opened or since its previous response ended, is closed: the body has its
+ * own bound, and without this one a client that dribbles its headers a byte at a time (slowloris),
+ * or connects and sends nothing, would hold a connection forever, and a kept-alive connection left
+ * idle would never be closed.
+ *
+ * <p>Registers {@code llm_listener_connections} (open now), {@code llm_listener_connections_limit},
+ * {@code llm_listener_connections_refused_total} and {@code llm_listener_head_timeouts_total}, each
+ * by {@code listener}.
+ */
+public final class ListenerGuard {
+  private final Vertx vertx;
+  private final long timeoutMs;
+  private final int maxConnections;
+  private final AtomicInteger open = new AtomicInteger();
+  private final Counter refused;
+  private final Counter timedOut;
+  // Connection → its pending timer; only connections waiting for a request head are here.
+  private final Map<HttpConnection, Long> waiting = new ConcurrentHashMap<>();
+  // Connections whose last response said "Connection: close": nothing more is read from them.
+  private final Set<HttpConnection> closing = ConcurrentHashMap.newKeySet();
+
+  /**
+   * A guard for the listener named {@code listener} ({@code public} or {@code admin}), its meters
+   * on {@code registry}.
+   */
+  public ListenerGuard(
+      Vertx vertx,
+      String listener,
+      Duration headTimeout,
+      int maxConnections,
+      MeterRegistry registry) {
+    if (maxConnections < 1) {
+      throw new IllegalArgumentException("maxConnections must be at least 1");
+    }
+    this.vertx = vertx;
+    this.timeoutMs = Math.max(1, headTimeout.toMillis());
+    this.maxConnections = maxConnections;
+    Gauge.builder("llm.listener.connections", open, AtomicInteger::get)
+        .tag("listener", listener)
+        .description("Connections open on the listener")
+        .register(registry);
+    Gauge.builder("llm.listener.connections.limit", this, g -> g.maxConnections)
+        .tag("listener", listener)
+        .description("Connections the listener keeps open at most; more are closed when accepted")
+        .register(registry);
+    this.refused =
+        Counter.builder("llm.listener.connections.refused")
+            .tag("listener", listener)
+            .description("Connections closed when accepted: the listener had its maximum open")
+            .register(registry);
+    this.timedOut =
+        Counter.builder("llm.listener.head.timeouts")
+            .tag("listener", listener)
+            .description("Connections closed because no complete request head arrived in time")
+            .register(registry);
+  }
+
+  /** The most connections the listener keeps open. */
+  public int maxConnections() {
+    return maxConnections;
+  }
+
+  /** Connections open now. */
+  public int open() {
+    return open.get();
+  }
+
+  /**
+   * A connection opened: past the maximum it is closed at once; otherwise its first request head
+   * must arrive in time.
+   */
+  public void opened(HttpConnection connection) {
+    if (open.incrementAndGet() > maxConnections) {
+      open.decrementAndGet();
+      refused.increment();
+      Connections.forceClose(connection);
+      return;
+    }
+    connection.closeHandler(
+        v -> {
+          open.decrementAndGet();
+          disarm(connection);
+          closing.remove(connection);
+        });
+    arm(connection);
+  }
+
+  /**
+   * A request head arrived: the clock stops, and starts again when its response has ended. A
+   * response that says {@code Connection: close} closes its connection when it ends; a request
+   * already read behind it (pipelined) is never answered. Returns false for such a request: the
+   * caller must drop it.
+   */
+  public boolean requestStarted(HttpServerRequest request) {
+    HttpConnection connection = request.connection();
+    if (closing.contains(connection)) {
+      connection.close();
+      return false;
+    }
+    disarm(connection);
+    io.vertx.core.http.HttpServerResponse response = request.response();
+    if (request.headers().contains("transfer-encoding")) {
+      // Decided now, not when the answer is written: Vert.x hands a pipelined request to the
+      // handler inside end(), before any end handler runs.
+      closing.add(connection);
+    }
+    // The head is written before the next pipelined request is dispatched: a close decided by the
+    // response (an error that closes) is seen in time too.
+    response.headersEndHandler(
+        v -> {
+          if ("close".equalsIgnoreCase(response.headers().get("connection"))) {
+            closing.add(connection);
+          }
+        });
+    response.endHandler(
+        v -> {
+          if (closing.contains(connection)) {
+            connection.close();
+          } else {
+            arm(connection);
+          }
+        });
+    return true;
+  }
+
+  private void arm(HttpConnection connection) {
+    long timer = vertx.setTimer(timeoutMs, id -> timedOut(connection, id));
+    Long previous = waiting.put(connection, timer);
+    if (previous != null) {
+      vertx.cancelTimer(previous);
+    }
+  }
+
+  private void timedOut(HttpConnection connection, long timer) {
+    if (waiting.remove(connection, timer)) {
+      timedOut.increment();
+      connection.close();
+    }
+  }
+
+  private void disarm(HttpConnection connection) {
+    Long timer = waiting.remove(connection);
+    if (timer != null) {
+      vertx.cancelTimer(timer);
+    }
+  }
+}
