@@ -197,7 +197,9 @@ public record ProxyConfig(
    * The admin listener (metrics, health, records, engine span intake). An empty token means no
    * token, which is allowed on a loopback host only, unless {@code allowOpen} says so explicitly:
    * records, stats, metrics and {@code POST /v1/traces} would otherwise be open to anyone who
-   * reaches the port.
+   * reaches the port. Beyond loopback a token must also not be a placeholder, short, or one
+   * character repeated ({@link AdminToken}); {@code allowOpen} does not excuse that. The token is
+   * trimmed, as the presented header's value is before the two are compared.
    *
    * @param allowOpen {@code admin.allow_open}: bind beyond loopback without a token anyway
    */
@@ -208,13 +210,25 @@ public record ProxyConfig(
     public Admin {
       host = requireText(host, "admin.host");
       requirePort(port, "admin.port");
-      token = token == null ? "" : token;
+      token = token == null ? "" : token.strip();
       if (token.isEmpty() && !isLoopback(host) && !allowOpen) {
         throw new IllegalArgumentException(
             "admin.host: "
                 + host
                 + " is reachable beyond this machine and admin.token is empty; set admin.token"
                 + " (PHASEMETER_ADMIN_TOKEN) or admin.allow_open: true");
+      }
+      String weakness = token.isEmpty() || isLoopback(host) ? null : AdminToken.weakness(token);
+      if (weakness != null) {
+        throw new IllegalArgumentException(
+            "admin.token: "
+                + weakness
+                + ", and admin.host "
+                + host
+                + " is reachable beyond this machine; set a random token of at least "
+                + AdminToken.MIN_LENGTH
+                + " characters (e.g. openssl rand -hex 32) in admin.token or"
+                + " PHASEMETER_ADMIN_TOKEN");
       }
     }
 
