@@ -5,8 +5,9 @@
 #   docker run --rm -p 8080:8080 -p 9464:9464 -v "$PWD/config:/config:ro" -e PHASEMETER_ADMIN_TOKEN \
 #     -e PHASEMETER_POOLS_0_UPSTREAMS=http://host.docker.internal:8000 phasemeter-proxy:0.1.0
 # The admin port listens beyond loopback here, so PHASEMETER_ADMIN_TOKEN must be given at
-# `docker run -e` (from a secret, never baked into the image): without it the proxy refuses to
-# start (exit 2, one line naming admin.token).
+# `docker run -e` (from a secret, never baked into the image): without it, or with a placeholder
+# or one shorter than 16 characters, the proxy refuses to start (exit 2, one line naming
+# admin.token). Make one with `openssl rand -hex 32`.
 # The image also carries the load client (/app/phasemeter-load.jar) for distributed load Jobs.
 # Base images are pinned by tag; pin them by digest too where your registry policy asks for it.
 

@@ -139,6 +139,59 @@ class ProxyMainTest {
   }
 
   @Test
+  void aPlaceholderAdminTokenStopsStartUpWithOneLineThatDoesNotPrintIt() throws IOException {
+    // config/kubernetes/secret.yaml shipped this one, and the proxy started with it on 0.0.0.0.
+    Path file = write("admin: {host: 0.0.0.0, port: 9464, token: change-me}\n");
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine())
+        .isEqualTo(
+            "phasemeter proxy: "
+                + file
+                + ": admin.token: looks like a placeholder, and admin.host 0.0.0.0 is reachable"
+                + " beyond this machine; set a random token of at least 16 characters (e.g."
+                + " openssl rand -hex 32) in admin.token or PHASEMETER_ADMIN_TOKEN");
+    assertThat(out.toString()).isEmpty();
+  }
+
+  @Test
+  void aOneCharacterAdminTokenFromTheEnvironmentStopsTheProxyWithExitCodeTwo() throws Exception {
+    // As the Deployment runs it: the token in PHASEMETER_ADMIN_TOKEN, the host 0.0.0.0, no --check.
+    Path yaml = dir.resolve("proxy.yaml");
+    Files.writeString(
+        yaml, "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 0.0.0.0, port: 0}\n");
+    ProcessBuilder pb =
+        new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-cp",
+                System.getProperty("java.class.path"),
+                "io.phasemeter.proxy.ProxyMain",
+                "--config",
+                yaml.toString())
+            .redirectErrorStream(true)
+            .redirectOutput(dir.resolve("token.out").toFile());
+    pb.environment().put("PHASEMETER_ADMIN_TOKEN", "Q");
+    Process p = pb.start();
+    // Bounded: were the token ever accepted, the proxy would run on.
+    boolean exited = p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS);
+    if (!exited) {
+      p.destroyForcibly();
+    }
+    String output = Files.readString(dir.resolve("token.out"));
+    assertThat(exited).as(output).isTrue();
+    assertThat(p.exitValue()).as(output).isEqualTo(2);
+    assertThat(output.strip())
+        .isEqualTo(
+            "phasemeter proxy: "
+                + yaml
+                + ": admin.token: shorter than 16 characters, and admin.host 0.0.0.0 is reachable"
+                + " beyond this machine; set a random token of at least 16 characters (e.g."
+                + " openssl rand -hex 32) in admin.token or PHASEMETER_ADMIN_TOKEN");
+    assertThat(output).doesNotContain("Q");
+  }
+
+  @Test
   void anAdminPortAllowedOpenStartsWithAWarning() throws IOException {
     Path file = write("admin: {host: 0.0.0.0, port: 9464, allow_open: true}\n");
 

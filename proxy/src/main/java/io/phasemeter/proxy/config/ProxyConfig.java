@@ -212,7 +212,9 @@ public record ProxyConfig(
    * The admin listener (metrics, health, records, engine span intake). An empty token means no
    * token, which is allowed on a loopback host only, unless {@code allowOpen} says so explicitly:
    * records, stats, metrics and {@code POST /v1/traces} would otherwise be open to anyone who
-   * reaches the port.
+   * reaches the port. Beyond loopback a token must also not be a placeholder, short, or one
+   * character repeated ({@link AdminToken}); {@code allowOpen} does not excuse that. The token is
+   * trimmed, as the presented header's value is before the two are compared.
    *
    * <p>Like the public listener it bounds its connections ({@code maxConnections}, more are closed
    * when accepted) and the time a request may take to arrive ({@code receiveTimeout}: a request
@@ -240,7 +242,7 @@ public record ProxyConfig(
     public Admin {
       host = requireText(host, "admin.host");
       requirePort(port, "admin.port");
-      token = token == null ? "" : token;
+      token = token == null ? "" : token.strip();
       if (maxConnections < 1) {
         throw new IllegalArgumentException(
             "admin.max_connections: must be at least 1 (got " + maxConnections + ")");
@@ -253,6 +255,18 @@ public record ProxyConfig(
                 + host
                 + " is reachable beyond this machine and admin.token is empty; set admin.token"
                 + " (PHASEMETER_ADMIN_TOKEN) or admin.allow_open: true");
+      }
+      String weakness = token.isEmpty() || isLoopback(host) ? null : AdminToken.weakness(token);
+      if (weakness != null) {
+        throw new IllegalArgumentException(
+            "admin.token: "
+                + weakness
+                + ", and admin.host "
+                + host
+                + " is reachable beyond this machine; set a random token of at least "
+                + AdminToken.MIN_LENGTH
+                + " characters (e.g. openssl rand -hex 32) in admin.token or"
+                + " PHASEMETER_ADMIN_TOKEN");
       }
     }
 

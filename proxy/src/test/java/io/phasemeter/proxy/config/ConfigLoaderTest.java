@@ -346,7 +346,7 @@ class ConfigLoaderTest {
     ProxyConfig withToken =
         ConfigLoader.load(
             write("admin: {host: 0.0.0.0, port: 9464}\n"),
-            Map.of("PHASEMETER_ADMIN_TOKEN", "s3cret"));
+            Map.of("PHASEMETER_ADMIN_TOKEN", STRONG_TOKEN));
     assertThat(withToken.admin().open()).isFalse();
     assertThat(withToken.admin().allowOpen()).isFalse();
 
@@ -379,6 +379,105 @@ class ConfigLoaderTest {
       assertThat(c.admin().open()).as(host).isFalse();
     }
     assertThat(ConfigLoader.defaults().admin().allowOpen()).isFalse();
+  }
+
+  /** What {@code openssl rand -hex 32} prints: the token the README tells you to make. */
+  static final String STRONG_TOKEN =
+      "3f9c2a7e81d4b6f05e2c9a1d7b3e8f4061a5c9d2e7b4f8a03c6d1e9b5a2f7c48";
+
+  /** Shipped or typed placeholders, short tokens, and tokens of one or a few characters. */
+  static final List<String> WEAK_TOKENS =
+      List.of(
+          "change-me",
+          "CHANGEME",
+          " change_me ",
+          "token",
+          "secret",
+          "password",
+          "admin",
+          "test",
+          "example",
+          "replace-me",
+          "placeholder",
+          "your-token",
+          "s3cret",
+          "x",
+          "0123456789abcde",
+          "xxxxxxxxxxxxxxxxxxxxxxxx",
+          "abababababababababab",
+          "change-me-in-production",
+          "Replace-With-Your-Own-Token",
+          "phasemeter-admin-token",
+          "${PHASEMETER_ADMIN_TOKEN}",
+          "<admin-token-goes-here>");
+
+  @Test
+  void aWeakAdminTokenBeyondLoopbackIsRefusedWithoutBeingPrinted() throws IOException {
+    // Not proxy.yaml: failsNaming below writes that one.
+    Path file =
+        Files.writeString(dir.resolve("beyond.yaml"), "admin: {host: 0.0.0.0, port: 9464}\n");
+    String beyond =
+        ", and admin.host 0.0.0.0 is reachable beyond this machine; set a random token of at least"
+            + " 16 characters (e.g. openssl rand -hex 32) in admin.token or PHASEMETER_ADMIN_TOKEN";
+    // One of three fixed lines: nothing of the token itself (not even its length) is printed.
+    List<String> lines =
+        List.of(
+            file + ": admin.token: looks like a placeholder" + beyond,
+            file + ": admin.token: shorter than 16 characters" + beyond,
+            file + ": admin.token: fewer than 5 different characters" + beyond);
+    for (String token : WEAK_TOKENS) {
+      // From the environment (the image's and the Deployment's way) and from the file; allow_open
+      // is about having no token and does not excuse a weak one.
+      for (Map<String, String> env :
+          List.of(
+              Map.of("PHASEMETER_ADMIN_TOKEN", token),
+              Map.of("PHASEMETER_ADMIN_TOKEN", token, "PHASEMETER_ADMIN_ALLOW_OPEN", "true"))) {
+        assertThatThrownBy(() -> ConfigLoader.load(file, env))
+            .as(token)
+            .isInstanceOf(ConfigException.class)
+            .satisfies(e -> assertThat(e.getMessage()).isIn(lines));
+      }
+      failsNaming(
+          "admin: {host: '::', token: '" + token.replace("'", "''") + "'}\n", "admin.token: ");
+    }
+    assertThatThrownBy(() -> ConfigLoader.load(file, Map.of("PHASEMETER_ADMIN_TOKEN", "change-me")))
+        .hasMessage(lines.get(0));
+    assertThatThrownBy(() -> ConfigLoader.load(file, Map.of("PHASEMETER_ADMIN_TOKEN", "x")))
+        .hasMessage(lines.get(1));
+    assertThatThrownBy(
+            () -> ConfigLoader.load(file, Map.of("PHASEMETER_ADMIN_TOKEN", "abababababababab")))
+        .hasMessage(lines.get(2));
+  }
+
+  @Test
+  void aRandomAdminTokenBeyondLoopbackIsAcceptedAndTrimmed() throws IOException {
+    Path file = write("admin: {host: 0.0.0.0, port: 9464}\n");
+    for (String token :
+        List.of(
+            STRONG_TOKEN,
+            "9e107d9d372bb682", // openssl rand -hex 8: 16 characters
+            "q3Zr8VtL0pXw2YbN5sKd7HfJ", // openssl rand -base64 18
+            "pm-admin-do-not-print")) {
+      assertThat(ConfigLoader.load(file, Map.of("PHASEMETER_ADMIN_TOKEN", token)).admin().token())
+          .isEqualTo(token);
+    }
+    // The header's value is trimmed before it is compared, so the configured one is too (a Secret
+    // made --from-file keeps the file's last newline).
+    assertThat(
+            ConfigLoader.load(file, Map.of("PHASEMETER_ADMIN_TOKEN", " " + STRONG_TOKEN + "\n"))
+                .admin()
+                .token())
+        .isEqualTo(STRONG_TOKEN);
+  }
+
+  @Test
+  void aWeakAdminTokenOnLoopbackIsAllowed() throws IOException {
+    for (String token : WEAK_TOKENS) {
+      ProxyConfig c =
+          ConfigLoader.load(
+              write("admin: {host: 127.0.0.1}\n"), Map.of("PHASEMETER_ADMIN_TOKEN", token));
+      assertThat(c.admin().token()).as(token).isEqualTo(token.strip());
+    }
   }
 
   @Test

@@ -120,10 +120,18 @@ class DockerfileTest {
 
     // With the token given at docker run -e.
     java.util.Map<String, String> run = new java.util.HashMap<>(env);
-    run.put("PHASEMETER_ADMIN_TOKEN", "from-a-secret");
+    run.put(
+        "PHASEMETER_ADMIN_TOKEN",
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
     ProxyConfig cfg = ConfigLoader.load(shipped, run);
     assertThat(cfg.admin().host()).isEqualTo("0.0.0.0");
     assertThat(cfg.admin().open()).isFalse();
+
+    // A placeholder given at docker run -e stops it as surely as none.
+    run.put("PHASEMETER_ADMIN_TOKEN", "change-me");
+    assertThatThrownBy(() -> ConfigLoader.load(shipped, run))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("admin.token: looks like a placeholder, and admin.host 0.0.0.0");
   }
 
   @Test

@@ -11,7 +11,6 @@ import io.fabric8.kubernetes.api.model.Container;
 import io.fabric8.kubernetes.api.model.ContainerPort;
 import io.fabric8.kubernetes.api.model.EnvVar;
 import io.fabric8.kubernetes.api.model.PodSpec;
-import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.Service;
 import io.fabric8.kubernetes.api.model.ServicePort;
 import io.fabric8.kubernetes.api.model.apps.Deployment;
@@ -38,11 +37,28 @@ import org.junit.jupiter.api.Test;
  * decode them; an unknown or misspelt field lands in additionalProperties and fails the test), then
  * the layout the README promises is checked: the proxy as a sidecar on the pod's public port with
  * vLLM on loopback, probes and scrape on the admin port, and the PrometheusRule generated from the
- * same budgets as dashboards/alerts.yaml.
+ * same budgets as dashboards/alerts.yaml. No Secret ships: the admin token is created by the
+ * command the README gives, and every manifest that needs it refers to that one.
  */
 class KubernetesManifestsTest {
   static final Path DIR = Path.of("../config/kubernetes");
   static final Path BUDGETS = Path.of("../config/budgets.yaml");
+  static final Path README = Path.of("../README.md");
+
+  /** The README's command that creates the admin token's Secret, before kubectl apply. */
+  static final String CREATE_ADMIN_SECRET =
+      "kubectl create secret generic phasemeter-admin"
+          + " --from-literal=token=\"$(openssl rand -hex 32)\"";
+
+  /** What the README's command stores: 32 random bytes as hex, as openssl prints them. */
+  private static final String README_TOKEN = randomHex(32);
+
+  private static String randomHex(int bytes) {
+    byte[] b = new byte[bytes];
+    new java.security.SecureRandom().nextBytes(b);
+    return java.util.HexFormat.of().formatHex(b);
+  }
+
   private static final ObjectMapper YAML =
       new ObjectMapper(new YAMLFactory())
           .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
@@ -68,24 +84,32 @@ class KubernetesManifestsTest {
   }
 
   /**
-   * The proxy container's environment: plain values as written, secretKeyRef values from
-   * secret.yaml (a reference to another Secret, or a missing key, fails).
+   * The proxy container's environment: plain values as written, secretKeyRef values as the README's
+   * command creates them (a reference to another Secret or key, or an optional one, fails).
    */
   private static Map<String, String> proxyEnvironment() throws Exception {
-    Secret secret = read("secret.yaml", Secret.class);
     Map<String, String> env = new java.util.HashMap<>();
     for (EnvVar v : container(pod(), "proxy").getEnv()) {
       if (v.getValueFrom() == null) {
         env.put(v.getName(), v.getValue());
         continue;
       }
-      var ref = v.getValueFrom().getSecretKeyRef();
-      assertThat(ref).as("%s comes from a Secret", v.getName()).isNotNull();
-      assertThat(ref.getName()).isEqualTo(secret.getMetadata().getName());
-      assertThat(secret.getStringData()).containsKey(ref.getKey());
-      env.put(v.getName(), secret.getStringData().get(ref.getKey()));
+      assertIsTheReadmesAdminSecret(v);
+      env.put(v.getName(), README_TOKEN);
     }
     return env;
+  }
+
+  /**
+   * {@code v} comes from the Secret the README's command creates, and the pod does not start
+   * without it (a secretKeyRef is required unless it says optional: true).
+   */
+  private static void assertIsTheReadmesAdminSecret(EnvVar v) {
+    var ref = v.getValueFrom().getSecretKeyRef();
+    assertThat(ref).as("%s comes from a Secret", v.getName()).isNotNull();
+    assertThat(ref.getName()).as(v.getName()).isEqualTo("phasemeter-admin");
+    assertThat(ref.getKey()).as(v.getName()).isEqualTo("token");
+    assertThat(ref.getOptional()).as("%s is optional", v.getName()).isNotEqualTo(Boolean.TRUE);
   }
 
   private static PodSpec pod() throws Exception {
@@ -123,7 +147,6 @@ class KubernetesManifestsTest {
             "proxy-config.yaml",
             "redis-deployment.yaml",
             "redis-service.yaml",
-            "secret.yaml",
             "service.yaml",
             "servicemonitor.yaml");
     Map<String, Class<?>> types =
@@ -134,7 +157,6 @@ class KubernetesManifestsTest {
             "proxy-config.yaml", ConfigMap.class,
             "redis-deployment.yaml", Deployment.class,
             "redis-service.yaml", Service.class,
-            "secret.yaml", Secret.class,
             "service.yaml", Service.class,
             "servicemonitor.yaml", ServiceMonitor.class);
     for (String f : files) {
@@ -211,7 +233,7 @@ class KubernetesManifestsTest {
                   .isEqualTo("phasemeter-admin");
               assertThat(v.getValueFrom().getSecretKeyRef().getKey()).isEqualTo("token");
             });
-    assertThat(cfg.admin().token()).isNotEmpty();
+    assertThat(cfg.admin().token()).isEqualTo(README_TOKEN);
     assertThat(cfg.admin().open()).isFalse();
     Map<String, String> noToken = new java.util.HashMap<>(proxyEnvironment());
     noToken.remove("PHASEMETER_ADMIN_TOKEN");
@@ -270,11 +292,11 @@ class KubernetesManifestsTest {
     Endpoint e = sm.getSpec().getEndpoints().get(0);
     assertThat(e.getPort()).isEqualTo("admin");
     assertThat(e.getPath()).isEqualTo("/metrics");
-    Secret secret = read("secret.yaml", Secret.class);
     assertThat(e.getAuthorization().getType()).isEqualTo("Bearer");
-    assertThat(e.getAuthorization().getCredentials().getName())
-        .isEqualTo(secret.getMetadata().getName());
-    assertThat(secret.getStringData()).containsKey(e.getAuthorization().getCredentials().getKey());
+    // The Secret the README's command creates.
+    assertThat(e.getAuthorization().getCredentials().getName()).isEqualTo("phasemeter-admin");
+    assertThat(e.getAuthorization().getCredentials().getKey()).isEqualTo("token");
+    assertThat(e.getAuthorization().getCredentials().getOptional()).isNotEqualTo(Boolean.TRUE);
     // Prometheus presents the very token the proxy is given.
     var proxyToken =
         container(pod(), "proxy").getEnv().stream()
@@ -361,5 +383,58 @@ class KubernetesManifestsTest {
         .contains("phasemeter-load.jar", " run ", "--url http://phasemeter-vllm:8080")
         .contains("--admin http://phasemeter-vllm:9464")
         .contains("--out /results/$(JOB_COMPLETION_INDEX)");
+    // --admin-token $(ADMIN_TOKEN): the proxy's token, from the same Secret.
+    assertThat(load.getArgs()).containsSubsequence("--admin-token", "$(ADMIN_TOKEN)");
+    assertThat(load.getEnv())
+        .filteredOn(v -> v.getName().equals("ADMIN_TOKEN"))
+        .singleElement()
+        .satisfies(KubernetesManifestsTest::assertIsTheReadmesAdminSecret);
+  }
+
+  @Test
+  void noUsableTokenShipsTheReadmeCreatesTheSecretBeforeApplying() throws Exception {
+    // A Secret in the directory would be the same token in every cluster that applied it, and
+    // kubectl apply -f config/kubernetes/ would write it over the one created by hand.
+    List<Path> files;
+    try (var s = Files.list(DIR)) {
+      files = s.sorted().toList();
+    }
+    for (Path f : files) {
+      for (var doc :
+          YAML.readerFor(Map.class)
+              .<Map<String, Object>>readValues(Files.readString(f))
+              .readAll()) {
+        assertThat(doc.get("kind")).as(f.toString()).isNotEqualTo("Secret");
+      }
+    }
+    // No container is handed a secret as a literal value.
+    List<Container> containers = new java.util.ArrayList<>(pod().getContainers());
+    containers.addAll(
+        read("load-job.yaml", Job.class).getSpec().getTemplate().getSpec().getContainers());
+    containers.addAll(
+        read("redis-deployment.yaml", Deployment.class)
+            .getSpec()
+            .getTemplate()
+            .getSpec()
+            .getContainers());
+    for (Container c : containers) {
+      for (EnvVar v : c.getEnv() == null ? List.<EnvVar>of() : c.getEnv()) {
+        if (v.getName().matches("(?i).*(TOKEN|PASSWORD|SECRET|KEY).*")) {
+          assertThat(v.getValue()).as("%s in %s", v.getName(), c.getName()).isNull();
+          assertThat(v.getValueFrom().getSecretKeyRef()).isNotNull();
+        }
+      }
+    }
+    String readme = Files.readString(README);
+    assertThat(readme).contains(CREATE_ADMIN_SECRET);
+    assertThat(readme.indexOf(CREATE_ADMIN_SECRET))
+        .as("the Secret is created before the manifests are applied")
+        .isLessThan(readme.indexOf("kubectl apply -f config/kubernetes/"));
+    // What the removed secret.yaml shipped stops the proxy now.
+    Map<String, String> shipped = new java.util.HashMap<>(proxyEnvironment());
+    shipped.put("PHASEMETER_ADMIN_TOKEN", "change-me");
+    assertThatThrownBy(() -> proxyConfig(shipped))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("admin.token: looks like a placeholder");
   }
 }
