@@ -37,6 +37,9 @@ final class SummaryJson {
     requests.put("errors", in.errors());
     requests.put("dropped", in.dropped());
     requests.put("invalid", in.invalid());
+    // Failures over requests sent: what --max-error-rate and the budgets' max_error_rate judge.
+    requests.put(
+        "error_rate", io.phasemeter.load.budget.ClientBudgets.errorRate(in.sent(), in.ok()));
     Connections c = in.connections();
     if (c.known()) {
       requests.put("stale_connection_retries", c.staleRetries());
