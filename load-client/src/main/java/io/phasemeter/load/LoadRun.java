@@ -75,7 +75,16 @@ public final class LoadRun {
             o.steps().isEmpty() ? 1 : o.steps().size());
     this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status);
     this.joiner = new Joiner(prefix, 100_000, live::add);
-    this.join = new ProxyJoin(vertx, o.admin(), o.adminToken(), joiner);
+    this.join =
+        new ProxyJoin(
+            vertx,
+            o.admin(),
+            o.adminToken(),
+            joiner,
+            line -> {
+              out.println("phasemeter load: " + line);
+              out.flush();
+            });
   }
 
   /** Runs with a Vert.x of its own and returns the exit code. */
@@ -262,7 +271,8 @@ public final class LoadRun {
             results,
             live.cumulative(),
             schedule.connections(),
-            o.api()));
+            o.api(),
+            join.feedCounts()));
     live.printFinal();
     out.println(
         String.format(

@@ -244,6 +244,60 @@ class LoadRunTest {
   }
 
   @Test
+  void aFeedCutMidRunIsSubscribedAgainAndCountsTheRecordsItMissed() throws Exception {
+    startProxy(8);
+    var feed = proxy.records().feed();
+    java.util.concurrent.ExecutorService runner =
+        java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      java.util.concurrent.Future<Integer> code =
+          runner.submit(
+              () ->
+                  run(
+                      "run",
+                      "--url",
+                      "http://127.0.0.1:" + proxy.port(),
+                      "--admin",
+                      "http://127.0.0.1:" + proxy.adminPort(),
+                      "--model",
+                      "sim-llama",
+                      "--rate",
+                      "40",
+                      "--arrival",
+                      "constant",
+                      "--duration",
+                      "3s",
+                      "--input-tokens",
+                      "16",
+                      "--output-tokens",
+                      "2",
+                      "--out",
+                      dir.toString()));
+      // Mid-run, the proxy ends every subscription (as when its admin listener goes away).
+      org.awaitility.Awaitility.await()
+          .atMost(java.time.Duration.ofSeconds(30))
+          .until(() -> feed.lastId() >= 20);
+      feed.close().await(5, TimeUnit.SECONDS);
+      assertThat(code.get(60, TimeUnit.SECONDS)).as(out + "\n" + err).isZero();
+    } finally {
+      runner.shutdownNow();
+    }
+    JsonNode join = summary().path("join");
+    out.toString().lines().filter(l -> l.contains("record feed:")).forEach(System.out::println);
+    assertThat(join.path("feed_reconnects").asLong()).as(join.toString()).isEqualTo(1);
+    // The truth: the records published while the client was away are those of the requests that
+    // never joined (nothing else goes through this proxy).
+    long unjoined = join.path("finished").asLong() - join.path("joined").asLong();
+    assertThat(unjoined).as("the feed was away for a back-off at 40 req/s").isPositive();
+    assertThat(join.path("records_missed").asLong()).as(join.toString()).isEqualTo(unjoined);
+    assertThat(out.toString())
+        .containsPattern(
+            "phasemeter load: record feed: reconnected after \\d+\\.\\d s, "
+                + unjoined
+                + " records? missed; it had dropped: the proxy ended the feed");
+  }
+
+  @Test
   void joiningOnlyExportedTracesSaysTheEnvelopeDescribesTheTail() throws Exception {
     // The proxy exports only requests slower than 150 ms; half the requests take ~20 ms, half ~300.
     startProxy(

@@ -56,6 +56,10 @@ final class SummaryJson {
     join.put("joined_ok", m.stats.joinedOkCount());
     join.put("finished", m.stats.startedCount());
     join.put("joined", m.stats.joinedCount());
+    if (in.feed() != null) {
+      join.put("feed_reconnects", in.feed().reconnects());
+      join.put("records_missed", in.feed().recordsMissed());
+    }
     num(root, "achieved_rate", in.achievedRate());
     num(root, "request_throughput", m.requestThroughput);
     if (in.generates()) {
