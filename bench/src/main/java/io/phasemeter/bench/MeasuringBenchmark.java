@@ -67,7 +67,12 @@ public class MeasuringBenchmark {
         new RecordStore(
             t.records().max(),
             t.records().ttl(),
-            RecordFeed.ofRecords(4096, metrics::recordDropped),
+            RecordFeed.ofRecords(
+                4096,
+                t.records().feedWriteTimeout(),
+                System::nanoTime,
+                metrics::recordDropped,
+                metrics::feedSubscriberCut),
             ExportPolicy.of(t.sampling()));
     LiveStats stats = new LiveStats(new RollingQuantiles(Duration.ofSeconds(10), 6, 4096));
     Tracer tracer = telemetry.openTelemetry().getTracer("phasemeter");

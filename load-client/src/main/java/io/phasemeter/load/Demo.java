@@ -156,7 +156,8 @@ public final class Demo implements Callable<Integer> {
               Duration.ZERO,
               false,
               true,
-              null);
+              null,
+              LoadOptions.DEFAULT_MAX_ERROR_RATE);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {
         stdout.println(

@@ -98,8 +98,9 @@ public final class LoadMain implements Callable<Integer> {
             + " and report.html.",
         "",
         "Exit codes: 0 every budget holds; 3 a budget is breached (the phase is named); 2 bad usage"
-            + " or config; 4 the run is invalid (dropped iterations, error rate or join coverage past"
-            + " their gates)."
+            + " or config; 4 the run is invalid (dropped iterations, no success, an error rate above"
+            + " --max-error-rate (default 1 %%) or the budgets' max_error_rate, join coverage under"
+            + " the budgets' min_join_coverage)."
       },
       exitCodeOnInvalidInput = 2)
   static final class Run implements Callable<Integer> {
@@ -261,6 +262,17 @@ public final class LoadMain implements Callable<Integer> {
     boolean chat;
 
     @Option(
+        names = "--max-error-rate",
+        paramLabel = "R",
+        defaultValue = "1%",
+        description =
+            "the run is invalid (exit 4) when more than this share of the requests sent failed"
+                + " (errors and invalid responses; a failure never counts as a success), as a"
+                + " share (0.05) or a percentage (5%%); a budgets file's max_error_rate, where it"
+                + " gives one for the model, wins (default: ${DEFAULT-VALUE})")
+    String maxErrorRate;
+
+    @Option(
         names = "--budgets",
         paramLabel = "FILE",
         description = "budgets file (docs/design.md §6), e.g. config/budgets.yaml")
@@ -376,7 +388,8 @@ public final class LoadMain implements Callable<Integer> {
               : Durations.parsePositive("--warmup-duration", warmupDuration),
           joinSampledOnly,
           onOff("--connection-reuse", connectionReuse),
-          apiKeyEnv == null ? null : ApiKey.fromEnv("--api-key-env", apiKeyEnv, parent.env));
+          apiKeyEnv == null ? null : ApiKey.fromEnv("--api-key-env", apiKeyEnv, parent.env),
+          share("--max-error-rate", maxErrorRate));
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */
@@ -391,6 +404,32 @@ public final class LoadMain implements Callable<Integer> {
       }
       return a;
     }
+  }
+
+  /** A share between 0 and 1, given as one ({@code 0.05}) or as a percentage ({@code 5%}). */
+  static double share(String flag, String value) {
+    String v = value.trim();
+    boolean percent = v.endsWith("%");
+    if (percent) {
+      v = v.substring(0, v.length() - 1).trim();
+    }
+    double d;
+    try {
+      d = Double.parseDouble(v);
+    } catch (NumberFormatException e) {
+      d = Double.NaN;
+    }
+    if (percent) {
+      d /= 100;
+    }
+    if (!(d >= 0 && d <= 1)) {
+      throw new IllegalArgumentException(
+          flag
+              + " must be a share between 0 and 1 (0.05) or a percentage up to 100% (5%), got '"
+              + value
+              + "'");
+    }
+    return d;
   }
 
   /** {@code on} or {@code off}, for a flag that takes one of them. */

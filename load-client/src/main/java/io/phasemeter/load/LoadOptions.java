@@ -25,6 +25,8 @@ import java.util.List;
  * @param connectionReuse false: a fresh connection per request ({@code --connection-reuse off})
  * @param apiKey sent as {@code Authorization: Bearer} on every request ({@code --api-key-env}), or
  *     null for none
+ * @param maxErrorRate the share of requests sent that may fail before the run is invalid ({@code
+ *     --max-error-rate}, 0–1); a budgets file's {@code max_error_rate} wins where it gives one
  */
 public record LoadOptions(
     URI url,
@@ -55,7 +57,11 @@ public record LoadOptions(
     Duration warmupDuration,
     boolean joinSampledOnly,
     boolean connectionReuse,
-    ApiKey apiKey) {
+    ApiKey apiKey,
+    double maxErrorRate) {
+
+  /** {@code --max-error-rate} when none is given: 1 % of the requests sent. */
+  public static final double DEFAULT_MAX_ERROR_RATE = 0.01;
 
   public LoadOptions {
     if (Double.isNaN(rate) || Double.isInfinite(rate)) {
@@ -90,6 +96,10 @@ public record LoadOptions(
     }
     if (maxInFlight < 1) {
       throw new IllegalArgumentException("--max-in-flight must be at least 1");
+    }
+    if (!(maxErrorRate >= 0 && maxErrorRate <= 1)) {
+      throw new IllegalArgumentException(
+          "--max-error-rate must be a share between 0 and 1 (0.05) or a percentage (5%)");
     }
     steps = List.copyOf(steps);
     for (double s : steps) {

@@ -75,7 +75,16 @@ public final class LoadRun {
             o.steps().isEmpty() ? 1 : o.steps().size());
     this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status);
     this.joiner = new Joiner(prefix, 100_000, live::add);
-    this.join = new ProxyJoin(vertx, o.admin(), o.adminToken(), joiner);
+    this.join =
+        new ProxyJoin(
+            vertx,
+            o.admin(),
+            o.adminToken(),
+            joiner,
+            line -> {
+              out.println("phasemeter load: " + line);
+              out.flush();
+            });
   }
 
   /** Runs with a Vert.x of its own and returns the exit code. */
@@ -233,7 +242,11 @@ public final class LoadRun {
     double sendSeconds =
         Math.max(1e-9, steps.stream().mapToLong(st -> st.endNanos() - st.startNanos()).sum() / 1e9);
     double achieved = sent / sendSeconds;
-    double errorRate = pairs.isEmpty() ? 0 : (double) errors / pairs.size();
+    double errorRate = ClientBudgets.errorRate(sent, ok);
+    // A budgets file's max_error_rate, where it gives one for the model, judges instead.
+    boolean errorRateByBudgets = budgets.limitsErrorRate(o.model());
+    conditions.put("max_error_rate", errorRateByBudgets ? null : o.maxErrorRate());
+    conditions.put("max_error_rate_from", errorRateByBudgets ? "budgets" : "--max-error-rate");
     double coverage = live.coverage();
     List<BudgetResult> results =
         new ArrayList<>(budgets.judgeLatency(o.model(), live.cumulative(), o.api()));
@@ -258,7 +271,8 @@ public final class LoadRun {
             results,
             live.cumulative(),
             schedule.connections(),
-            o.api()));
+            o.api(),
+            join.feedCounts()));
     live.printFinal();
     out.println(
         String.format(
@@ -279,7 +293,16 @@ public final class LoadRun {
     printConnections(schedule.connections());
     out.println(
         "phasemeter load: report written to " + outDir.toAbsolutePath().resolve("report.html"));
-    return verdict(sent, ok, errors, dropped, gates, results);
+    return verdict(
+        sent, ok, errors, dropped, errorRateByBudgets ? Double.NaN : errorRate, gates, results);
+  }
+
+  /** A share as a percentage without trailing zeros: 0.01 is "1", 0.125 is "12.5". */
+  private static String percent(double share) {
+    return java.math.BigDecimal.valueOf(share)
+        .movePointRight(2)
+        .stripTrailingZeros()
+        .toPlainString();
   }
 
   private void printConnections(Connections conns) {
@@ -303,12 +326,18 @@ public final class LoadRun {
     }
   }
 
-  /** An invalid run (exit 4) before a breached budget (exit 3); else every budget holds (0). */
+  /**
+   * An invalid run (exit 4) before a breached budget (exit 3); else every budget holds (0).
+   *
+   * @param errorRate the run's error rate to judge against {@code --max-error-rate}, or NaN when
+   *     the budgets' gates judge it
+   */
   private int verdict(
       long sent,
       long ok,
       long errors,
       long dropped,
+      double errorRate,
       List<BudgetResult> gates,
       List<BudgetResult> results) {
     List<String> reasons = new ArrayList<>();
@@ -321,6 +350,20 @@ public final class LoadRun {
           "no request succeeded ("
               + errors
               + " errors; the FAIL lines above say why): there is no latency to report");
+    }
+    if (sent > 0 && errorRate > o.maxErrorRate()) {
+      reasons.add(
+          String.format(
+              Locale.ROOT,
+              "error rate %.1f %% (%d of %d requests sent failed) is above the limit of %s %%"
+                  + " (--max-error-rate%s)",
+              100 * errorRate,
+              sent - ok,
+              sent,
+              percent(o.maxErrorRate()),
+              o.maxErrorRate() == LoadOptions.DEFAULT_MAX_ERROR_RATE
+                  ? ", the default; a budgets file's max_error_rate wins"
+                  : ""));
     }
     if (dropped > 0) {
       reasons.add(

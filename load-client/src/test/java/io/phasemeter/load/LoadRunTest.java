@@ -244,6 +244,60 @@ class LoadRunTest {
   }
 
   @Test
+  void aFeedCutMidRunIsSubscribedAgainAndCountsTheRecordsItMissed() throws Exception {
+    startProxy(8);
+    var feed = proxy.records().feed();
+    java.util.concurrent.ExecutorService runner =
+        java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      java.util.concurrent.Future<Integer> code =
+          runner.submit(
+              () ->
+                  run(
+                      "run",
+                      "--url",
+                      "http://127.0.0.1:" + proxy.port(),
+                      "--admin",
+                      "http://127.0.0.1:" + proxy.adminPort(),
+                      "--model",
+                      "sim-llama",
+                      "--rate",
+                      "40",
+                      "--arrival",
+                      "constant",
+                      "--duration",
+                      "3s",
+                      "--input-tokens",
+                      "16",
+                      "--output-tokens",
+                      "2",
+                      "--out",
+                      dir.toString()));
+      // Mid-run, the proxy ends every subscription (as when its admin listener goes away).
+      org.awaitility.Awaitility.await()
+          .atMost(java.time.Duration.ofSeconds(30))
+          .until(() -> feed.lastId() >= 20);
+      feed.close().await(5, TimeUnit.SECONDS);
+      assertThat(code.get(60, TimeUnit.SECONDS)).as(out + "\n" + err).isZero();
+    } finally {
+      runner.shutdownNow();
+    }
+    JsonNode join = summary().path("join");
+    out.toString().lines().filter(l -> l.contains("record feed:")).forEach(System.out::println);
+    assertThat(join.path("feed_reconnects").asLong()).as(join.toString()).isEqualTo(1);
+    // The truth: the records published while the client was away are those of the requests that
+    // never joined (nothing else goes through this proxy).
+    long unjoined = join.path("finished").asLong() - join.path("joined").asLong();
+    assertThat(unjoined).as("the feed was away for a back-off at 40 req/s").isPositive();
+    assertThat(join.path("records_missed").asLong()).as(join.toString()).isEqualTo(unjoined);
+    assertThat(out.toString())
+        .containsPattern(
+            "phasemeter load: record feed: reconnected after \\d+\\.\\d s, "
+                + unjoined
+                + " records? missed; it had dropped: the proxy ended the feed");
+  }
+
+  @Test
   void joiningOnlyExportedTracesSaysTheEnvelopeDescribesTheTail() throws Exception {
     // The proxy exports only requests slower than 150 ms; half the requests take ~20 ms, half ~300.
     startProxy(
@@ -351,6 +405,14 @@ class LoadRunTest {
     assertThat(out.toString())
         .contains("stale-connection retries")
         .contains("the server closed kept-alive connections after responses");
+    // pairs.csv marks each request that was resent.
+    int retriedColumn = columnOf("retried");
+    long retriedRows =
+        Files.readAllLines(dir.resolve("pairs.csv")).stream()
+            .skip(1)
+            .filter(l -> l.split(",", -1)[retriedColumn].equals("true"))
+            .count();
+    assertThat(retriedRows).isEqualTo(retries);
 
     // With a connection per request nothing is retried, and the server sees no stale request.
     answered.set(0);
@@ -440,14 +502,118 @@ class LoadRunTest {
     String printed = out.toString();
     long failLines = printed.lines().filter(l -> l.startsWith("  FAIL trace=")).count();
     long tables = printed.lines().filter(l -> l.startsWith("[")).count();
-    // No budgets file, so no error-rate gate; but with no success at all the run is invalid.
+    // No success at all: the run is invalid, and its error rate (100 %) is above the default.
     assertThat(code).as(printed + "\n" + err).isEqualTo(4);
-    assertThat(printed).contains("INVALID RUN").contains("no request succeeded (100 errors");
+    assertThat(printed)
+        .contains("INVALID RUN")
+        .contains("no request succeeded (100 errors")
+        .contains("error rate 100.0 % (100 of 100 requests sent failed) is above the limit of 1 %");
     assertThat(summary().path("requests").path("errors").asLong()).isEqualTo(100);
     assertThat(failLines).as(printed).isBetween(10L, 10 * (tables + 1));
     assertThat(printed)
         .contains("class=HTTP_4XX status=404")
         .containsPattern("\\((\\d+) more slow/failed not printed\\)");
+  }
+
+  /** A whole run straight at the simulator, whose engine fails {@code errorRate} of requests. */
+  private int runAgainstAFailingEngine(Path out, String... extra) throws Exception {
+    java.util.List<String> args =
+        new java.util.ArrayList<>(
+            java.util.List.of(
+                "run",
+                "--url",
+                "http://127.0.0.1:" + sim.port(),
+                "--model",
+                "sim-llama",
+                "--rate",
+                "100",
+                "--arrival",
+                "constant",
+                "--duration",
+                "1s",
+                "--input-tokens",
+                "4",
+                "--output-tokens",
+                "2",
+                "--out",
+                out.toString()));
+    args.addAll(java.util.List.of(extra));
+    return run(args.toArray(String[]::new));
+  }
+
+  @Test
+  void withoutBudgetsARunWithMoreErrorsThanMaxErrorRateExits4() throws Exception {
+    servers.close().await(10, TimeUnit.SECONDS);
+    servers = Vertx.vertx();
+    sim =
+        Simulator.start(
+                servers,
+                SimulatorConfig.defaults()
+                    .withPort(0)
+                    .withSlots(64)
+                    .withDecodeStepMs(1)
+                    .withPrefillTokensPerSecond(10_000_000)
+                    .withErrorRate(0.3))
+            .await(10, TimeUnit.SECONDS);
+
+    // No budgets file: the default limit, 1 % of the requests sent.
+    int code = runAgainstAFailingEngine(dir.resolve("default"));
+    String printed = out.toString();
+    assertThat(code).as(printed + "\n" + err).isEqualTo(4);
+    JsonNode s = JSON.readTree(dir.resolve("default").resolve("summary.json").toFile());
+    long sent = s.path("requests").path("sent").asLong();
+    long failed = sent - s.path("requests").path("ok").asLong();
+    assertThat(sent).isEqualTo(100);
+    assertThat(failed).as("the engine failed about 30 %").isBetween(10L, 50L);
+    assertThat(s.path("requests").path("error_rate").asDouble()).isEqualTo(failed / 100.0);
+    assertThat(s.path("conditions").path("max_error_rate").asDouble()).isEqualTo(0.01);
+    assertThat(printed)
+        .contains("INVALID RUN (exit 4)")
+        .contains(
+            String.format(
+                java.util.Locale.ROOT,
+                "error rate %.1f %% (%d of 100 requests sent failed) is above the limit of 1 %%"
+                    + " (--max-error-rate, the default",
+                (double) failed,
+                failed));
+
+    // A limit above the rate: the run holds.
+    out.getBuffer().setLength(0);
+    assertThat(runAgainstAFailingEngine(dir.resolve("half"), "--max-error-rate", "50%"))
+        .as(out + "\n" + err)
+        .isZero();
+    assertThat(out.toString()).doesNotContain("INVALID RUN").contains("every budget holds");
+
+    // A budgets file's max_error_rate wins over the flag.
+    Path budgets = dir.resolve("budgets.yaml");
+    Files.writeString(
+        budgets,
+        "budgets:\n  - name: lenient\n    model: \"*\"\n    quantile: 0.5\n    window: 1m\n"
+            + "    limits_ms: {client_total: 60000}\n    max_error_rate: 0.5\n"
+            + "    min_join_coverage: 0\n");
+    out.getBuffer().setLength(0);
+    assertThat(
+            runAgainstAFailingEngine(
+                dir.resolve("budgets"), "--max-error-rate", "1%", "--budgets", budgets.toString()))
+        .as(out + "\n" + err)
+        .isZero();
+    JsonNode b = JSON.readTree(dir.resolve("budgets").resolve("summary.json").toFile());
+    assertThat(b.path("conditions").path("max_error_rate_from").asText()).isEqualTo("budgets");
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--max-error-rate",
+                "150%"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("--max-error-rate must be a share between 0 and 1");
   }
 
   @Test

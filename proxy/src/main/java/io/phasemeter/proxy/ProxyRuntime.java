@@ -113,7 +113,13 @@ final class ProxyRuntime implements PipelineRuntime {
         this.openTelemetry = telemetry.openTelemetry();
         this.spanDeferral = telemetry.spanDeferral();
       }
-      RecordFeed<RequestRecord> feed = RecordFeed.ofRecords(FEED_BUFFER, metrics::recordDropped);
+      RecordFeed<RequestRecord> feed =
+          RecordFeed.ofRecords(
+              FEED_BUFFER,
+              t.records().feedWriteTimeout(),
+              clock::nanoTime,
+              metrics::recordDropped,
+              metrics::feedSubscriberCut);
       this.quantiles =
           new RollingQuantiles(
               STATS_SLICE, slices(b.budgets), 4096, BudgetTracker.limits(b.budgets));
@@ -192,10 +198,10 @@ final class ProxyRuntime implements PipelineRuntime {
   }
 
   /**
-   * Begins the periodic work: quantile rotation, engine span expiry and key reloads. Its close step
-   * (the first to run) cancels them, publishes the records still waiting for their engine span (as
-   * missing) and ends the record feed, so that subscribers get every record before the listeners
-   * close.
+   * Begins the periodic work: quantile rotation, cutting stalled feed subscribers, engine span
+   * expiry and key reloads. Its close step (the first to run) cancels them, publishes the records
+   * still waiting for their engine span (as missing) and ends the record feed, so that subscribers
+   * get every record before the listeners close.
    */
   void start() {
     closeList.addAsync(
@@ -207,6 +213,10 @@ final class ProxyRuntime implements PipelineRuntime {
     List<Long> timers = new ArrayList<>();
     closeList.add("timers", () -> timers.forEach(vertx::cancelTimer));
     timers.add(vertx.setPeriodic(STATS_SLICE.toMillis(), id -> quantiles.rotate()));
+    timers.add(
+        vertx.setPeriodic(
+            Math.max(1, records.feed().sweepInterval().toMillis()),
+            id -> records.feed().cutStalled()));
     if (engine.enabled()) {
       timers.add(vertx.setPeriodic(engine.expireIntervalMillis(), id -> engine.expire()));
     }

@@ -272,7 +272,9 @@ class TelemetryTest extends ProxyTestBase {
                       String event = pending.substring(0, end);
                       pending.delete(0, end + 2);
                       if (event.startsWith("data: ")) {
-                        String id = new JsonObject(event.substring(6)).getString("trace_id");
+                        // The event's data line; an id line follows it.
+                        String data = event.lines().findFirst().orElseThrow();
+                        String id = new JsonObject(data.substring(6)).getString("trace_id");
                         if (!fed.add(id)) {
                           duplicates.add(id);
                         }

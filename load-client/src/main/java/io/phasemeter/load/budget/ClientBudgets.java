@@ -40,7 +40,11 @@ public final class ClientBudgets {
           .map(Phases::key)
           .toList();
 
-  /** One budget. */
+  /**
+   * One budget.
+   *
+   * @param maxErrorRate NaN when the file gives none (then {@code --max-error-rate} judges the run)
+   */
   public record Budget(
       String name,
       String model,
@@ -130,7 +134,9 @@ public final class ClientBudgets {
               b.path("model").asText("*"),
               q,
               limits,
-              b.path("max_error_rate").asDouble(1.0),
+              b.path("max_error_rate").isNumber()
+                  ? b.path("max_error_rate").asDouble()
+                  : Double.NaN,
               b.path("min_join_coverage").asDouble(0.0)));
     }
     return new ClientBudgets(List.copyOf(out), sha256(bytes));
@@ -247,14 +253,35 @@ public final class ClientBudgets {
     return budgetPhase(key).canonical().key();
   }
 
-  /** The run's validity gates: error rate and join coverage (exit code 4 territory). */
+  /**
+   * The one definition of a run's error rate: the share of the requests sent that did not succeed
+   * (errors, invalid responses and any request that never finished alike); 0 when none was sent.
+   */
+  public static double errorRate(long sent, long ok) {
+    return sent <= 0 ? 0 : (double) Math.max(0, sent - ok) / sent;
+  }
+
+  /**
+   * Whether a budget for {@code model} gives {@code max_error_rate}: its gates then judge the error
+   * rate, and {@code --max-error-rate} does not.
+   */
+  public boolean limitsErrorRate(String model) {
+    return forModel(model).stream().anyMatch(b -> !Double.isNaN(b.maxErrorRate()));
+  }
+
+  /**
+   * The run's validity gates: error rate (where the budget gives {@code max_error_rate}) and join
+   * coverage (exit code 4 territory).
+   */
   public List<BudgetResult> judgeGates(
       String model, double errorRate, double joinCoverage, boolean joining) {
     List<BudgetResult> out = new ArrayList<>();
     for (Budget b : forModel(model)) {
-      out.add(
-          new BudgetResult(
-              b.name(), "error_rate", b.maxErrorRate(), errorRate, errorRate > b.maxErrorRate()));
+      if (!Double.isNaN(b.maxErrorRate())) {
+        out.add(
+            new BudgetResult(
+                b.name(), "error_rate", b.maxErrorRate(), errorRate, errorRate > b.maxErrorRate()));
+      }
       if (joining) {
         out.add(
             new BudgetResult(

@@ -299,7 +299,9 @@ public final class CampaignRunner {
         Duration.ZERO,
         false,
         plan.connectionReuse(),
-        o.apiKey());
+        o.apiKey(),
+        // Stricter still: Validity makes a run with any failed request invalid.
+        LoadOptions.DEFAULT_MAX_ERROR_RATE);
   }
 
   static Map<String, Double> emptyMetrics() {

@@ -25,6 +25,8 @@ package io.phasemeter.load.http;
  * @param usagePromptTokens usage.prompt_tokens reported, -1 if none
  * @param usageCompletionTokens usage.completion_tokens reported, -1 if none
  * @param serverTiming the response's Server-Timing header, or null
+ * @param retried whether the request was sent once more on a fresh connection after the reused one
+ *     it first went out on turned out closed (a stale connection)
  */
 public record ClientResult(
     long seq,
@@ -46,7 +48,54 @@ public record ClientResult(
     int maxTokens,
     long usagePromptTokens,
     long usageCompletionTokens,
-    String serverTiming) {
+    String serverTiming,
+    boolean retried) {
+
+  /** A request that was sent once ({@code retried} false). */
+  public ClientResult(
+      long seq,
+      String traceId,
+      String bucket,
+      int step,
+      long intendedNanos,
+      long actualNanos,
+      long transportSetupNanos,
+      long ttfbNanos,
+      long ttftNanos,
+      long totalNanos,
+      long tpotNanos,
+      long itlCount,
+      int status,
+      ErrorClass error,
+      String invalidReason,
+      int promptTokens,
+      int maxTokens,
+      long usagePromptTokens,
+      long usageCompletionTokens,
+      String serverTiming) {
+    this(
+        seq,
+        traceId,
+        bucket,
+        step,
+        intendedNanos,
+        actualNanos,
+        transportSetupNanos,
+        ttfbNanos,
+        ttftNanos,
+        totalNanos,
+        tpotNanos,
+        itlCount,
+        status,
+        error,
+        invalidReason,
+        promptTokens,
+        maxTokens,
+        usagePromptTokens,
+        usageCompletionTokens,
+        serverTiming,
+        false);
+  }
 
   /** How late the request left compared with its schedule. */
   public long scheduleLagNanos() {

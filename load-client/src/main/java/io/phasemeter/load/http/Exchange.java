@@ -452,7 +452,8 @@ final class Exchange implements ConnectionPool.Waiter {
             spec.maxTokens(),
             usagePrompt,
             usageCompletion,
-            serverTiming));
+            serverTiming,
+            retried));
   }
 
   /**

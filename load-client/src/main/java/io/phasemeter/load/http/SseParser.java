@@ -9,10 +9,12 @@ import java.util.function.Consumer;
  * Incremental {@code text/event-stream} parser (WHATWG HTML, "Server-sent events") that hands out
  * the data of each event, and its {@code event} type when a sink asks for it. Lines end with {@code
  * \n}, {@code \r\n} or a bare {@code \r}, also when the two bytes of a {@code \r\n} arrive in
- * different reads; comments ({@code :…}) and fields other than {@code data} and {@code event} are
- * skipped; several {@code data} lines join with {@code \n}; an event without data is not dispatched
- * (and its type is forgotten). Lines are decoded as UTF-8 only once complete, so a character split
- * across reads survives.
+ * different reads; comments ({@code :…}) and fields other than {@code data}, {@code event} and
+ * {@code id} are skipped; several {@code data} lines join with {@code \n}; an event without data is
+ * not dispatched (and its type is forgotten), but one that carried an {@code id} is told to {@link
+ * EventSink#idOnly}. The {@code id} sets the stream's last event id ({@link #lastEventId()}), which
+ * stays until another {@code id} changes it. Lines are decoded as UTF-8 only once complete, so a
+ * character split across reads survives.
  *
  * <p>Not thread-safe: one stream, one context.
  */
@@ -21,6 +23,8 @@ public final class SseParser {
   private final int maxLineBytes;
   private StringBuilder data;
   private String eventType;
+  private String lastEventId;
+  private boolean idInEvent;
   private boolean skipLf;
   private boolean firstLine = true;
 
@@ -35,6 +39,14 @@ public final class SseParser {
   @FunctionalInterface
   public interface EventSink {
     void event(String type, String data);
+
+    /** An event that carried an {@code id} and no data (nothing dispatched): the id it set. */
+    default void idOnly(String id) {}
+  }
+
+  /** The stream's last event id (the last {@code id} field seen), or null before any. */
+  public String lastEventId() {
+    return lastEventId;
   }
 
   /**
@@ -92,10 +104,14 @@ public final class SseParser {
     if (text.isEmpty()) {
       String type = eventType;
       eventType = null;
+      boolean hadId = idInEvent;
+      idInEvent = false;
       if (data != null) {
         String event = data.toString();
         data = null;
         sink.event(type, event);
+      } else if (hadId) {
+        sink.idOnly(lastEventId);
       }
       return;
     }
@@ -105,12 +121,21 @@ public final class SseParser {
     int colon = text.indexOf(':');
     String field = colon < 0 ? text : text.substring(0, colon);
     boolean isData = field.equals("data");
-    if (!isData && !field.equals("event")) {
+    boolean isId = field.equals("id");
+    if (!isData && !isId && !field.equals("event")) {
       return;
     }
     String value = colon < 0 ? "" : text.substring(colon + 1);
     if (value.startsWith(" ")) {
       value = value.substring(1);
+    }
+    if (isId) {
+      // WHATWG: an id holding NUL is ignored.
+      if (value.indexOf('\u0000') < 0) {
+        lastEventId = value;
+        idInEvent = true;
+      }
+      return;
     }
     if (!isData) {
       eventType = value;

@@ -52,6 +52,7 @@ final class PairColumns {
     final int[] promptTokens = new int[CHUNK];
     final int[] maxTokens = new int[CHUNK];
     final byte[] error = new byte[CHUNK];
+    final boolean[] retried = new boolean[CHUNK];
     final String[] bucket = new String[CHUNK];
     // Per-request objects, allocated only when a chunk has any.
     String[] traceIdText;
@@ -93,6 +94,7 @@ final class PairColumns {
     k.promptTokens[row] = c.promptTokens();
     k.maxTokens[row] = c.maxTokens();
     k.error[row] = (byte) c.error().ordinal();
+    k.retried[row] = c.retried();
     k.bucket[row] = c.bucket();
     if (c.invalidReason() != null) {
       if (k.invalidReason == null) {
@@ -151,7 +153,8 @@ final class PairColumns {
               k.maxTokens[row],
               k.usagePrompt[row],
               k.usageCompletion[row],
-              k.serverTiming == null ? null : k.serverTiming[row]);
+              k.serverTiming == null ? null : k.serverTiming[row],
+              k.retried[row]);
       out.add(new Pair(c, k.server == null ? null : k.server[row]));
     }
     return out;

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * The run's side of the proxy: its record feed into the {@link Joiner}, what the proxy says of
@@ -21,16 +22,19 @@ public final class ProxyJoin implements AutoCloseable {
   private final URI admin;
   private final String adminToken;
   private final Joiner joiner;
+  private final Consumer<String> say;
   private RecordFeedClient feed;
 
   /**
    * @param admin the proxy's admin URL, or null for no join
+   * @param say where a line for the user goes (a reconnect of the feed)
    */
-  public ProxyJoin(Vertx vertx, URI admin, String adminToken, Joiner joiner) {
+  public ProxyJoin(Vertx vertx, URI admin, String adminToken, Joiner joiner, Consumer<String> say) {
     this.vertx = vertx;
     this.admin = admin;
     this.adminToken = adminToken;
     this.joiner = joiner;
+    this.say = say;
   }
 
   /**
@@ -40,7 +44,7 @@ public final class ProxyJoin implements AutoCloseable {
    */
   public void start(boolean sampledOnly) throws Exception {
     joiner.sampledOnly(sampledOnly);
-    feed = new RecordFeedClient(vertx, admin, adminToken);
+    feed = new RecordFeedClient(vertx, admin, adminToken, r -> say.accept(r.line()));
     feed.start(joiner::record).await(10, TimeUnit.SECONDS);
   }
 
@@ -75,14 +79,19 @@ public final class ProxyJoin implements AutoCloseable {
     return c;
   }
 
+  /** The feed's reconnects and missed records; null without a feed. */
+  public RecordFeedClient.Counts feedCounts() {
+    return feed == null ? null : feed.counts();
+  }
+
   /**
    * Waits up to {@code grace} for the records of requests still waiting, then ends the join: those
-   * still waiting pair alone.
+   * still waiting pair alone. A feed that dropped is waited for too: it may be back within it.
    */
   public void finish(Duration grace) throws InterruptedException {
     long joinDeadline = System.nanoTime() + grace.toNanos();
     while (feed != null
-        && feed.connected()
+        && feed.following()
         && joiner.waiting() > 0
         && System.nanoTime() < joinDeadline) {
       Thread.sleep(20);

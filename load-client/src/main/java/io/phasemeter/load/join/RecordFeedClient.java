@@ -14,13 +14,25 @@ import io.vertx.core.http.RequestOptions;
 import java.net.URI;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
 /**
  * Subscribes to the proxy's record feed ({@code GET /admin/records/stream}, Server-Sent Events) and
  * hands each record to a consumer, parsed. This HTTP feed is the load client's whole contract with
  * the proxy (the same one users see): no proxy class is used.
+ *
+ * <p>When the feed drops after it was up (the proxy cut a subscriber that stalled, its admin
+ * listener restarted, the network), the client subscribes again, waiting {@value #FIRST_BACKOFF_MS}
+ * ms before the first attempt and twice as long after each failed one, up to {@value
+ * #MAX_BACKOFF_MS} ms, until {@link #close()}. It counts the records it missed from the feed's
+ * numbering: each event's SSE {@code id} is the record's number in the proxy, and on arrival the
+ * proxy says the number of the last record published before ({@code id: N} alone), so a gap is
+ * records published while the client was away, or dropped for it by a slow feed. Every reconnect is
+ * told to a listener with how long the feed was gone and how many records were missed. Everything
+ * but the counters runs on the context that {@link #start} made.
  */
 public final class RecordFeedClient {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -28,95 +40,274 @@ public final class RecordFeedClient {
   /** A record is well under a kilobyte; anything near this is not one. */
   private static final int MAX_RECORD_BYTES = 1 << 20;
 
+  /** The wait before the first attempt to subscribe again. */
+  static final long FIRST_BACKOFF_MS = 250;
+
+  /** The longest wait between attempts. */
+  static final long MAX_BACKOFF_MS = 5_000;
+
+  /**
+   * One reconnect.
+   *
+   * @param afterSeconds how long the feed was gone, from the drop to the new subscription
+   * @param missed records published while it was gone (-1: unknown, the feed numbers none)
+   * @param restarted whether the numbering started again (a new proxy process): {@code missed} is
+   *     then only what the new process published before the client came back
+   * @param reason why the feed dropped
+   */
+  public record Reconnect(double afterSeconds, long missed, boolean restarted, String reason) {
+    /** The line the run prints. */
+    public String line() {
+      String count =
+          missed < 0
+              ? "records missed unknown (the feed numbers none)"
+              : (restarted ? "at least " : "")
+                  + missed
+                  + (missed == 1 ? " record missed" : " records missed")
+                  + (restarted ? " (the proxy restarted)" : "");
+      return String.format(
+          Locale.ROOT,
+          "record feed: reconnected after %.1f s, %s; it had dropped: %s",
+          afterSeconds,
+          count,
+          reason);
+    }
+  }
+
+  /**
+   * What the subscription went through.
+   *
+   * @param reconnects times the feed was subscribed again after it dropped
+   * @param recordsMissed records the feed published that never reached the client: while it was
+   *     away, and any the proxy dropped for it
+   */
+  public record Counts(long reconnects, long recordsMissed) {}
+
   private final Vertx vertx;
   private final URI admin;
   private final String token;
+  private final Consumer<Reconnect> onReconnect;
+  private final AtomicLong malformed = new AtomicLong();
+  private final AtomicLong reconnects = new AtomicLong();
+  private final AtomicLong missed = new AtomicLong();
   private HttpClient client;
+  private Context context;
+  private Consumer<ServerRecord> sink;
   private volatile boolean connected;
+  private volatile boolean closed;
   private volatile String lastError;
-  private long malformed;
+
+  // On the context only.
+  private long lastId = -1;
+  private long connectionBase = -1;
+  private boolean reconnectUntold;
+  private long droppedAt;
+  private String dropReason;
+  private long backoffMs = FIRST_BACKOFF_MS;
 
   public RecordFeedClient(Vertx vertx, URI admin, String token) {
+    this(vertx, admin, token, r -> {});
+  }
+
+  /**
+   * @param onReconnect told about each reconnect, on the client's context
+   */
+  public RecordFeedClient(Vertx vertx, URI admin, String token, Consumer<Reconnect> onReconnect) {
     this.vertx = vertx;
     this.admin = admin;
     this.token = token;
+    this.onReconnect = onReconnect;
   }
 
-  /** Connects; completes once the feed answered 200 (records then flow to {@code sink}). */
+  /**
+   * Connects; completes once the feed answered 200 (records then flow to {@code sink}), fails when
+   * the first attempt does. Later drops are reconnected.
+   */
   public Future<Void> start(Consumer<ServerRecord> sink) {
+    this.sink = sink;
     Promise<Void> ready = Promise.promise();
-    Context ctx = vertx.getOrCreateContext();
+    context = vertx.getOrCreateContext();
     client = vertx.createHttpClient();
-    ctx.runOnContext(
-        v -> {
-          RequestOptions o =
-              new RequestOptions()
-                  .setMethod(HttpMethod.GET)
-                  .setHost(admin.getHost())
-                  .setSsl("https".equalsIgnoreCase(admin.getScheme()))
-                  .setPort(
-                      admin.getPort() > 0
-                          ? admin.getPort()
-                          : "https".equalsIgnoreCase(admin.getScheme()) ? 443 : 80)
-                  .setURI(basePath() + "/admin/records/stream")
-                  .putHeader("accept", "text/event-stream");
-          if (token != null && !token.isBlank()) {
-            o.putHeader("authorization", "Bearer " + token);
-          }
-          client
-              .request(o)
-              .compose(r -> r.send())
-              .onSuccess(resp -> onResponse(resp, sink, ready))
-              .onFailure(
-                  t -> {
-                    lastError = t.toString();
-                    ready.tryFail(
-                        "cannot reach the proxy's record feed at "
-                            + admin
-                            + " ("
-                            + t.getMessage()
-                            + ")");
-                  });
-        });
+    context.runOnContext(v -> connect(ready));
     return ready.future();
   }
 
-  private void onResponse(
-      HttpClientResponse resp, Consumer<ServerRecord> sink, Promise<Void> ready) {
+  /** One attempt; {@code ready} is the first one's promise, null for a reconnect. */
+  private void connect(Promise<Void> ready) {
+    if (closed) {
+      return;
+    }
+    RequestOptions o =
+        new RequestOptions()
+            .setMethod(HttpMethod.GET)
+            .setHost(admin.getHost())
+            .setSsl("https".equalsIgnoreCase(admin.getScheme()))
+            .setPort(
+                admin.getPort() > 0
+                    ? admin.getPort()
+                    : "https".equalsIgnoreCase(admin.getScheme()) ? 443 : 80)
+            .setURI(basePath() + "/admin/records/stream")
+            .putHeader("accept", "text/event-stream");
+    if (token != null && !token.isBlank()) {
+      o.putHeader("authorization", "Bearer " + token);
+    }
+    client
+        .request(o)
+        .compose(r -> r.send())
+        .onSuccess(resp -> onResponse(resp, ready))
+        .onFailure(
+            t -> {
+              lastError = t.toString();
+              if (ready != null) {
+                ready.tryFail(
+                    "cannot reach the proxy's record feed at "
+                        + admin
+                        + " ("
+                        + t.getMessage()
+                        + ")");
+              } else {
+                retry();
+              }
+            });
+  }
+
+  private void onResponse(HttpClientResponse resp, Promise<Void> ready) {
     if (resp.statusCode() != 200) {
-      ready.tryFail(
+      String answer =
           "the proxy's record feed at "
               + admin
               + " answered "
               + resp.statusCode()
-              + (resp.statusCode() == 401 ? " (set --admin-token)" : ""));
+              + (resp.statusCode() == 401 ? " (set --admin-token)" : "");
+      if (ready != null) {
+        ready.tryFail(answer);
+        return;
+      }
+      // 429 (every place taken) or the admin listener not ready yet: try again later.
+      lastError = answer;
+      resp.body().onComplete(ar -> retry());
       return;
     }
     connected = true;
+    backoffMs = FIRST_BACKOFF_MS;
+    connectionBase = -1;
+    if (ready == null) {
+      reconnects.incrementAndGet();
+      reconnectUntold = true;
+    }
     SseParser events = new SseParser(MAX_RECORD_BYTES);
+    SseParser.EventSink handler =
+        new SseParser.EventSink() {
+          @Override
+          public void event(String type, String data) {
+            onRecord(data, events.lastEventId());
+          }
+
+          @Override
+          public void idOnly(String id) {
+            onArrival(number(id));
+          }
+        };
+    boolean[] ended = {false};
     resp.handler(
         b -> {
           try {
-            events.feed(
-                b,
-                data -> {
-                  ServerRecord r = parse(data);
-                  if (r != null) {
-                    sink.accept(r);
-                  }
-                });
+            events.feedEvents(b, handler);
           } catch (IllegalStateException tooLong) {
             lastError = "a feed event exceeded " + MAX_RECORD_BYTES + " bytes";
             resp.request().reset();
           }
         });
-    resp.endHandler(v -> connected = false);
-    resp.exceptionHandler(
-        t -> {
-          connected = false;
-          lastError = t.toString();
-        });
-    ready.tryComplete();
+    resp.endHandler(v -> dropped(ended, "the proxy ended the feed"));
+    resp.exceptionHandler(t -> dropped(ended, String.valueOf(t.getMessage())));
+    if (ready != null) {
+      ready.tryComplete();
+    }
+  }
+
+  /** The proxy's {@code id: N} on arrival: the number of the last record published before. */
+  private void onArrival(long base) {
+    if (base < 0) {
+      return;
+    }
+    boolean restarted = lastId >= 0 && base < lastId;
+    if (reconnectUntold) {
+      reconnectUntold = false;
+      long gap = lastId < 0 ? 0 : restarted ? base : base - lastId;
+      missed.addAndGet(gap);
+      onReconnect.accept(
+          new Reconnect((System.nanoTime() - droppedAt) / 1e9, gap, restarted, dropReason));
+    }
+    connectionBase = base;
+    lastId = restarted ? base : Math.max(lastId, base);
+  }
+
+  /** A record numbered {@code idText} (its SSE id, or null). */
+  private void onRecord(String data, String idText) {
+    long n = number(idText);
+    if (reconnectUntold) {
+      if (n < 0) {
+        reconnectUntold = false;
+        onReconnect.accept(
+            new Reconnect((System.nanoTime() - droppedAt) / 1e9, -1, false, dropReason));
+      } else {
+        // No number on arrival: the first record's tells where the sequence stood.
+        onArrival(n - 1);
+      }
+    }
+    if (n >= 0) {
+      if (n > lastId) {
+        if (lastId >= 0) {
+          missed.addAndGet(n - lastId - 1);
+        }
+        lastId = n;
+      } else if (n > connectionBase) {
+        // Published after this subscription began but overtaken by a later one (two event
+        // loops): it was counted as missed when the later one came.
+        missed.updateAndGet(m -> Math.max(0, m - 1));
+      }
+    }
+    ServerRecord r = parse(data);
+    if (r != null) {
+      sink.accept(r);
+    }
+  }
+
+  private void dropped(boolean[] ended, String reason) {
+    if (ended[0]) {
+      return;
+    }
+    ended[0] = true;
+    connected = false;
+    if (closed) {
+      return;
+    }
+    droppedAt = System.nanoTime();
+    dropReason = reason;
+    lastError = reason;
+    retry();
+  }
+
+  /** The next attempt, after the back-off. */
+  private void retry() {
+    if (closed) {
+      return;
+    }
+    long delay = backoffMs;
+    backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+    vertx.setTimer(delay, t -> context.runOnContext(v -> connect(null)));
+  }
+
+  private static long number(String id) {
+    if (id == null || id.isEmpty() || id.length() > 18) {
+      return -1;
+    }
+    for (int i = 0; i < id.length(); i++) {
+      if (id.charAt(i) < '0' || id.charAt(i) > '9') {
+        return -1;
+      }
+    }
+    return Long.parseLong(id);
   }
 
   private String basePath() {
@@ -129,7 +320,7 @@ public final class RecordFeedClient {
     try {
       JsonNode n = JSON.readTree(json);
       if (n == null || n.path("v").asInt() != 1 || !n.hasNonNull("trace_id")) {
-        malformed++;
+        malformed.incrementAndGet();
         return null;
       }
       Map<String, Double> phases = new HashMap<>();
@@ -158,14 +349,24 @@ public final class RecordFeedClient {
           n.hasNonNull("route") ? n.get("route").asText() : null,
           n.hasNonNull("operation") ? n.get("operation").asText() : null);
     } catch (Exception e) {
-      malformed++;
+      malformed.incrementAndGet();
       return null;
     }
   }
 
-  /** Whether the feed is still open. */
+  /** Whether the feed is open now (it may be between a drop and a reconnect). */
   public boolean connected() {
     return connected;
+  }
+
+  /** Whether the client still follows the feed (until {@link #close()}), connected or not. */
+  public boolean following() {
+    return !closed;
+  }
+
+  /** Reconnects and records missed so far. */
+  public Counts counts() {
+    return new Counts(reconnects.get(), missed.get());
   }
 
   /** The last transport error, or null. */
@@ -175,10 +376,13 @@ public final class RecordFeedClient {
 
   /** Feed events that were not v1 records. */
   public long malformed() {
-    return malformed;
+    return malformed.get();
   }
 
+  /** Stops following the feed: no reconnect after this. */
   public Future<Void> close() {
+    closed = true;
+    connected = false;
     return client == null ? Future.succeededFuture() : client.close();
   }
 }

@@ -42,7 +42,8 @@ final class PairsCsv {
           "unattributed_ms",
           "network_envelope_ms",
           "ttft_envelope_ms",
-          "sampled");
+          "sampled",
+          "retried");
 
   private PairsCsv() {}
 
@@ -101,7 +102,8 @@ final class PairsCsv {
     b.append(s == null ? "" : ms(SlowRequest.orNaN(s.unattributedMs()))).append(',');
     b.append(ms(p.networkEnvelopeMs())).append(',');
     b.append(ttftEnvelope ? ms(p.ttftEnvelopeMs()) : "").append(',');
-    b.append(s == null ? "" : String.valueOf(s.sampled()));
+    b.append(s == null ? "" : String.valueOf(s.sampled())).append(',');
+    b.append(c.retried());
   }
 
   private static String nanos(long nanos) {

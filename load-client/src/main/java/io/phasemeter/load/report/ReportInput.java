@@ -2,6 +2,7 @@ package io.phasemeter.load.report;
 
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.RecordFeedClient;
 import io.phasemeter.load.schedule.StepInfo;
 import io.phasemeter.load.workload.Api;
 import java.util.Collections;
@@ -27,6 +28,7 @@ import java.util.Map;
  * @param phaseStats the run's cumulative statistics (the only source of ITL)
  * @param connections what the run's connections did
  * @param api the API the run spoke; null when not said (every figure is then applicable)
+ * @param feed the record feed's reconnects and missed records; null without a feed
  */
 public record ReportInput(
     List<Pair> pairs,
@@ -43,7 +45,8 @@ public record ReportInput(
     List<BudgetResult> budgets,
     PhaseStats phaseStats,
     Connections connections,
-    Api api) {
+    Api api,
+    RecordFeedClient.Counts feed) {
 
   /** How many of the slowest requests a report reconciles. */
   public static final int SLOWEST = 10;
@@ -60,6 +63,42 @@ public record ReportInput(
       phaseStats = PhaseStats.of(pairs);
     }
     connections = connections == null ? Connections.UNKNOWN : connections;
+  }
+
+  /** A run without a record feed. */
+  public ReportInput(
+      List<Pair> pairs,
+      List<StepInfo> steps,
+      long runStartNanos,
+      long runEndNanos,
+      Map<String, Object> conditions,
+      long sent,
+      long ok,
+      long errors,
+      long dropped,
+      long invalid,
+      double achievedRate,
+      List<BudgetResult> budgets,
+      PhaseStats phaseStats,
+      Connections connections,
+      Api api) {
+    this(
+        pairs,
+        steps,
+        runStartNanos,
+        runEndNanos,
+        conditions,
+        sent,
+        ok,
+        errors,
+        dropped,
+        invalid,
+        achievedRate,
+        budgets,
+        phaseStats,
+        connections,
+        api,
+        null);
   }
 
   /** A run that did not say its API. */

@@ -37,6 +37,9 @@ final class SummaryJson {
     requests.put("errors", in.errors());
     requests.put("dropped", in.dropped());
     requests.put("invalid", in.invalid());
+    // Failures over requests sent: what --max-error-rate and the budgets' max_error_rate judge.
+    requests.put(
+        "error_rate", io.phasemeter.load.budget.ClientBudgets.errorRate(in.sent(), in.ok()));
     Connections c = in.connections();
     if (c.known()) {
       requests.put("stale_connection_retries", c.staleRetries());
@@ -53,6 +56,10 @@ final class SummaryJson {
     join.put("joined_ok", m.stats.joinedOkCount());
     join.put("finished", m.stats.startedCount());
     join.put("joined", m.stats.joinedCount());
+    if (in.feed() != null) {
+      join.put("feed_reconnects", in.feed().reconnects());
+      join.put("records_missed", in.feed().recordsMissed());
+    }
     num(root, "achieved_rate", in.achievedRate());
     num(root, "request_throughput", m.requestThroughput);
     if (in.generates()) {

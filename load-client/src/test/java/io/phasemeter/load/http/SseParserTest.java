@@ -31,6 +31,30 @@ class SseParserTest {
       List.of("{\"a\":\"é\"}", "no-space\n two spaces", "cr only", "", "[DONE]");
 
   @Test
+  void anIdSetsTheLastEventIdAndAnEventWithAnIdAndNoDataIsToldAsSuch() {
+    SseParser p = new SseParser(1024);
+    List<String> seen = new ArrayList<>();
+    SseParser.EventSink sink =
+        new SseParser.EventSink() {
+          @Override
+          public void event(String type, String data) {
+            seen.add(data + "@" + p.lastEventId());
+          }
+
+          @Override
+          public void idOnly(String id) {
+            seen.add("id-only " + id);
+          }
+        };
+    p.feedEvents(
+        Buffer.buffer(
+            ": c\n\nid: 41\n\ndata: a\nid: 42\n\ndata: b\n\nid: x\u0000\ndata: c\n\nevent: e\n\n"),
+        sink);
+    // b keeps 42 (an id lasts until another); an id holding NUL is ignored; a bare event is not.
+    assertThat(seen).containsExactly("id-only 41", "a@42", "b@42", "c@42");
+  }
+
+  @Test
   void wholeStreamInOneRead() {
     assertThat(parse(List.of(bytes(STREAM)))).containsExactlyElementsOf(EVENTS);
   }

@@ -50,6 +50,10 @@ class StaleConnectionTest {
   private final AtomicInteger answered = new AtomicInteger();
   private final AtomicInteger unanswered = new AtomicInteger();
   private final AtomicInteger closeHeaders = new AtomicInteger();
+
+  /** The traceparent of each request the server read and closed its connection on. */
+  private final java.util.Set<String> dropped = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
   private volatile Behaviour behaviour = n -> true;
   private volatile boolean closeAfterStream;
   private volatile boolean headersThenClose;
@@ -90,7 +94,11 @@ class StaleConnectionTest {
           }
           String head = text.substring(0, headEnd).toLowerCase(Locale.ROOT);
           int length = 0;
+          String traceparent = null;
           for (String line : head.split("\r\n")) {
+            if (line.startsWith("traceparent:")) {
+              traceparent = line.substring(12).trim();
+            }
             if (line.startsWith("content-length:")) {
               length = Integer.parseInt(line.substring(15).trim());
             }
@@ -105,6 +113,9 @@ class StaleConnectionTest {
           acc[0] = acc[0].getBuffer(headEnd + 4 + length, acc[0].length());
           if (!behaviour.answer(served[0])) {
             unanswered.incrementAndGet();
+            if (traceparent != null) {
+              dropped.add(traceparent);
+            }
             closing[0] = true;
             socket.close();
             return;
@@ -200,6 +211,44 @@ class StaleConnectionTest {
       assertThat(answered).hasValue(200);
       assertThat(unanswered.get()).as("the server dropped some").isPositive();
       assertThat(r.staleConnectionRetries()).isEqualTo(unanswered.get());
+    } finally {
+      await(r.close());
+    }
+  }
+
+  @Test
+  void theRetriedFlagMarksExactlyTheRequestsResentAfterAStaleConnection() throws Exception {
+    Random random = new Random(11);
+    behaviour = earlier -> earlier == 0 || random.nextDouble() >= 0.3;
+    RequestRunner r = runner(4, true);
+    try {
+      List<io.vertx.core.Future<ClientResult>> all = new ArrayList<>();
+      for (int i = 0; i < 200; i++) {
+        String traceId = String.format("%032x", i + 1);
+        all.add(
+            r.run(
+                i,
+                spec(),
+                traceId,
+                "00-" + traceId + "-00f067aa0ba902b7-01",
+                0,
+                System.nanoTime()));
+        if (i % 4 == 3) {
+          await(all.get(i));
+        }
+      }
+      java.util.Set<String> retried = new java.util.HashSet<>();
+      for (var f : all) {
+        ClientResult c = await(f);
+        assertThat(c.ok()).isTrue();
+        if (c.retried()) {
+          retried.add("00-" + c.traceId() + "-00f067aa0ba902b7-01");
+        }
+      }
+      // The server read each of these on a reused connection and closed it without a word.
+      assertThat(dropped).as("the server dropped some").isNotEmpty();
+      assertThat(retried).isEqualTo(dropped);
+      assertThat((long) retried.size()).isEqualTo(r.staleConnectionRetries());
     } finally {
       await(r.close());
     }

@@ -33,7 +33,8 @@ class PairColumnsTest {
         8,
         seq % 6 == 0 ? -1 : 16,
         8,
-        timing);
+        timing,
+        seq % 13 == 0);
   }
 
   @Test

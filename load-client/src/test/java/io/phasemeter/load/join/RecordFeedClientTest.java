@@ -4,8 +4,94 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import org.junit.jupiter.api.Test;
 
-/** The feed's records are read by their published schema (v1), not by proxy classes. */
+/**
+ * The feed's records are read by their published schema (v1), not by proxy classes; a feed that
+ * drops is subscribed again, and the records missed meanwhile are counted from the feed's ids.
+ */
 class RecordFeedClientTest {
+
+  private static String record(long n) {
+    return "data: {\"v\":1,\"trace_id\":\""
+        + String.format("%032x", n)
+        + "\",\"root_ms\":1.0}\n"
+        + "id: "
+        + n
+        + "\n\n";
+  }
+
+  /**
+   * A feed as the proxy serves it, scripted per subscription: the first gets records 1–5 and is
+   * ended; the second finds every place taken (429); the third arrives when 12 records were
+   * published, and gets 13 and 15 (14 was dropped for it).
+   */
+  @Test
+  void aDroppedFeedIsSubscribedAgainAndTheRecordsMissedAreCountedFromItsIds() throws Exception {
+    io.vertx.core.Vertx vertx = io.vertx.core.Vertx.vertx();
+    try {
+      java.util.concurrent.atomic.AtomicInteger subscriptions =
+          new java.util.concurrent.atomic.AtomicInteger();
+      io.vertx.core.http.HttpServer server =
+          vertx
+              .createHttpServer()
+              .requestHandler(
+                  req -> {
+                    var resp = req.response();
+                    int n = subscriptions.incrementAndGet();
+                    if (n == 2) {
+                      resp.setStatusCode(429).end("{\"error\":{}}");
+                      return;
+                    }
+                    resp.setChunked(true).putHeader("content-type", "text/event-stream");
+                    resp.write(": phasemeter record feed, schema v1\n\n");
+                    if (n == 1) {
+                      resp.write("id: 0\n\n");
+                      for (long i = 1; i <= 5; i++) {
+                        resp.write(record(i));
+                      }
+                      resp.end();
+                    } else {
+                      resp.write("id: 12\n\n" + record(13) + record(15));
+                    }
+                  })
+              .listen(0, "127.0.0.1")
+              .await(5, java.util.concurrent.TimeUnit.SECONDS);
+      java.util.List<RecordFeedClient.Reconnect> told =
+          new java.util.concurrent.CopyOnWriteArrayList<>();
+      java.util.List<String> received = new java.util.concurrent.CopyOnWriteArrayList<>();
+      RecordFeedClient c =
+          new RecordFeedClient(
+              vertx,
+              java.net.URI.create("http://127.0.0.1:" + server.actualPort()),
+              null,
+              told::add);
+      c.start(r -> received.add(r.traceId())).await(5, java.util.concurrent.TimeUnit.SECONDS);
+      org.awaitility.Awaitility.await()
+          .atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> received.size() == 7);
+      assertThat(received)
+          .containsExactly(
+              String.format("%032x", 1),
+              String.format("%032x", 2),
+              String.format("%032x", 3),
+              String.format("%032x", 4),
+              String.format("%032x", 5),
+              String.format("%032x", 13),
+              String.format("%032x", 15));
+      assertThat(subscriptions).hasValue(3);
+      assertThat(told).hasSize(1);
+      assertThat(told.get(0).missed()).as("6 to 12, published while away").isEqualTo(7);
+      assertThat(told.get(0).restarted()).isFalse();
+      assertThat(told.get(0).line())
+          .startsWith("record feed: reconnected after ")
+          .contains(" s, 7 records missed; it had dropped: the proxy ended the feed");
+      assertThat(c.counts()).isEqualTo(new RecordFeedClient.Counts(1, 8));
+      assertThat(c.connected()).isTrue();
+      c.close().await(5, java.util.concurrent.TimeUnit.SECONDS);
+      assertThat(c.following()).isFalse();
+    } finally {
+      vertx.close().await(10, java.util.concurrent.TimeUnit.SECONDS);
+    }
+  }
 
   @Test
   void parsesAV1Record() {

@@ -974,14 +974,27 @@ public record ProxyConfig(
     }
   }
 
-  /** The bounded store of recent per-request records. */
-  public record Records(int max, Duration ttl) {
+  /**
+   * The bounded store of recent per-request records, and the record feed: a feed subscriber that
+   * takes nothing for {@code feedWriteTimeout} while records wait for it is cut.
+   */
+  public record Records(int max, Duration ttl, Duration feedWriteTimeout) {
+    /** The feed's write timeout when none is given. */
+    public static final Duration DEFAULT_FEED_WRITE_TIMEOUT = Duration.ofSeconds(30);
+
     public Records {
       if (max < 1) {
         throw new IllegalArgumentException(
             "telemetry.records.max: must be at least 1 (got " + max + ")");
       }
       requirePositive(ttl, "telemetry.records.ttl");
+      feedWriteTimeout = feedWriteTimeout == null ? DEFAULT_FEED_WRITE_TIMEOUT : feedWriteTimeout;
+      requirePositive(feedWriteTimeout, "telemetry.records.feed_write_timeout");
+    }
+
+    /** A store of {@code max} records for {@code ttl}, the feed's write timeout the default. */
+    public Records(int max, Duration ttl) {
+      this(max, ttl, DEFAULT_FEED_WRITE_TIMEOUT);
     }
   }
 

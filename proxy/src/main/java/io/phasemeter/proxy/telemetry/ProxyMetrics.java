@@ -47,6 +47,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
   private final Counter droppedRecords;
+  private final Counter feedSubscribersCut;
 
   private ProxyMetrics(PrometheusMeterRegistry registry, BucketLayout layout) {
     this.registry = registry;
@@ -58,6 +59,12 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     new ProcessorMetrics().bindTo(registry);
     new UptimeMetrics().bindTo(registry);
     this.droppedRecords = dropped("records");
+    this.feedSubscribersCut =
+        Counter.builder("llm.record.feed.subscribers.cut")
+            .description(
+                "Record feed subscribers cut for taking nothing within"
+                    + " telemetry.records.feed_write_timeout")
+            .register(registry);
   }
 
   /**
@@ -128,6 +135,11 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   /** Counts a record that a slow feed subscriber could not take. */
   public void recordDropped() {
     droppedRecords.increment();
+  }
+
+  /** Counts a feed subscriber cut for taking nothing within the feed's write timeout. */
+  public void feedSubscriberCut() {
+    feedSubscribersCut.increment();
   }
 
   @Override

@@ -62,7 +62,8 @@ class ConfigLoaderTest {
     assertThat(c.telemetry().sampling())
         .isEqualTo(new ProxyConfig.Sampling(1.0, true, Duration.ofSeconds(2)));
     assertThat(c.telemetry().records())
-        .isEqualTo(new ProxyConfig.Records(100_000, Duration.ofMinutes(10)));
+        .isEqualTo(
+            new ProxyConfig.Records(100_000, Duration.ofMinutes(10), Duration.ofSeconds(30)));
     assertThat(c.poolFor("sim-llama")).isSameAs(p);
     assertThat(c.poolFor("gpt-4")).isNull();
   }
@@ -234,6 +235,8 @@ class ConfigLoaderTest {
         .hasMessageContaining("pools[0]")
         .hasMessageContaining("3 parsecs");
     failsNaming("telemetry: {records: {ttl: soon}}\n", "ttl");
+    failsNaming(
+        "telemetry: {records: {feed_write_timeout: 0s}}\n", "telemetry.records.feed_write_timeout");
   }
 
   @Test

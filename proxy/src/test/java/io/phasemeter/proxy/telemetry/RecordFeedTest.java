@@ -27,7 +27,7 @@ class RecordFeedTest {
   @Test
   void aSubscriberThatStopsReadingLosesRecordsNotThePublisher() throws Exception {
     AtomicLong dropsSeen = new AtomicLong();
-    RecordFeed<String> feed = new RecordFeed<String>(16, dropsSeen::incrementAndGet, json -> json);
+    RecordFeed<String> feed = feed(dropsSeen::incrementAndGet);
     HttpServer server =
         vertx
             .createHttpServer()
@@ -88,7 +88,7 @@ class RecordFeedTest {
 
   @Test
   void aClosedSubscriberIsForgotten() throws Exception {
-    RecordFeed<String> feed = new RecordFeed<String>(16, () -> {}, json -> json);
+    RecordFeed<String> feed = feed(() -> {});
     HttpServer server =
         vertx
             .createHttpServer()
@@ -111,6 +111,11 @@ class RecordFeedTest {
     Awaitility.await().until(() -> feed.subscribers() == 0);
     feed.publish("{}");
     assertThat(feed.dropped()).isZero();
+  }
+
+  private static RecordFeed<String> feed(Runnable onDrop) {
+    return new RecordFeed<>(
+        16, Duration.ofSeconds(30), System::nanoTime, onDrop, () -> {}, json -> json);
   }
 
   /**

@@ -34,7 +34,7 @@ class RecordStoreTest {
     return new RecordStore(
         size,
         ttl,
-        RecordFeed.ofRecords(16, () -> {}),
+        RecordFeed.ofRecords(16, Duration.ofSeconds(30), System::nanoTime, () -> {}, () -> {}),
         new ExportPolicy(1.0, true, Duration.ofSeconds(1)),
         engine);
   }
