@@ -1,0 +1,169 @@
+package io.phasemeter.proxy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.vertx.core.MultiMap;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.json.JsonObject;
+import io.vertx.core.net.NetServer;
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.GZIPOutputStream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Where the proxy's behaviour must agree with its errors table and with the standards it speaks
+ * (RFC 9112's chunked framing, W3C Trace Context), each reproduced through real sockets: a stream
+ * that is no event stream, a compressed one, chunked framing the decoder refuses mid-body,
+ * duplicated {@code traceparent} and {@code tracestate}, a duplicated {@code x-priority}. Rows of
+ * {@code docs/reliability.md}, round 2.
+ */
+class WireConformanceTest extends ProxyTestBase {
+
+  /** Headers of each upstream request, in arrival order. */
+  private final List<MultiMap> upstreamHeaders = new CopyOnWriteArrayList<>();
+
+  private static final String JSON_BODY =
+      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,"
+          + "\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}";
+
+  private static void assertError(Response r, int status, String code) {
+    assertThat(r.status()).as(r.text()).isEqualTo(status);
+    assertThat(r.headers().get("content-type")).isEqualTo("application/json");
+    assertThat(new JsonObject(r.text()).getJsonObject("error").getString("code")).isEqualTo(code);
+  }
+
+  // ---- the upstream's side: what is not an event stream is malformed, not a disconnect ----------
+
+  /** An upstream that answers 200 {@code text/event-stream} with a JSON object as its body. */
+  private int jsonAsEventStream(boolean chunked) throws Exception {
+    return startBackend(
+        req ->
+            req.body()
+                .onSuccess(
+                    b ->
+                        req.response()
+                            .setChunked(chunked)
+                            .putHeader("content-type", "text/event-stream")
+                            .end(JSON_BODY)));
+  }
+
+  @Test
+  void aStreamWhoseBodyIsJsonIs502MalformedHoweverItIsFramed() throws Exception {
+    // Content-Length, chunked, and a body that ends when the upstream closes (no framing at all).
+    NetServer unframed =
+        vertx
+            .createNetServer()
+            .connectHandler(
+                so ->
+                    so.handler(
+                        b ->
+                            so.end(
+                                Buffer.buffer(
+                                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                                        + "connection: close\r\n\r\n"
+                                        + JSON_BODY))))
+            .listen(0, "127.0.0.1")
+            .await(5, TimeUnit.SECONDS);
+    for (int port :
+        List.of(jsonAsEventStream(false), jsonAsEventStream(true), unframed.actualPort())) {
+      startProxy(config(port, 2, null));
+      assertError(
+          call("/v1/chat/completions", chat("x", true)), 502, "upstream_malformed_response");
+      assertIdle();
+      proxy.close().await(5, TimeUnit.SECONDS);
+    }
+    assertThat(awaitFinished(3))
+        .extracting(Finished::outcome, Finished::errorType)
+        .containsOnly(
+            org.assertj.core.groups.Tuple.tuple("upstream_error", "upstream_malformed_response"));
+  }
+
+  /**
+   * An upstream that starts a stream, then ends its response ({@code cut}: drops the connection).
+   */
+  private int startsThenStops(boolean cut) throws Exception {
+    return startBackend(
+        req ->
+            req.body()
+                .onSuccess(
+                    b -> {
+                      var out =
+                          req.response()
+                              .setChunked(true)
+                              .putHeader("content-type", "text/event-stream");
+                      out.write(VllmScript.ROLE + VllmScript.content("a"));
+                      // The last chunk says the response is complete; a close says nothing.
+                      vertx.setTimer(
+                          30,
+                          t -> {
+                            if (cut) {
+                              req.connection().close();
+                            } else {
+                              out.end();
+                            }
+                          });
+                    }));
+  }
+
+  @Test
+  void aStreamEndedByItsFramingBeforeDoneIsMalformedACutOneDisconnected() throws Exception {
+    startProxy(config(startsThenStops(false), 2, null));
+    Response ended = call("/v1/chat/completions", chat("x", true));
+    assertThat(ended.status()).isEqualTo(200);
+    assertThat(ended.text())
+        .startsWith(VllmScript.ROLE + VllmScript.content("a"))
+        .contains("\"code\":\"upstream_malformed_response\"")
+        .doesNotContain("data: [DONE]");
+    assertIdle();
+    proxy.close().await(5, TimeUnit.SECONDS);
+    startProxy(config(startsThenStops(true), 2, null));
+    Response cut = call("/v1/chat/completions", chat("x", true));
+    assertThat(cut.text()).contains("\"code\":\"upstream_disconnected\"");
+    assertThat(awaitFinished(2))
+        .extracting(Finished::errorType)
+        .containsExactly("upstream_malformed_response", "upstream_disconnected");
+    assertIdle();
+  }
+
+  @Test
+  void aCompressedResponseIs502MalformedAndTheProxyAsksForIdentity() throws Exception {
+    byte[] stream = gzip(VllmScript.stream(false));
+    byte[] whole = gzip(VllmScript.COMPLETION);
+    int port =
+        startBackend(
+            req -> {
+              upstreamHeaders.add(MultiMap.caseInsensitiveMultiMap().addAll(req.headers()));
+              req.body()
+                  .onSuccess(
+                      b -> {
+                        boolean streamed = b.toString().contains("\"stream\":true");
+                        req.response()
+                            .putHeader("content-encoding", "gzip")
+                            .putHeader(
+                                "content-type", streamed ? "text/event-stream" : "application/json")
+                            .end(Buffer.buffer(streamed ? stream : whole));
+                      });
+            });
+    startProxy(config(port, 2, null));
+    assertError(call("/v1/chat/completions", chat("x", true)), 502, "upstream_malformed_response");
+    assertError(call("/v1/chat/completions", chat("x", false)), 502, "upstream_malformed_response");
+    assertThat(upstreamHeaders)
+        .allSatisfy(h -> assertThat(h.getAll("accept-encoding")).containsExactly("identity"));
+    assertThat(awaitFinished(2))
+        .extracting(Finished::errorType)
+        .containsOnly("upstream_malformed_response");
+    assertIdle();
+  }
+
+  private static byte[] gzip(String s) throws Exception {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    try (GZIPOutputStream z = new GZIPOutputStream(bytes)) {
+      z.write(s.getBytes(StandardCharsets.UTF_8));
+    }
+    return bytes.toByteArray();
+  }
+}
