@@ -303,7 +303,11 @@ public final class PhasemeterProxy {
       HeadTimeout heads = new HeadTimeout(vertx, config.limits().receiveTimeout());
       return vertx
           .createHttpServer(options)
-          .connectionHandler(heads::opened)
+          .connectionHandler(
+              connection -> {
+                heads.opened(connection);
+                io.phasemeter.proxy.pipeline.BodyFraming.install(connection, options);
+              })
           .invalidRequestHandler(pipeline::handleInvalid)
           .requestHandler(
               req -> {

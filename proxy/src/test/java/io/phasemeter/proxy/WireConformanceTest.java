@@ -2,12 +2,14 @@ package io.phasemeter.proxy;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.proxy.HostileInputTest.Raw;
 import io.vertx.core.MultiMap;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.json.JsonObject;
 import io.vertx.core.net.NetServer;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -165,5 +167,86 @@ class WireConformanceTest extends ProxyTestBase {
       z.write(s.getBytes(StandardCharsets.UTF_8));
     }
     return bytes.toByteArray();
+  }
+
+  // ---- the client's side: chunked framing the decoder refuses mid-body --------------------------
+
+  private static final List<String> BAD_CHUNKS =
+      List.of(
+          "-1\r\nx\r\n0\r\n\r\n",
+          "11111111111111111\r\nx\r\n0\r\n\r\n",
+          // Wraps to 0 in Netty's int: read as the last chunk, the body would end here, cut short.
+          "100000000\r\n\r\n",
+          "5\nhello\n0\n\n",
+          "5;" + "e".repeat(100_000) + "\r\nhello\r\n0\r\n\r\n");
+
+  @Test
+  void badChunkedFramingMidBodyIs400InvalidRequestThenClosed() throws Exception {
+    startProxy(config(startVllmBackend(upstreamHeaders), 2, null));
+    for (String path : List.of("/v1/chat/completions", "/v1/anything")) {
+      for (String bad : BAD_CHUNKS) {
+        String got;
+        try (Raw raw = new Raw(proxy.port())) {
+          String first = "{\"model\":\"sim-llama\",";
+          raw.send(
+              "POST "
+                  + path
+                  + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  + "Transfer-Encoding: chunked\r\n\r\n"
+                  + Integer.toHexString(first.length())
+                  + "\r\n"
+                  + first
+                  + "\r\n"
+                  + bad);
+          got = raw.readUntilClosed(Duration.ofSeconds(10));
+          assertThat(raw.open).as(path + " " + label(bad) + ": closed after the answer").isFalse();
+        }
+        assertThat(got).as(path + " " + label(bad)).startsWith("HTTP/1.1 400");
+        assertThat(got).as(path + " " + label(bad)).contains("\"code\":\"invalid_request\"");
+        assertThat(got.toLowerCase()).contains("connection: close");
+      }
+    }
+    assertThat(awaitFinished(2 * BAD_CHUNKS.size()))
+        .extracting(Finished::outcome, Finished::errorType)
+        .containsOnly(org.assertj.core.groups.Tuple.tuple("client_error", "invalid_request"));
+    assertIdle();
+  }
+
+  @Test
+  void wellFormedChunkedBodiesAreReadWhateverTheirSizesPiecesAndTrailers() throws Exception {
+    startProxy(config(startVllmBackend(upstreamHeaders), 2, null));
+    String body = chat("chunked", false);
+    // Sizes of 21 digits with leading zeros (a value that fits is no overflow), extensions, a chunk
+    // per 7 bytes, a trailer; sent 3 bytes at a time, so that sizes and line ends straddle reads.
+    StringBuilder wire =
+        new StringBuilder(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + "Transfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < body.length(); i += 7) {
+      String piece = body.substring(i, Math.min(body.length(), i + 7));
+      wire.append("0".repeat(20))
+          .append(Integer.toHexString(piece.length()))
+          .append(";ext=\"a\"\r\n")
+          .append(piece)
+          .append("\r\n");
+    }
+    wire.append("0\r\nx-trailer: 1\r\n\r\n");
+    byte[] bytes = wire.toString().getBytes(StandardCharsets.US_ASCII);
+    String got;
+    try (Raw raw = new Raw(proxy.port())) {
+      for (int i = 0; i < bytes.length; i += 3) {
+        raw.send(java.util.Arrays.copyOfRange(bytes, i, Math.min(bytes.length, i + 3)));
+      }
+      got = raw.readUntil(s -> s.contains("chatcmpl"), Duration.ofSeconds(10));
+    }
+    assertThat(got).startsWith("HTTP/1.1 200");
+    assertThat(awaitFinished(1).get(0).outcome()).isEqualTo("success");
+    assertIdle();
+  }
+
+  private static String label(String bad) {
+    return bad.length() > 24
+        ? bad.substring(0, 24) + "…"
+        : bad.replace("\r", "\\r").replace("\n", "\\n");
   }
 }

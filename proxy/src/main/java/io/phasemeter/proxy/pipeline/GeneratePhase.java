@@ -204,11 +204,14 @@ final class GeneratePhase {
       ctx.onCancel(
           () ->
               fail(
-                  ctx.cancelledByShutdown()
-                      ? ProxyFailure.of(
-                          ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
-                      : ProxyFailure.of(
-                          ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
+                  ctx.bodyFailure() != null
+                      ? ctx.bodyFailure()
+                      : ctx.cancelledByShutdown()
+                          ? ProxyFailure.of(
+                              ProxyFailure.Kind.SHUTTING_DOWN,
+                              "The proxy cancelled it at shutdown.")
+                          : ProxyFailure.of(
+                              ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
       firstTokenTimer =
           vertx.setTimer(
               firstTokenMs,

@@ -203,16 +203,32 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
+    if (!framings.isEmpty()) {
+      // A chunked body can break its framing mid-body: the request answers it (400), as it would
+      // a bad head, rather than the connection just closing.
+      BodyFraming.watch(
+          req.connection(),
+          cause ->
+              ctx.runOnContext(
+                  () ->
+                      ctx.bodyFailed(
+                          ProxyFailure.of(
+                              ProxyFailure.Kind.INVALID_REQUEST,
+                              "The request body's chunked framing is not valid HTTP."))));
+    }
     Future<Void> authorised =
         timed(ctx, Phase.AUTH, start, span -> auth.check(ctx, span))
             .compose(
                 v ->
-                    // Auth may wait for a shared limiter: a client gone meanwhile goes no further.
-                    ctx.isCancelled()
-                        ? Future.failedFuture(
-                            ProxyFailure.of(
-                                ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."))
-                        : Future.succeededFuture());
+                    // Auth may wait for a shared limiter: a client gone meanwhile, or a body that
+                    // broke meanwhile, goes no further.
+                    ctx.bodyFailure() != null
+                        ? Future.failedFuture(ctx.bodyFailure())
+                        : ctx.isCancelled()
+                            ? Future.failedFuture(
+                                ProxyFailure.of(
+                                    ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."))
+                            : Future.succeededFuture());
     // A streamed pass-through's body goes to the upstream as it arrives, during generation: it has
     // no receive phase of its own, and prepare only checks its head.
     Future<Void> prepared =
@@ -227,6 +243,9 @@ public final class Pipeline {
             pool -> {
               unrouted.decrementAndGet();
               inFlightByPool.get(pool.config().name()).incrementAndGet();
+              if (ctx.bodyFailure() != null) {
+                return Future.failedFuture(ctx.bodyFailure());
+              }
               if (ctx.isCancelled()) {
                 return Future.failedFuture(
                     ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));
