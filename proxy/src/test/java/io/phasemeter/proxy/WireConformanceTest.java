@@ -2,6 +2,8 @@ package io.phasemeter.proxy;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.opentelemetry.api.trace.SpanId;
+import io.opentelemetry.sdk.trace.data.SpanData;
 import io.phasemeter.proxy.HostileInputTest.Raw;
 import io.vertx.core.MultiMap;
 import io.vertx.core.buffer.Buffer;
@@ -248,5 +250,62 @@ class WireConformanceTest extends ProxyTestBase {
     return bad.length() > 24
         ? bad.substring(0, 24) + "…"
         : bad.replace("\r", "\\r").replace("\n", "\\n");
+  }
+
+  // ---- trace context --------------------------------------------------------------------------
+
+  private static final String TRACE_A = "12345678901234567890123456789011";
+  private static final String TRACE_B = "12345678901234567890123456789012";
+
+  @Test
+  void twoTraceparentHeadersRestartTheTrace() throws Exception {
+    startProxy(config(startVllmBackend(upstreamHeaders), 2, null));
+    MultiMap h =
+        MultiMap.caseInsensitiveMultiMap()
+            .add("traceparent", "00-" + TRACE_A + "-1234567890123456-01")
+            .add("traceparent", "00-" + TRACE_B + "-1234567890123456-01")
+            .add("tracestate", "foo=1");
+    assertThat(
+            call(io.vertx.core.http.HttpMethod.POST, "/v1/chat/completions", chat("x", false), h)
+                .status())
+        .isEqualTo(200);
+    SpanData root = StreamingRelayTest.rootOf(awaitRoots(1));
+    assertThat(root.getParentSpanContext().isValid()).as("a new trace, no remote parent").isFalse();
+    assertThat(root.getTraceId()).isNotIn(TRACE_A, TRACE_B);
+    String up = upstreamHeaders.get(0).get("traceparent");
+    assertThat(up).startsWith("00-" + root.getTraceId() + "-");
+    // No valid traceparent: its tracestate is not carried on (W3C: tracestate needs a parent).
+    assertThat(upstreamHeaders.get(0).contains("tracestate")).isFalse();
+  }
+
+  @Test
+  void severalTracestateHeadersAreCombinedInOrderAndADuplicatedKeyDropsThem() throws Exception {
+    startProxy(config(startVllmBackend(upstreamHeaders), 2, null));
+    String parent = "00-" + TRACE_B + "-1234567890123456-01";
+    MultiMap combined =
+        MultiMap.caseInsensitiveMultiMap()
+            .add("traceparent", parent)
+            .add("tracestate", "foo=1,bar=2")
+            .add("tracestate", "")
+            .add("tracestate", "rojo=1,congo=2")
+            .add("tracestate", "baz=3");
+    MultiMap duplicated =
+        MultiMap.caseInsensitiveMultiMap()
+            .add("traceparent", parent)
+            .add("tracestate", "foo=1")
+            .add("tracestate", "foo=2");
+    for (MultiMap h : List.of(combined, duplicated)) {
+      assertThat(
+              call(io.vertx.core.http.HttpMethod.POST, "/v1/chat/completions", chat("x", false), h)
+                  .status())
+          .isEqualTo(200);
+    }
+    assertThat(upstreamHeaders.get(0).get("traceparent")).startsWith("00-" + TRACE_B + "-");
+    assertThat(upstreamHeaders.get(0).getAll("tracestate"))
+        .containsExactly("foo=1,bar=2,rojo=1,congo=2,baz=3");
+    assertThat(upstreamHeaders.get(1).get("traceparent")).startsWith("00-" + TRACE_B + "-");
+    assertThat(upstreamHeaders.get(1).contains("tracestate")).isFalse();
+    assertThat(SpanId.isValid(upstreamHeaders.get(1).get("traceparent").substring(36, 52)))
+        .isTrue();
   }
 }

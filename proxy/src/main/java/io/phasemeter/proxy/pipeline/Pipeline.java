@@ -11,13 +11,11 @@ import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
-import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
-import io.vertx.core.MultiMap;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpMethod;
@@ -41,27 +39,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class Pipeline {
   private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
-
-  /** The longest {@code tracestate} honoured; a longer one is dropped whole. */
-  static final int MAX_TRACESTATE = 512;
-
-  private static final TextMapGetter<MultiMap> GETTER =
-      new TextMapGetter<>() {
-        @Override
-        public Iterable<String> keys(MultiMap carrier) {
-          return carrier.names();
-        }
-
-        @Override
-        public String get(MultiMap carrier, String key) {
-          String value = carrier == null ? null : carrier.get(key);
-          // W3C asks vendors to pass on at least 512 characters of tracestate; more is the
-          // client's to send, not the proxy's to forward to every upstream (up to 16 KiB).
-          return value != null && value.length() > MAX_TRACESTATE && "tracestate".equals(key)
-              ? null
-              : value;
-        }
-      };
 
   private final NanoClock clock;
   private final Tracer tracer;
@@ -186,7 +163,7 @@ public final class Pipeline {
       return;
     }
     req.pause();
-    Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
+    Context parent = propagator.extract(Context.root(), req.headers(), TraceHeaders.GETTER);
     RequestContext ctx =
         new RequestContext(
             clock,
