@@ -1,22 +1,30 @@
 package io.phasemeter.proxy;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.tuple;
 
 import io.opentelemetry.api.trace.SpanId;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.phasemeter.proxy.HostileInputTest.Raw;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.gateway.HashKeyMain;
 import io.vertx.core.MultiMap;
 import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpMethod;
 import io.vertx.core.json.JsonObject;
 import io.vertx.core.net.NetServer;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.GZIPOutputStream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Where the proxy's behaviour must agree with its errors table and with the standards it speaks
@@ -26,6 +34,8 @@ import org.junit.jupiter.api.Test;
  * {@code docs/reliability.md}, round 2.
  */
 class WireConformanceTest extends ProxyTestBase {
+
+  @TempDir Path dir;
 
   /** Headers of each upstream request, in arrival order. */
   private final List<MultiMap> upstreamHeaders = new CopyOnWriteArrayList<>();
@@ -82,8 +92,7 @@ class WireConformanceTest extends ProxyTestBase {
     }
     assertThat(awaitFinished(3))
         .extracting(Finished::outcome, Finished::errorType)
-        .containsOnly(
-            org.assertj.core.groups.Tuple.tuple("upstream_error", "upstream_malformed_response"));
+        .containsOnly(tuple("upstream_error", "upstream_malformed_response"));
   }
 
   /**
@@ -210,7 +219,7 @@ class WireConformanceTest extends ProxyTestBase {
     }
     assertThat(awaitFinished(2 * BAD_CHUNKS.size()))
         .extracting(Finished::outcome, Finished::errorType)
-        .containsOnly(org.assertj.core.groups.Tuple.tuple("client_error", "invalid_request"));
+        .containsOnly(tuple("client_error", "invalid_request"));
     assertIdle();
   }
 
@@ -237,7 +246,7 @@ class WireConformanceTest extends ProxyTestBase {
     String got;
     try (Raw raw = new Raw(proxy.port())) {
       for (int i = 0; i < bytes.length; i += 3) {
-        raw.send(java.util.Arrays.copyOfRange(bytes, i, Math.min(bytes.length, i + 3)));
+        raw.send(Arrays.copyOfRange(bytes, i, Math.min(bytes.length, i + 3)));
       }
       got = raw.readUntil(s -> s.contains("chatcmpl"), Duration.ofSeconds(10));
     }
@@ -265,9 +274,7 @@ class WireConformanceTest extends ProxyTestBase {
             .add("traceparent", "00-" + TRACE_A + "-1234567890123456-01")
             .add("traceparent", "00-" + TRACE_B + "-1234567890123456-01")
             .add("tracestate", "foo=1");
-    assertThat(
-            call(io.vertx.core.http.HttpMethod.POST, "/v1/chat/completions", chat("x", false), h)
-                .status())
+    assertThat(call(HttpMethod.POST, "/v1/chat/completions", chat("x", false), h).status())
         .isEqualTo(200);
     SpanData root = StreamingRelayTest.rootOf(awaitRoots(1));
     assertThat(root.getParentSpanContext().isValid()).as("a new trace, no remote parent").isFalse();
@@ -295,9 +302,7 @@ class WireConformanceTest extends ProxyTestBase {
             .add("tracestate", "foo=1")
             .add("tracestate", "foo=2");
     for (MultiMap h : List.of(combined, duplicated)) {
-      assertThat(
-              call(io.vertx.core.http.HttpMethod.POST, "/v1/chat/completions", chat("x", false), h)
-                  .status())
+      assertThat(call(HttpMethod.POST, "/v1/chat/completions", chat("x", false), h).status())
           .isEqualTo(200);
     }
     assertThat(upstreamHeaders.get(0).get("traceparent")).startsWith("00-" + TRACE_B + "-");
@@ -307,5 +312,41 @@ class WireConformanceTest extends ProxyTestBase {
     assertThat(upstreamHeaders.get(1).contains("tracestate")).isFalse();
     assertThat(SpanId.isValid(upstreamHeaders.get(1).get("traceparent").substring(36, 52)))
         .isTrue();
+  }
+
+  // ---- x-priority -----------------------------------------------------------------------------
+
+  @Test
+  void aDuplicatedPriorityHeaderGoesUpstreamOnceAsTheProxyUsedIt() throws Exception {
+    startProxy(config(startVllmBackend(upstreamHeaders), 2, null));
+    MultiMap h =
+        MultiMap.caseInsensitiveMultiMap().add("x-priority", "low").add("x-priority", "high");
+    assertThat(call(HttpMethod.POST, "/v1/chat/completions", chat("x", false), h).status())
+        .isEqualTo(200);
+    Finished f = awaitFinished(1).get(0);
+    assertThat(new JsonObject(proxy.records().get(f.traceId())).getString("priority"))
+        .isEqualTo("low");
+    assertThat(upstreamHeaders.get(0).getAll("x-priority")).containsExactly("low");
+    assertIdle();
+    proxy.close().await(5, TimeUnit.SECONDS);
+
+    // A key held at normal asks for high: the next hop hears normal, as the queue did.
+    Path keys = dir.resolve("keys.yaml");
+    Files.writeString(
+        keys,
+        "keys:\n  - {name: capped, sha256: \""
+            + HashKeyMain.hash("sk-capped")
+            + "\", priority: normal, allow_priority_header: false}\n...\n");
+    startProxy(
+        config(startVllmBackend(upstreamHeaders), 2, null)
+            .withAuth(new ProxyConfig.Auth(true, keys.toString())));
+    h =
+        MultiMap.caseInsensitiveMultiMap()
+            .add("authorization", "Bearer sk-capped")
+            .add("x-priority", "high");
+    assertThat(call(HttpMethod.POST, "/v1/chat/completions", chat("x", false), h).status())
+        .isEqualTo(200);
+    assertThat(upstreamHeaders.get(1).getAll("x-priority")).containsExactly("normal");
+    assertIdle();
   }
 }

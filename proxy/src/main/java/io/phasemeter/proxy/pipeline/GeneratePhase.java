@@ -283,10 +283,16 @@ final class GeneratePhase {
                   String name = h.getKey().toLowerCase(Locale.ROOT);
                   if (!hopByHop.contains(name)
                       && !named.contains(name)
+                      && !AuthPhase.PRIORITY_HEADER.equals(name)
                       && !(!trusted && ForwardedHeaders.CLAIMS.contains(name))
                       && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
                     headers.add(h.getKey(), h.getValue());
                   }
+                }
+                if (ctx.request().headers().contains(AuthPhase.PRIORITY_HEADER)) {
+                  // Once, as the proxy applied it (the first header, capped at what the key may
+                  // use): a repeated header is never passed on for the next hop to read its own.
+                  headers.set(AuthPhase.PRIORITY_HEADER, ctx.priority().label());
                 }
                 if (!pool.config().external()) {
                   // A third party learns nothing of the client's address or this host's name.
