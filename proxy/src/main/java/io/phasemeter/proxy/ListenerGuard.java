@@ -88,15 +88,15 @@ public final class ListenerGuard {
   }
 
   /**
-   * A connection opened: past the maximum it is closed at once; otherwise its first request head
-   * must arrive in time.
+   * A connection opened: past the maximum it is closed at once and false is returned; otherwise its
+   * first request head must arrive in time.
    */
-  public void opened(HttpConnection connection) {
+  public boolean opened(HttpConnection connection) {
     if (open.incrementAndGet() > maxConnections) {
       open.decrementAndGet();
       refused.increment();
       Connections.forceClose(connection);
-      return;
+      return false;
     }
     connection.closeHandler(
         v -> {
@@ -105,6 +105,7 @@ public final class ListenerGuard {
           closing.remove(connection);
         });
     arm(connection);
+    return true;
   }
 
   /**

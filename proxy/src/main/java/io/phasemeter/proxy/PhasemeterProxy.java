@@ -326,7 +326,12 @@ public final class PhasemeterProxy {
               .setHttp2ClearTextEnabled(false);
       return vertx
           .createHttpServer(options)
-          .connectionHandler(guard::opened)
+          .connectionHandler(
+              connection -> {
+                if (guard.opened(connection)) {
+                  io.phasemeter.proxy.pipeline.BodyFraming.install(connection, options);
+                }
+              })
           .invalidRequestHandler(pipeline::handleInvalid)
           .requestHandler(
               req -> {

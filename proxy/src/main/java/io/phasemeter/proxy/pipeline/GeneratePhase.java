@@ -172,6 +172,8 @@ final class GeneratePhase {
     // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
     private String upstreamErrorType;
     private SseParser parser;
+    // The relayed stream's first byte was seen to open an event stream.
+    private boolean opened;
     // A streamed pass-through took the first of the client's body bytes: it cannot be sent again.
     private boolean bodyTaken;
     private boolean uploadEnded;
@@ -202,11 +204,14 @@ final class GeneratePhase {
       ctx.onCancel(
           () ->
               fail(
-                  ctx.cancelledByShutdown()
-                      ? ProxyFailure.of(
-                          ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
-                      : ProxyFailure.of(
-                          ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
+                  ctx.bodyFailure() != null
+                      ? ctx.bodyFailure()
+                      : ctx.cancelledByShutdown()
+                          ? ProxyFailure.of(
+                              ProxyFailure.Kind.SHUTTING_DOWN,
+                              "The proxy cancelled it at shutdown.")
+                          : ProxyFailure.of(
+                              ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
       firstTokenTimer =
           vertx.setTimer(
               firstTokenMs,
@@ -278,10 +283,16 @@ final class GeneratePhase {
                   String name = h.getKey().toLowerCase(Locale.ROOT);
                   if (!hopByHop.contains(name)
                       && !named.contains(name)
+                      && !AuthPhase.PRIORITY_HEADER.equals(name)
                       && !(!trusted && ForwardedHeaders.CLAIMS.contains(name))
                       && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
                     headers.add(h.getKey(), h.getValue());
                   }
+                }
+                if (ctx.request().headers().contains(AuthPhase.PRIORITY_HEADER)) {
+                  // Once, as the proxy applied it (the first header, capped at what the key may
+                  // use): a repeated header is never passed on for the next hop to read its own.
+                  headers.set(AuthPhase.PRIORITY_HEADER, ctx.priority().label());
                 }
                 if (!pool.config().external()) {
                   // A third party learns nothing of the client's address or this host's name.
@@ -295,6 +306,10 @@ final class GeneratePhase {
                 }
                 if (!raw) {
                   headers.set("content-type", "application/json");
+                  // The proxy reads what comes back: it asks for it plain (RFC 9110 §12.5.3; with
+                  // no Accept-Encoding any coding would be acceptable), so a coded answer is the
+                  // upstream's fault and is refused as malformed (see onResponse).
+                  headers.set("accept-encoding", "identity");
                 }
                 propagator.inject(Context.root().with(span), headers, SETTER);
                 (streamsBody() ? sendStreamed(request) : request.send(ctx.upstreamBody()))
@@ -538,6 +553,14 @@ final class GeneratePhase {
             .onFailure(t -> fail(ErrorResponder.classify(t)));
         return;
       }
+      if (!plainCoding(resp)) {
+        fail(
+            ProxyFailure.of(
+                ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                "The upstream answered with a Content-Encoding; the proxy asked for identity and"
+                    + " reads only plain bodies."));
+        return;
+      }
       String type = resp.getHeader("content-type");
       if (ctx.streaming()) {
         if (type == null || !type.toLowerCase(Locale.ROOT).startsWith("text/event-stream")) {
@@ -625,6 +648,17 @@ final class GeneratePhase {
               return;
             }
             lastActivity = ctx.now();
+            if (!opened && chunk.length() > 0) {
+              if (!SseParser.opensEventStream(chunk.getByte(0))) {
+                // Checked before a byte reaches the client, so the answer is still a clean 502.
+                fail(
+                    ProxyFailure.of(
+                        ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                        "The upstream's text/event-stream body is not an event stream."));
+                return;
+              }
+              opened = true;
+            }
             try {
               parser.feed(chunk, eventSink);
             } catch (RuntimeException e) {
@@ -649,12 +683,20 @@ final class GeneratePhase {
             }
             boolean responses = ctx.route().api() == ApiRoute.Api.RESPONSES;
             if (parser.hasPending() || !(responses ? sawTerminal : sawDone)) {
+              String end = responses ? "its response.completed event." : "[DONE].";
+              // How the body ended says what happened. One that ended by its own framing (the
+              // last chunk, or its Content-Length reached) is a whole response the upstream chose
+              // to end: not a whole stream, so malformed. One without framing ends only when its
+              // connection closes, which may have been a cut. (A connection lost mid-framing is
+              // the exception handler's: disconnected.)
               fail(
-                  ProxyFailure.of(
-                      ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
-                      responses
-                          ? "The upstream stream ended before its response.completed event."
-                          : "The upstream stream ended before [DONE]."));
+                  framed(resp)
+                      ? ProxyFailure.of(
+                          ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                          "The upstream ended its response before " + end)
+                      : ProxyFailure.of(
+                          ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
+                          "The upstream closed the connection before " + end));
               return;
             }
             complete(ctx.now());
@@ -960,6 +1002,22 @@ final class GeneratePhase {
       // Ended by the pipeline as this fails: a failure is the end of generation.
       done.tryFail(failure);
     }
+  }
+
+  /** Whether {@code resp}'s body is sent as it is, without a content coding. */
+  static boolean plainCoding(HttpClientResponse resp) {
+    String coding = resp.getHeader("content-encoding");
+    return coding == null || coding.isBlank() || "identity".equalsIgnoreCase(coding.trim());
+  }
+
+  /**
+   * Whether {@code resp}'s body has an end of its own (chunked, or a Content-Length) rather than
+   * ending when its connection closes.
+   */
+  static boolean framed(HttpClientResponse resp) {
+    String te = resp.getHeader("transfer-encoding");
+    return resp.getHeader("content-length") != null
+        || (te != null && te.toLowerCase(Locale.ROOT).contains("chunked"));
   }
 
   /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */

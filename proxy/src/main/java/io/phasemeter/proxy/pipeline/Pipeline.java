@@ -11,13 +11,11 @@ import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
-import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.context.propagation.TextMapPropagator;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
-import io.vertx.core.MultiMap;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpMethod;
@@ -41,27 +39,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class Pipeline {
   private static final Logger LOG = LoggerFactory.getLogger(Pipeline.class);
-
-  /** The longest {@code tracestate} honoured; a longer one is dropped whole. */
-  static final int MAX_TRACESTATE = 512;
-
-  private static final TextMapGetter<MultiMap> GETTER =
-      new TextMapGetter<>() {
-        @Override
-        public Iterable<String> keys(MultiMap carrier) {
-          return carrier.names();
-        }
-
-        @Override
-        public String get(MultiMap carrier, String key) {
-          String value = carrier == null ? null : carrier.get(key);
-          // W3C asks vendors to pass on at least 512 characters of tracestate; more is the
-          // client's to send, not the proxy's to forward to every upstream (up to 16 KiB).
-          return value != null && value.length() > MAX_TRACESTATE && "tracestate".equals(key)
-              ? null
-              : value;
-        }
-      };
 
   private final NanoClock clock;
   private final Tracer tracer;
@@ -186,7 +163,7 @@ public final class Pipeline {
       return;
     }
     req.pause();
-    Context parent = propagator.extract(Context.root(), req.headers(), GETTER);
+    Context parent = propagator.extract(Context.root(), req.headers(), TraceHeaders.GETTER);
     RequestContext ctx =
         new RequestContext(
             clock,
@@ -203,16 +180,32 @@ public final class Pipeline {
     unrouted.incrementAndGet();
     live.add(ctx);
     req.response().closeHandler(v -> ctx.cancel());
+    if (!framings.isEmpty()) {
+      // A chunked body can break its framing mid-body: the request answers it (400), as it would
+      // a bad head, rather than the connection just closing.
+      BodyFraming.watch(
+          req.connection(),
+          cause ->
+              ctx.runOnContext(
+                  () ->
+                      ctx.bodyFailed(
+                          ProxyFailure.of(
+                              ProxyFailure.Kind.INVALID_REQUEST,
+                              "The request body's chunked framing is not valid HTTP."))));
+    }
     Future<Void> authorised =
         timed(ctx, Phase.AUTH, start, span -> auth.check(ctx, span))
             .compose(
                 v ->
-                    // Auth may wait for a shared limiter: a client gone meanwhile goes no further.
-                    ctx.isCancelled()
-                        ? Future.failedFuture(
-                            ProxyFailure.of(
-                                ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."))
-                        : Future.succeededFuture());
+                    // Auth may wait for a shared limiter: a client gone meanwhile, or a body that
+                    // broke meanwhile, goes no further.
+                    ctx.bodyFailure() != null
+                        ? Future.failedFuture(ctx.bodyFailure())
+                        : ctx.isCancelled()
+                            ? Future.failedFuture(
+                                ProxyFailure.of(
+                                    ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."))
+                            : Future.succeededFuture());
     // A streamed pass-through's body goes to the upstream as it arrives, during generation: it has
     // no receive phase of its own, and prepare only checks its head.
     Future<Void> prepared =
@@ -227,6 +220,9 @@ public final class Pipeline {
             pool -> {
               unrouted.decrementAndGet();
               inFlightByPool.get(pool.config().name()).incrementAndGet();
+              if (ctx.bodyFailure() != null) {
+                return Future.failedFuture(ctx.bodyFailure());
+              }
               if (ctx.isCancelled()) {
                 return Future.failedFuture(
                     ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away."));

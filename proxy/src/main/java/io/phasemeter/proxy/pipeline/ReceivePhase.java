@@ -100,7 +100,10 @@ final class ReceivePhase {
     ctx.onCancel(
         () ->
             done.tryFail(
-                ProxyFailure.of(ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
+                ctx.bodyFailure() != null
+                    ? ctx.bodyFailure()
+                    : ProxyFailure.of(
+                        ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
     req.resume();
     return done.future();
   }

@@ -107,6 +107,8 @@ public final class RequestContext {
   private final io.vertx.core.Context vertxContext = io.vertx.core.Vertx.currentContext();
   private Runnable cancelAction;
   private boolean cancelled;
+  // Non-null once the body broke its framing mid-body: the request fails with it.
+  private ProxyFailure bodyFailure;
   private boolean finished;
   private long rootEnd = -1;
 
@@ -306,7 +308,7 @@ public final class RequestContext {
    * once.
    */
   void onCancel(Runnable action) {
-    if (cancelled && !finished && action != null) {
+    if ((cancelled || bodyFailure != null) && !finished && action != null) {
       action.run();
       return;
     }
@@ -324,6 +326,35 @@ public final class RequestContext {
     if (action != null) {
       action.run();
     }
+  }
+
+  /**
+   * The request's body broke its framing mid-body ({@link BodyFraming}): the request fails with
+   * {@code failure} whatever phase it is in, through the same hook that a client going away runs
+   * (it leaves the queue, resets the upstream request). A request already over has its connection
+   * closed, since nothing more can be read from it.
+   */
+  void bodyFailed(ProxyFailure failure) {
+    if (finished || cancelled) {
+      if (finished) {
+        Connections.forceClose(request.connection());
+      }
+      return;
+    }
+    if (bodyFailure != null) {
+      return;
+    }
+    bodyFailure = failure;
+    Runnable action = cancelAction;
+    cancelAction = null;
+    if (action != null) {
+      action.run();
+    }
+  }
+
+  /** Why the body could not be read, or null. */
+  ProxyFailure bodyFailure() {
+    return bodyFailure;
   }
 
   /** Runs {@code action} on the request's event loop (where all its state lives). */

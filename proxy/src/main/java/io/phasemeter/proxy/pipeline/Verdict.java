@@ -29,10 +29,11 @@ record Verdict(Outcome outcome, String errorType, Answer answer, ProxyFailure fa
 
   /**
    * The verdict on {@code ctx}, which failed with {@code failure} or, when it is null, ran to its
-   * end. A failure decides by its kind, except that a client that went away (or stopped reading) is
-   * a cancellation whatever failed; otherwise what the upstream answered decides: an error it
-   * reported in a 200 fails the request, a 4xx it passed through is the client's error, and a
-   * pass-through's relayed status says which of the two it was.
+   * end. A failure decides by its kind, except that a body that broke its framing is that failure
+   * whatever phase it stopped, and a client that went away (or stopped reading) is a cancellation
+   * whatever failed; otherwise what the upstream answered decides: an error it reported in a 200
+   * fails the request, a 4xx it passed through is the client's error, and a pass-through's relayed
+   * status says which of the two it was.
    */
   static Verdict of(RequestContext ctx, Throwable failure) {
     if (failure == null) {
@@ -58,7 +59,9 @@ record Verdict(Outcome outcome, String errorType, Answer answer, ProxyFailure fa
       }
       return SUCCESS;
     }
-    ProxyFailure f = ErrorResponder.classify(failure);
+    // The phase the body's failure stopped failed its own way (a queue left, an upload cut).
+    ProxyFailure f =
+        ctx.bodyFailure() != null ? ctx.bodyFailure() : ErrorResponder.classify(failure);
     boolean closed = ctx.response().closed();
     if (f.kind() == ProxyFailure.Kind.CLIENT_STALLED && !closed) {
       return new Verdict(Outcome.CANCELLED, f.kind().code(), Answer.CLOSE, f);

@@ -146,6 +146,20 @@ public final class SseParser {
   }
 
   /**
+   * Whether a body whose first byte is {@code first} can be an OpenAI-style event stream: one that
+   * opens with a field the stream uses ({@code data}, {@code event}, {@code id}, {@code retry}), a
+   * comment ({@code :}), a blank line, or a UTF-8 byte order mark. The grammar alone would take any
+   * text (an unknown field is ignored), so without this a JSON object, an HTML page or compressed
+   * bytes under {@code text/event-stream} would be read as a stream of no events.
+   */
+  public static boolean opensEventStream(byte first) {
+    return switch (first) {
+      case 'd', 'e', 'i', 'r', ':', CR, LF, (byte) 0xEF -> true;
+      default -> false;
+    };
+  }
+
+  /**
    * Bytes received but not yet part of a complete event, such as the start of an event cut off by
    * the end of the stream. A copy; forward it to keep the relayed stream byte-exact.
    */

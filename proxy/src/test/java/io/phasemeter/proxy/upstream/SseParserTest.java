@@ -104,6 +104,17 @@ class SseParserTest {
   }
 
   @Test
+  void whatCanOpenAnEventStream() {
+    for (String opens :
+        List.of("data: x", "event: e", "id: 1", "retry: 5", ": ping", "\n", "\r\n", "\uFEFFdata")) {
+      assertThat(SseParser.opensEventStream(opens.getBytes(UTF_8)[0])).as(opens).isTrue();
+    }
+    for (String not : List.of("{\"id\":1}", "[1]", "<html>", " data: x", "\u001f\u008b")) {
+      assertThat(SseParser.opensEventStream(not.getBytes(UTF_8)[0])).as(not).isFalse();
+    }
+  }
+
+  @Test
   void vllmStreamOneByteAtATime() {
     List<Buffer> chunks = new ArrayList<>();
     for (byte b : VLLM_STREAM) {
