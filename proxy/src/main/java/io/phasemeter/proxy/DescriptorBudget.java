@@ -23,6 +23,9 @@ record DescriptorBudget(long limit, int publicMax, int adminMax, int upstreamMax
   /** Descriptors kept for the process beyond what it holds at start. */
   static final int MARGIN = 64;
 
+  /** Connections the health-check client may hold to one upstream. */
+  static final int HEALTH_CHECK_CONNECTIONS = 2;
+
   /** The public bound where the limit is unknown. */
   static final int UNKNOWN_LIMIT_PUBLIC_MAX = 65_536;
 
@@ -43,8 +46,12 @@ record DescriptorBudget(long limit, int publicMax, int adminMax, int upstreamMax
     int adminMax = config.admin().maxConnections();
     long upstream = 0;
     for (ProxyConfig.Pool p : config.pools()) {
-      upstream +=
-          (long) p.upstreams().size() * (p.slottedConnections() + p.connections().unslotted());
+      // Health checks have a client of their own: two connections an upstream at most.
+      int perUpstream =
+          p.slottedConnections()
+              + p.connections().unslotted()
+              + (p.activeHealthChecks() ? HEALTH_CHECK_CONNECTIONS : 0);
+      upstream += (long) p.upstreams().size() * perUpstream;
     }
     int upstreamMax = (int) Math.min(Integer.MAX_VALUE, upstream);
     long inUse = Math.max(0, open) + MARGIN;

@@ -115,35 +115,56 @@ public final class ListenerGuard {
    * caller must drop it.
    */
   public boolean requestStarted(HttpServerRequest request) {
+    return requestStarted(request, true);
+  }
+
+  /**
+   * As {@link #requestStarted(HttpServerRequest)}, but without taking the response's head and end
+   * handlers when {@code hooks} is false: a response has one of each, and a caller that needs them
+   * (Vert.x Web's router takes the end handler for {@code addEndHandler}) calls {@link
+   * #headersEnded} and {@link #responseEnded} itself.
+   */
+  public boolean requestStarted(HttpServerRequest request, boolean hooks) {
     HttpConnection connection = request.connection();
     if (closing.contains(connection)) {
       connection.close();
       return false;
     }
     disarm(connection);
-    io.vertx.core.http.HttpServerResponse response = request.response();
     if (request.headers().contains("transfer-encoding")) {
       // Decided now, not when the answer is written: Vert.x hands a pipelined request to the
       // handler inside end(), before any end handler runs.
       closing.add(connection);
     }
-    // The head is written before the next pipelined request is dispatched: a close decided by the
-    // response (an error that closes) is seen in time too.
-    response.headersEndHandler(
-        v -> {
-          if ("close".equalsIgnoreCase(response.headers().get("connection"))) {
-            closing.add(connection);
-          }
-        });
-    response.endHandler(
-        v -> {
-          if (closing.contains(connection)) {
-            connection.close();
-          } else {
-            arm(connection);
-          }
-        });
+    if (hooks) {
+      request.response().headersEndHandler(v -> headersEnded(request));
+      request.response().endHandler(v -> responseEnded(request));
+    }
     return true;
+  }
+
+  /**
+   * The response's head is being written: a {@code Connection: close} in it closes the connection
+   * once the response ends. (The head is written before the next pipelined request is dispatched,
+   * so a close decided by the response is seen in time.)
+   */
+  public void headersEnded(HttpServerRequest request) {
+    if ("close".equalsIgnoreCase(request.response().headers().get("connection"))) {
+      closing.add(request.connection());
+    }
+  }
+
+  /**
+   * The response has ended: the connection closes if it was to, or waits for its next request head
+   * within the timeout.
+   */
+  public void responseEnded(HttpServerRequest request) {
+    HttpConnection connection = request.connection();
+    if (closing.contains(connection)) {
+      connection.close();
+    } else {
+      arm(connection);
+    }
   }
 
   private void arm(HttpConnection connection) {

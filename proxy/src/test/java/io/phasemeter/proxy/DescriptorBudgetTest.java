@@ -9,7 +9,8 @@ import org.junit.jupiter.api.Test;
 /** How the file descriptors are shared between the listeners, the upstreams and the process. */
 class DescriptorBudgetTest {
   private static ProxyConfig config(String extra) {
-    // One pool of 16 slots before two upstreams: 2 × ((16 + 8) + 32) = 112 upstream connections.
+    // One pool of 16 slots before two upstreams, health checks on: 2 × ((16 + 8) + 32 + 2) = 116
+    // upstream connections.
     return ConfigLoader.parse(
         "pools:\n"
             + "  - name: default\n"
@@ -23,14 +24,14 @@ class DescriptorBudgetTest {
   @Test
   void thePublicListenerGetsWhatTheOthersAndTheProcessLeave() {
     DescriptorBudget b = DescriptorBudget.of(config(""), 1024, 90);
-    assertThat(b.upstreamMax()).isEqualTo(112);
+    assertThat(b.upstreamMax()).isEqualTo(116);
     assertThat(b.adminMax()).isEqualTo(256);
     assertThat(b.inUse()).isEqualTo(90 + DescriptorBudget.MARGIN);
-    assertThat(b.publicMax()).isEqualTo(1024 - 154 - 256 - 112);
+    assertThat(b.publicMax()).isEqualTo(1024 - 154 - 256 - 116);
     assertThat(b.fits()).isTrue();
     assertThat(b.describe())
         .isEqualTo(
-            "connections: public at most 502, admin at most 256, upstreams at most 112, of a file"
+            "connections: public at most 498, admin at most 256, upstreams at most 116, of a file"
                 + " descriptor limit of 1024 (154 kept for the process)");
   }
 

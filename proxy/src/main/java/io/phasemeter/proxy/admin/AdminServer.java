@@ -71,7 +71,7 @@ public final class AdminServer {
       Vertx vertx, ProxyConfig.Admin config, Sources sources, ListenerGuard guard) {
     Router router = Router.router(vertx);
     long deadlineMs = Math.max(1, config.receiveTimeout().toMillis());
-    router.route().handler(rc -> deadline(vertx, rc, deadlineMs));
+    router.route().handler(rc -> guard(vertx, rc, guard, deadlineMs));
     byte[] token = config.token().isEmpty() ? new byte[0] : sha256(config.token());
     ExpositionFormats formats = ExpositionFormats.init();
     router
@@ -201,7 +201,8 @@ public final class AdminServer {
         .connectionHandler(guard::opened)
         .requestHandler(
             req -> {
-              if (guard.requestStarted(req)) {
+              // The router owns the response's end handler (addEndHandler): guard() forwards.
+              if (guard.requestStarted(req, false)) {
                 router.handle(req);
               }
             })
@@ -221,11 +222,13 @@ public final class AdminServer {
   }
 
   /**
-   * Bounds the time from a request's head to its answer: a body that trickles in, or a request that
+   * Tells {@code guard} when the response's head is written and when it has ended (so that a {@code
+   * Connection: close} answer closes, and an idle kept-alive connection is timed again), and bounds
+   * the time from a request's head to its answer: a body that trickles in, or a request that
    * otherwise never completes, is answered 408 (if nothing was written yet) and its connection
-   * closed. The record feed cancels it once it streams.
+   * closed. The record feed cancels the deadline once it streams.
    */
-  private static void deadline(Vertx vertx, RoutingContext rc, long ms) {
+  private static void guard(Vertx vertx, RoutingContext rc, ListenerGuard guard, long ms) {
     HttpServerResponse resp = rc.response();
     long timer =
         vertx.setTimer(
@@ -236,12 +239,19 @@ public final class AdminServer {
               }
               if (!resp.headWritten()) {
                 resp.putHeader("connection", "close");
-                error(resp, 408, "The request did not arrive within admin.receive_timeout.");
+                error(resp, 408, "The request was not complete within admin.receive_timeout.");
               }
               Connections.forceClose(rc.request().connection());
             });
     rc.put(DEADLINE, timer);
-    rc.addEndHandler(v -> vertx.cancelTimer(timer));
+    rc.addHeadersEndHandler(v -> guard.headersEnded(rc.request()));
+    rc.addEndHandler(
+        ar -> {
+          vertx.cancelTimer(timer);
+          if (ar.succeeded()) {
+            guard.responseEnded(rc.request());
+          }
+        });
     rc.next();
   }
 

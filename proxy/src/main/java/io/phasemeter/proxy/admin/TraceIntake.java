@@ -7,6 +7,7 @@ import io.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.engine.OtlpTraceDecoder;
+import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.ext.web.RoutingContext;
@@ -17,7 +18,9 @@ import java.io.InputStream;
 import java.util.EnumMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.ZipException;
 
@@ -39,9 +42,10 @@ final class TraceIntake {
 
   /**
    * Exports received and decoded at once; more get 503 with {@code Retry-After}, which OTLP
-   * exporters retry with back-off. A body is held whole while it is decoded, so this bounds the
-   * heap the intake can take to a few times {@code max_body_bytes}, whatever the number of
-   * connections. One engine sends one batch at a time.
+   * exporters retry with back-off. A place is held from the head until the decode is done, even if
+   * the client leaves, and a body is held at most twice while it is decoded (as received and as
+   * copied for the worker), so the intake takes at most 8 × {@code max_body_bytes} of heap,
+   * whatever the number of connections. One engine sends one batch at a time.
    */
   static final int MAX_RECEIVING = 4;
 
@@ -63,7 +67,6 @@ final class TraceIntake {
     MALFORMED
   }
 
-  private final Vertx vertx;
   private final EngineSpans engine;
   private final ProxyConfig.EngineSpans config;
   private final Map<Result, Counter> exports = new EnumMap<>(Result.class);
@@ -71,10 +74,37 @@ final class TraceIntake {
   private final AtomicBoolean warnedDisabled = new AtomicBoolean();
   private final java.util.concurrent.atomic.AtomicInteger receiving =
       new java.util.concurrent.atomic.AtomicInteger();
+  private final Function<Callable<OtlpTraceDecoder.Decoded>, Future<OtlpTraceDecoder.Decoded>>
+      decoder;
+
+  /** The routing context's key for the request's place among {@link #MAX_RECEIVING}. */
+  private static final String SLOT = "phasemeter.trace-intake-slot";
+
+  /** One request's place among those being received and decoded; given back once. */
+  private final class Slot {
+    private final AtomicBoolean held = new AtomicBoolean(true);
+    // Event loop only: set when the decode is handed to a worker.
+    private boolean decoding;
+
+    void release() {
+      if (held.compareAndSet(true, false)) {
+        receiving.decrementAndGet();
+      }
+    }
+  }
 
   TraceIntake(
       Vertx vertx, EngineSpans engine, ProxyConfig.EngineSpans config, MeterRegistry registry) {
-    this.vertx = vertx;
+    this(engine, config, registry, vertx::executeBlocking);
+  }
+
+  /** As above, decoding with {@code decoder} (tests hold decodes open with it). */
+  TraceIntake(
+      EngineSpans engine,
+      ProxyConfig.EngineSpans config,
+      MeterRegistry registry,
+      Function<Callable<OtlpTraceDecoder.Decoded>, Future<OtlpTraceDecoder.Decoded>> decoder) {
+    this.decoder = decoder;
     this.engine = engine;
     this.config = config;
     for (Result r : Result.values()) {
@@ -152,18 +182,36 @@ final class TraceIntake {
           "Already receiving " + MAX_RECEIVING + " trace exports; retry shortly.");
       return false;
     }
-    rc.addEndHandler(v -> receiving.decrementAndGet());
+    Slot slot = new Slot();
+    rc.put(SLOT, slot);
+    // A request that ends before its decode starts gives its place back then; one being decoded,
+    // only when the decode is done, so that a client cannot leave to queue more decodes.
+    rc.addEndHandler(
+        v -> {
+          if (!slot.decoding) {
+            slot.release();
+          }
+        });
     return true;
   }
 
   /** The body was read whole (within {@code max_body_bytes}): decode it off the event loop. */
   void handle(RoutingContext rc) {
-    byte[] body = rc.body().buffer().getBytes();
+    Slot slot = rc.get(SLOT);
+    if (rc.response().ended() || rc.response().closed()) {
+      slot.release();
+      return;
+    }
+    // An empty body is an empty export (OTLP allows it): Vert.x Web gives no buffer for it.
+    Buffer received = rc.body().buffer();
+    byte[] body = received == null ? new byte[0] : received.getBytes();
+    slot.decoding = true;
     boolean gzip = "gzip".equals(encoding(rc));
-    vertx
-        .executeBlocking(() -> decode(body, gzip))
+    decoder
+        .apply(() -> decode(body, gzip))
         .onComplete(
             ar -> {
+              slot.release();
               if (rc.response().ended() || rc.response().closed()) {
                 return;
               }
