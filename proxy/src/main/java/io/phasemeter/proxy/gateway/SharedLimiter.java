@@ -17,6 +17,7 @@ import io.vertx.redis.client.RedisOptions;
 import io.vertx.redis.client.RedisRole;
 import io.vertx.redis.client.Request;
 import io.vertx.redis.client.Response;
+import io.vertx.redis.client.ResponseType;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -46,6 +47,12 @@ import org.slf4j.LoggerFactory;
  * that way without asking, then Redis is tried again. Each such decision is counted ({@code
  * llm_shared_limits_fallbacks_total}); the outage is logged once when it starts and once when it
  * ends. Every round trip is timed ({@code llm_shared_limits_duration_seconds}).
+ *
+ * <p>What Redis answers is not believed blindly (redis:// is cleartext, and whoever answers on the
+ * endpoint is "Redis"): each connection reads replies through a {@link RedisReplyLimit}, which
+ * refuses one larger than {@value RedisReplyLimit#MAX_REPLY_BYTES} bytes or malformed before it is
+ * held, and an answer that is not the script's six integers in their ranges is refused here; either
+ * is decided locally like an error and counted as {@code bad_reply}.
  */
 public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(SharedLimiter.class);
@@ -94,6 +101,7 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
   private Counter fallbackTimeout;
   private Counter fallbackError;
   private Counter fallbackUnavailable;
+  private Counter fallbackBadReply;
 
   /** A limiter on the Redis of {@code config}, with {@code fallback} for when it cannot answer. */
   public SharedLimiter(
@@ -134,7 +142,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       }
       options.setPassword(password);
     }
-    this.redis = Redis.createClient(vertx, options);
+    // Every connection reads Redis's replies through a RedisReplyLimit: the client itself would
+    // hold a reply of any size whole.
+    this.redis = Redis.createClient(ReplyLimitedVertx.of(vertx), options);
   }
 
   /**
@@ -217,8 +227,11 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
                 answered(op, start);
                 decided.tryComplete(d);
               } else if (ar.succeeded()) {
-                failed(op, start, 2, "answered in an unexpected shape");
-                completeLocal(decided, key, what, n, fallbackError);
+                failed(op, start, 2, "answered in a shape the script never returns");
+                completeLocal(decided, key, what, n, fallbackBadReply);
+              } else if (ar.cause() instanceof RedisReplyLimit.Refused) {
+                failed(op, start, 2, ar.cause().getMessage());
+                completeLocal(decided, key, what, n, fallbackBadReply);
               } else {
                 failed(op, start, 2, ar.cause().getMessage());
                 completeLocal(decided, key, what, n, fallbackError);
@@ -331,22 +344,53 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     }
   }
 
-  /** The script's answer as a decision, or null when it is not the six integers it returns. */
-  private Decision parse(ApiKey key, String what, Response r) {
-    try {
-      return decision(key, what, r);
-    } catch (RuntimeException e) {
+  /**
+   * The script's answer as a decision, or null when it is not what the script returns: an array of
+   * six integers, allowed 0 or 1, the wait and the resets within the buckets' idle expiry (the
+   * longest refill, from minus one capacity to full, is two minutes; the expiry adds a minute,
+   * which covers the script's rounding), each remaining count -1 (unlimited) or within its limit.
+   * Redis answering anything else is not believed: the decision is made locally.
+   */
+  private static Decision parse(ApiKey key, String what, Response r) {
+    if (r == null || r.type() != ResponseType.MULTI || r.size() != 6) {
       return null;
     }
+    long[] v = new long[6];
+    for (int i = 0; i < 6; i++) {
+      Response e = r.get(i);
+      if (e == null || e.type() != ResponseType.NUMBER) {
+        return null;
+      }
+      try {
+        v[i] = e.toLong();
+      } catch (RuntimeException notALong) {
+        return null;
+      }
+    }
+    if ((v[0] != 0 && v[0] != 1)
+        || !withinRefill(v[1])
+        || !remainingWithin(v[2], key.rpm())
+        || !withinRefill(v[3])
+        || !remainingWithin(v[4], key.tpm())
+        || !withinRefill(v[5])) {
+      return null;
+    }
+    return decision(key, what, v);
   }
 
-  private Decision decision(ApiKey key, String what, Response r) {
-    boolean allowed = r.get(0).toLong() == 1;
-    long waitMicros = r.get(1).toLong();
+  private static boolean withinRefill(long micros) {
+    return micros >= -1 && micros <= IDLE_EXPIRY.toNanos() / 1000;
+  }
+
+  private static boolean remainingWithin(long remaining, long limit) {
+    return remaining >= -1 && remaining <= Math.max(0, limit);
+  }
+
+  private static Decision decision(ApiKey key, String what, long[] v) {
+    boolean allowed = v[0] == 1;
+    long waitMicros = Math.max(0, v[1]);
     RateLimitHeaders headers =
-        new RateLimitHeaders(
-            window(key.rpm(), r.get(2).toLong(), r.get(3).toLong()),
-            window(key.tpm(), r.get(4).toLong(), r.get(5).toLong()));
+        new RateLimitHeaders(window(key.rpm(), v[2], v[3]), window(key.tpm(), v[4], v[5]));
     Decision.Refusal refusal =
         allowed
             ? Decision.Refusal.NONE
@@ -364,7 +408,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       return RateLimitHeaders.Window.UNLIMITED;
     }
     return new RateLimitHeaders.Window(
-        limit, remaining, Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(resetMicros)));
+        limit,
+        remaining,
+        Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(Math.max(0, resetMicros))));
   }
 
   /** {@code key} with this replica's share of its limits: the limit ÷ replicas_hint, rounded up. */
@@ -412,7 +458,8 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       LOG.warn(
           "shared limits: Redis ({}) {}; deciding with {} until it answers again",
           where,
-          why,
+          // An error's text is Redis's (or whoever answers there): a line of it is enough.
+          why == null || why.length() <= 200 ? why : why.substring(0, 200) + "...",
           config.failClosed()
               ? "refusals (fail_closed)"
               : "this replica's own buckets (the limits ÷ " + config.replicasHint() + ")");
@@ -460,6 +507,7 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     fallbackTimeout = fallbacks(registry, "timeout");
     fallbackError = fallbacks(registry, "error");
     fallbackUnavailable = fallbacks(registry, "unavailable");
+    fallbackBadReply = fallbacks(registry, "bad_reply");
     Gauge.builder("llm.shared_limits.up", up, u -> u.get() ? 1 : 0)
         .description("1 when the shared limits' Redis answered the last round trip, else 0")
         .register(registry);
@@ -469,7 +517,8 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     return Counter.builder("llm.shared_limits.fallbacks")
         .description(
             "Decisions made without the shared limits' Redis (timeout: it did not answer in"
-                + " time; error: it failed; unavailable: within a second of either)")
+                + " time; error: it failed; bad_reply: its reply was refused, too large or not"
+                + " the script's six integers; unavailable: within a second of any of these)")
         .tag("reason", reason)
         .register(registry);
   }
