@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.gateway;
 
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -46,7 +48,10 @@ import org.slf4j.LoggerFactory;
  * replicas_hint}, or by a refusal ({@code fail_closed}); for the next second every decision is made
  * that way without asking, then Redis is tried again. Each such decision is counted ({@code
  * llm_shared_limits_fallbacks_total}); the outage is logged once when it starts and once when it
- * ends. Every round trip is timed ({@code llm_shared_limits_duration_seconds}).
+ * ends. Every round trip is timed ({@code llm_shared_limits_duration_seconds}). What a replica
+ * admitted alone is taken from Redis's buckets when Redis next answers for the key, so Redis's
+ * bucket counts every admission and a Redis that comes and goes cannot give a key its limit twice
+ * (Redis's refill through the outage and the shares').
  *
  * <p>What Redis answers is not believed blindly (redis:// is cleartext, and whoever answers on the
  * endpoint is "Redis"): each connection reads replies through a {@link RedisReplyLimit}, which
@@ -98,6 +103,19 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
   private final AtomicBoolean up = new AtomicBoolean(true);
   private volatile long askAgainAt;
   private final Map<Operation, Timer[]> timers = new EnumMap<>(Operation.class);
+
+  /**
+   * By key name, what this replica admitted alone and Redis has not been told yet. Forgotten after
+   * the buckets' idle expiry: by then Redis's buckets have expired too.
+   */
+  private final Cache<String, Owed> owed;
+
+  /** Requests and tokens owed to Redis for one key; changed only inside the map's compute. */
+  private static final class Owed {
+    long requests;
+    long tokens;
+  }
+
   private Counter fallbackTimeout;
   private Counter fallbackError;
   private Counter fallbackUnavailable;
@@ -115,12 +133,33 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       ProxyConfig.SharedLimits config,
       RateLimiter fallback,
       Map<String, String> env) {
+    this(vertx, clock, config, fallback, client(vertx, config, env));
+  }
+
+  /** A limiter on {@code redis} (a test's own), which it closes. */
+  SharedLimiter(
+      Vertx vertx,
+      NanoClock clock,
+      ProxyConfig.SharedLimits config,
+      RateLimiter fallback,
+      Redis redis) {
     this.vertx = vertx;
     this.clock = clock;
     this.config = config;
     this.fallback = fallback;
     this.timeoutMs = Math.max(1, config.timeout().toMillis());
     this.where = config.type() + " " + String.join(", ", config.endpoints());
+    this.redis = redis;
+    this.owed =
+        Caffeine.newBuilder()
+            .expireAfterWrite(IDLE_EXPIRY)
+            .maximumSize(RateLimiter.DEFAULT_MAX_BUCKETS)
+            .ticker(clock::nanoTime)
+            .build();
+  }
+
+  private static Redis client(
+      Vertx vertx, ProxyConfig.SharedLimits config, Map<String, String> env) {
     RedisOptions options =
         new RedisOptions()
             .setType(RedisClientType.valueOf(config.type().toUpperCase(Locale.ROOT)))
@@ -144,7 +183,7 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     }
     // Every connection reads Redis's replies through a RedisReplyLimit: the client itself would
     // hold a reply of any size whole.
-    this.redis = Redis.createClient(ReplyLimitedVertx.of(vertx), options);
+    return Redis.createClient(ReplyLimitedVertx.of(vertx), options);
   }
 
   /**
@@ -225,6 +264,7 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
               Decision d = ar.succeeded() ? parse(key, what, ar.result()) : null;
               if (d != null) {
                 answered(op, start);
+                payBack(key);
                 decided.tryComplete(d);
               } else if (ar.succeeded()) {
                 failed(op, start, 2, "answered in a shape the script never returns");
@@ -258,13 +298,17 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     }
     ApiKey share = share(key);
     Decision d = what.equals("r") ? fallback.admitRequest(share) : fallback.admitTokens(share, n);
+    if (d.allowed()) {
+      owe(key, what.equals("r") ? 1 : 0, what.equals("r") ? 0 : n);
+    }
     return Future.succeededFuture(withSource(d, Decision.SOURCE_FALLBACK));
   }
 
   /**
    * A give (refund or settlement) to the store that took the request: what Redis took goes back to
    * Redis, sent without waiting, whatever the state now (it is dropped if Redis cannot take it: the
-   * key loses it, never gains it); what this replica's share took goes back to the share.
+   * key loses it, never gains it); what this replica's share took goes back to the share, and is no
+   * longer owed to Redis.
    */
   private void give(ApiKey key, String what, long n, String source) {
     if (!Decision.SOURCE_SHARED.equals(source)) {
@@ -273,6 +317,11 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       }
       return;
     }
+    toRedis(key, what, n);
+  }
+
+  /** Sends a give (negative: a charge) to Redis without waiting; timed as a settlement. */
+  private void toRedis(ApiKey key, String what, long n) {
     long start = clock.nanoTime();
     send(key, what, n)
         .onComplete(
@@ -289,10 +338,46 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     ApiKey share = share(key);
     if (what.equals("R")) {
       fallback.refundRequest(share);
-    } else if (n >= 0) {
-      fallback.settleTokens(share, n, 0);
+      owe(key, -1, 0);
     } else {
-      fallback.settleTokens(share, 0, -n);
+      if (n >= 0) {
+        fallback.settleTokens(share, n, 0);
+      } else {
+        fallback.settleTokens(share, 0, -n);
+      }
+      owe(key, 0, -n);
+    }
+  }
+
+  /** Adds to what this replica admitted alone for {@code key} and has not yet told Redis. */
+  private void owe(ApiKey key, long requests, long tokens) {
+    owed.asMap()
+        .compute(
+            key.name(),
+            (name, o) -> {
+              Owed v = o == null ? new Owed() : o;
+              v.requests += requests;
+              v.tokens += tokens;
+              return v;
+            });
+  }
+
+  /**
+   * Once Redis answers for {@code key} again, what this replica admitted alone meanwhile is taken
+   * from Redis's buckets (sent without waiting; the script stops at minus one limit), so that every
+   * admission, wherever it was decided, is in the one bucket: Redis's bucket refills through an
+   * outage as the shares do, and without it a Redis that comes and goes would give the key both.
+   */
+  private void payBack(ApiKey key) {
+    Owed o = owed.asMap().remove(key.name());
+    if (o == null) {
+      return;
+    }
+    if (o.requests != 0) {
+      toRedis(key, "R", -o.requests);
+    }
+    if (o.tokens != 0) {
+      toRedis(key, "T", -o.tokens);
     }
   }
 
