@@ -41,6 +41,13 @@ final class ProxyJvm implements AutoCloseable {
    * gives them; a test that sizes the heap itself passes its own.
    */
   static ProxyJvm start(Path config, Path output, String... jvmArgs) throws Exception {
+    return start(config, output, java.util.Map.of(), jvmArgs);
+  }
+
+  /** {@link #start(Path, Path, String...)} with {@code env} added to its environment. */
+  static ProxyJvm start(
+      Path config, Path output, java.util.Map<String, String> env, String... jvmArgs)
+      throws Exception {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     if (jvmArgs.length == 0) {
@@ -54,8 +61,10 @@ final class ProxyJvm implements AutoCloseable {
             "io.phasemeter.proxy.ProxyMain",
             "--config",
             config.toString()));
-    Process p =
-        new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile()).start();
+    ProcessBuilder pb =
+        new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile());
+    pb.environment().putAll(env);
+    Process p = pb.start();
     Awaitility.await()
         .atMost(Duration.ofSeconds(60))
         .until(() -> port(output, ADMIN) > 0 && port(output, LISTENING) > 0 || !p.isAlive());

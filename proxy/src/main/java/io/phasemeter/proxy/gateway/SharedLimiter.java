@@ -168,6 +168,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
             // waiters beyond them fail fast (then fall back) instead of queueing without end.
             .setMaxPoolSize(16)
             .setMaxPoolWaiting(4096);
+    // rediss://: Redis's certificate must name the endpoint's host, as HTTPS checks it (Vert.x 5
+    // refuses TLS without a choice here); it is trusted by the JVM's trust store.
+    options.getNetClientOptions().setHostnameVerificationAlgorithm("HTTPS");
     if (config.masterName() != null) {
       options.setMasterName(config.masterName()).setRole(RedisRole.MASTER);
     }
