@@ -41,7 +41,14 @@ final class ProxyJvm implements AutoCloseable {
    * gives them; a test that sizes the heap itself passes its own.
    */
   static ProxyJvm start(Path config, Path output, String... jvmArgs) throws Exception {
-    return start(List.of(), config, output, jvmArgs);
+    return start(List.of(), config, output, java.util.Map.of(), jvmArgs);
+  }
+
+  /** {@link #start(Path, Path, String...)} with {@code env} added to its environment. */
+  static ProxyJvm start(
+      Path config, Path output, java.util.Map<String, String> env, String... jvmArgs)
+      throws Exception {
+    return start(List.of(), config, output, env, jvmArgs);
   }
 
   /**
@@ -51,10 +58,20 @@ final class ProxyJvm implements AutoCloseable {
    */
   static ProxyJvm startWithDescriptorLimit(int nofile, Path config, Path output, String... jvmArgs)
       throws Exception {
-    return start(List.of("prlimit", "--nofile=" + nofile + ":" + nofile), config, output, jvmArgs);
+    return start(
+        List.of("prlimit", "--nofile=" + nofile + ":" + nofile),
+        config,
+        output,
+        java.util.Map.of(),
+        jvmArgs);
   }
 
-  private static ProxyJvm start(List<String> prefix, Path config, Path output, String... jvmArgs)
+  private static ProxyJvm start(
+      List<String> prefix,
+      Path config,
+      Path output,
+      java.util.Map<String, String> env,
+      String... jvmArgs)
       throws Exception {
     List<String> cmd = new ArrayList<>(prefix);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -69,8 +86,10 @@ final class ProxyJvm implements AutoCloseable {
             "io.phasemeter.proxy.ProxyMain",
             "--config",
             config.toString()));
-    Process p =
-        new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile()).start();
+    ProcessBuilder pb =
+        new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile());
+    pb.environment().putAll(env);
+    Process p = pb.start();
     Awaitility.await()
         .atMost(Duration.ofSeconds(60))
         .until(() -> port(output, ADMIN) > 0 && port(output, LISTENING) > 0 || !p.isAlive());

@@ -226,6 +226,71 @@ class SharedLimitsReplicasTest {
     assertThat((double) tokens).isBetween(expected * 0.99 - 65, expected * 1.01 + 65);
   }
 
+  /**
+   * Issue 39's flapping Redis, on the real redis-server: stopped (SIGSTOP) and continued by turns
+   * every 1.2 s while one key's requests come at four times its pace, once its bucket in Redis and
+   * the replicas' shares are spent. Redis's bucket refills through each stop, and the shares
+   * through the time between: before, each stop's shares spent what had refilled since the last
+   * while Redis spent its own, and the key got about twice its limit; now what the shares admit is
+   * taken from Redis when it answers again, and the key gets its limit.
+   */
+  @Test
+  void aFlappingRedisGivesTheKeyItsLimitNotTwice() throws Exception {
+    long rpm = 600;
+    startReplicas(rpm, "50ms");
+    int i = 0;
+    while (send(i++ % REPLICAS) != 429) {
+      assertThat(i).as("Redis's bucket is spent").isLessThan(2000);
+    }
+    redis.pause();
+    try {
+      for (int r = 0; r < REPLICAS; r++) {
+        int n = 0;
+        while (send(r) != 429) {
+          assertThat(++n).as("replica %d's share is spent", r).isLessThan(1000);
+        }
+      }
+    } finally {
+      redis.resume();
+    }
+    // 24 s at 40 requests a second (four times 600 a minute), Redis stopped for 1.2 s of each 2.4.
+    boolean[] stopped = {false};
+    Paced run;
+    try {
+      run =
+          sendPaced(
+              960,
+              25,
+              n -> {
+                if (n % 48 == 0) {
+                  if (stopped[0]) {
+                    redis.resume();
+                  } else {
+                    redis.pause();
+                  }
+                  stopped[0] = !stopped[0];
+                }
+              });
+    } finally {
+      if (stopped[0]) {
+        redis.resume();
+      }
+    }
+    int admitted = run.statuses().getOrDefault(200, 0);
+    double limit = rpm * run.seconds() / 60;
+    double fallbacks = 0;
+    for (ProxyJvm p : proxies) {
+      fallbacks += metric(p, "llm_shared_limits_fallbacks_total");
+    }
+    System.out.printf(
+        "shared limits, Redis stopped 1.2 s of every 2.4: %d admitted over %.1f s (the limit: %.0f,"
+            + " %.2f times it), %.0f decisions fell back: %s%n",
+        admitted, run.seconds(), limit, admitted / limit, fallbacks, run.statuses());
+    assertThat(run.statuses().keySet()).containsOnly(200, 429);
+    assertThat(fallbacks).as("Redis did flap").isPositive();
+    assertThat((double) admitted).isLessThanOrEqualTo(limit * 1.25 + 10);
+  }
+
   @Test
   void redisKilledMidRunCostsAFallbackNotARequest() throws Exception {
     startReplicas(100_000, "50ms");

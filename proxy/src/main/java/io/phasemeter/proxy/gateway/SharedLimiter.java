@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.gateway;
 
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -17,6 +19,7 @@ import io.vertx.redis.client.RedisOptions;
 import io.vertx.redis.client.RedisRole;
 import io.vertx.redis.client.Request;
 import io.vertx.redis.client.Response;
+import io.vertx.redis.client.ResponseType;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -45,7 +48,16 @@ import org.slf4j.LoggerFactory;
  * replicas_hint}, or by a refusal ({@code fail_closed}); for the next second every decision is made
  * that way without asking, then Redis is tried again. Each such decision is counted ({@code
  * llm_shared_limits_fallbacks_total}); the outage is logged once when it starts and once when it
- * ends. Every round trip is timed ({@code llm_shared_limits_duration_seconds}).
+ * ends. Every round trip is timed ({@code llm_shared_limits_duration_seconds}). What a replica
+ * admitted alone is taken from Redis's buckets when Redis next answers for the key, so Redis's
+ * bucket counts every admission and a Redis that comes and goes cannot give a key its limit twice
+ * (Redis's refill through the outage and the shares').
+ *
+ * <p>What Redis answers is not believed blindly (redis:// is cleartext, and whoever answers on the
+ * endpoint is "Redis"): each connection reads replies through a {@link RedisReplyLimit}, which
+ * refuses one larger than {@value RedisReplyLimit#MAX_REPLY_BYTES} bytes or malformed before it is
+ * held, and an answer that is not the script's six integers in their ranges is refused here; either
+ * is decided locally like an error and counted as {@code bad_reply}.
  */
 public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(SharedLimiter.class);
@@ -91,9 +103,23 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
   private final AtomicBoolean up = new AtomicBoolean(true);
   private volatile long askAgainAt;
   private final Map<Operation, Timer[]> timers = new EnumMap<>(Operation.class);
+
+  /**
+   * By key name, what this replica admitted alone and Redis has not been told yet. Forgotten after
+   * the buckets' idle expiry: by then Redis's buckets have expired too.
+   */
+  private final Cache<String, Owed> owed;
+
+  /** Requests and tokens owed to Redis for one key; changed only inside the map's compute. */
+  private static final class Owed {
+    long requests;
+    long tokens;
+  }
+
   private Counter fallbackTimeout;
   private Counter fallbackError;
   private Counter fallbackUnavailable;
+  private Counter fallbackBadReply;
 
   /** A limiter on the Redis of {@code config}, with {@code fallback} for when it cannot answer. */
   public SharedLimiter(
@@ -107,12 +133,33 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       ProxyConfig.SharedLimits config,
       RateLimiter fallback,
       Map<String, String> env) {
+    this(vertx, clock, config, fallback, client(vertx, config, env));
+  }
+
+  /** A limiter on {@code redis} (a test's own), which it closes. */
+  SharedLimiter(
+      Vertx vertx,
+      NanoClock clock,
+      ProxyConfig.SharedLimits config,
+      RateLimiter fallback,
+      Redis redis) {
     this.vertx = vertx;
     this.clock = clock;
     this.config = config;
     this.fallback = fallback;
     this.timeoutMs = Math.max(1, config.timeout().toMillis());
     this.where = config.type() + " " + String.join(", ", config.endpoints());
+    this.redis = redis;
+    this.owed =
+        Caffeine.newBuilder()
+            .expireAfterWrite(IDLE_EXPIRY)
+            .maximumSize(RateLimiter.DEFAULT_MAX_BUCKETS)
+            .ticker(clock::nanoTime)
+            .build();
+  }
+
+  private static Redis client(
+      Vertx vertx, ProxyConfig.SharedLimits config, Map<String, String> env) {
     RedisOptions options =
         new RedisOptions()
             .setType(RedisClientType.valueOf(config.type().toUpperCase(Locale.ROOT)))
@@ -121,6 +168,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
             // waiters beyond them fail fast (then fall back) instead of queueing without end.
             .setMaxPoolSize(16)
             .setMaxPoolWaiting(4096);
+    // rediss://: Redis's certificate must name the endpoint's host, as HTTPS checks it (Vert.x 5
+    // refuses TLS without a choice here); it is trusted by the JVM's trust store.
+    options.getNetClientOptions().setHostnameVerificationAlgorithm("HTTPS");
     if (config.masterName() != null) {
       options.setMasterName(config.masterName()).setRole(RedisRole.MASTER);
     }
@@ -134,7 +184,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       }
       options.setPassword(password);
     }
-    this.redis = Redis.createClient(vertx, options);
+    // Every connection reads Redis's replies through a RedisReplyLimit: the client itself would
+    // hold a reply of any size whole.
+    return Redis.createClient(ReplyLimitedVertx.of(vertx), options);
   }
 
   /**
@@ -215,10 +267,14 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
               Decision d = ar.succeeded() ? parse(key, what, ar.result()) : null;
               if (d != null) {
                 answered(op, start);
+                payBack(key);
                 decided.tryComplete(d);
               } else if (ar.succeeded()) {
-                failed(op, start, 2, "answered in an unexpected shape");
-                completeLocal(decided, key, what, n, fallbackError);
+                failed(op, start, 2, "answered in a shape the script never returns");
+                completeLocal(decided, key, what, n, fallbackBadReply);
+              } else if (ar.cause() instanceof RedisReplyLimit.Refused) {
+                failed(op, start, 2, ar.cause().getMessage());
+                completeLocal(decided, key, what, n, fallbackBadReply);
               } else {
                 failed(op, start, 2, ar.cause().getMessage());
                 completeLocal(decided, key, what, n, fallbackError);
@@ -245,13 +301,17 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     }
     ApiKey share = share(key);
     Decision d = what.equals("r") ? fallback.admitRequest(share) : fallback.admitTokens(share, n);
+    if (d.allowed()) {
+      owe(key, what.equals("r") ? 1 : 0, what.equals("r") ? 0 : n);
+    }
     return Future.succeededFuture(withSource(d, Decision.SOURCE_FALLBACK));
   }
 
   /**
    * A give (refund or settlement) to the store that took the request: what Redis took goes back to
    * Redis, sent without waiting, whatever the state now (it is dropped if Redis cannot take it: the
-   * key loses it, never gains it); what this replica's share took goes back to the share.
+   * key loses it, never gains it); what this replica's share took goes back to the share, and is no
+   * longer owed to Redis.
    */
   private void give(ApiKey key, String what, long n, String source) {
     if (!Decision.SOURCE_SHARED.equals(source)) {
@@ -260,6 +320,11 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       }
       return;
     }
+    toRedis(key, what, n);
+  }
+
+  /** Sends a give (negative: a charge) to Redis without waiting; timed as a settlement. */
+  private void toRedis(ApiKey key, String what, long n) {
     long start = clock.nanoTime();
     send(key, what, n)
         .onComplete(
@@ -276,10 +341,46 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     ApiKey share = share(key);
     if (what.equals("R")) {
       fallback.refundRequest(share);
-    } else if (n >= 0) {
-      fallback.settleTokens(share, n, 0);
+      owe(key, -1, 0);
     } else {
-      fallback.settleTokens(share, 0, -n);
+      if (n >= 0) {
+        fallback.settleTokens(share, n, 0);
+      } else {
+        fallback.settleTokens(share, 0, -n);
+      }
+      owe(key, 0, -n);
+    }
+  }
+
+  /** Adds to what this replica admitted alone for {@code key} and has not yet told Redis. */
+  private void owe(ApiKey key, long requests, long tokens) {
+    owed.asMap()
+        .compute(
+            key.name(),
+            (name, o) -> {
+              Owed v = o == null ? new Owed() : o;
+              v.requests += requests;
+              v.tokens += tokens;
+              return v;
+            });
+  }
+
+  /**
+   * Once Redis answers for {@code key} again, what this replica admitted alone meanwhile is taken
+   * from Redis's buckets (sent without waiting; the script stops at minus one limit), so that every
+   * admission, wherever it was decided, is in the one bucket: Redis's bucket refills through an
+   * outage as the shares do, and without it a Redis that comes and goes would give the key both.
+   */
+  private void payBack(ApiKey key) {
+    Owed o = owed.asMap().remove(key.name());
+    if (o == null) {
+      return;
+    }
+    if (o.requests != 0) {
+      toRedis(key, "R", -o.requests);
+    }
+    if (o.tokens != 0) {
+      toRedis(key, "T", -o.tokens);
     }
   }
 
@@ -331,22 +432,53 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     }
   }
 
-  /** The script's answer as a decision, or null when it is not the six integers it returns. */
-  private Decision parse(ApiKey key, String what, Response r) {
-    try {
-      return decision(key, what, r);
-    } catch (RuntimeException e) {
+  /**
+   * The script's answer as a decision, or null when it is not what the script returns: an array of
+   * six integers, allowed 0 or 1, the wait and the resets within the buckets' idle expiry (the
+   * longest refill, from minus one capacity to full, is two minutes; the expiry adds a minute,
+   * which covers the script's rounding), each remaining count -1 (unlimited) or within its limit.
+   * Redis answering anything else is not believed: the decision is made locally.
+   */
+  private static Decision parse(ApiKey key, String what, Response r) {
+    if (r == null || r.type() != ResponseType.MULTI || r.size() != 6) {
       return null;
     }
+    long[] v = new long[6];
+    for (int i = 0; i < 6; i++) {
+      Response e = r.get(i);
+      if (e == null || e.type() != ResponseType.NUMBER) {
+        return null;
+      }
+      try {
+        v[i] = e.toLong();
+      } catch (RuntimeException notALong) {
+        return null;
+      }
+    }
+    if ((v[0] != 0 && v[0] != 1)
+        || !withinRefill(v[1])
+        || !remainingWithin(v[2], key.rpm())
+        || !withinRefill(v[3])
+        || !remainingWithin(v[4], key.tpm())
+        || !withinRefill(v[5])) {
+      return null;
+    }
+    return decision(key, what, v);
   }
 
-  private Decision decision(ApiKey key, String what, Response r) {
-    boolean allowed = r.get(0).toLong() == 1;
-    long waitMicros = r.get(1).toLong();
+  private static boolean withinRefill(long micros) {
+    return micros >= -1 && micros <= IDLE_EXPIRY.toNanos() / 1000;
+  }
+
+  private static boolean remainingWithin(long remaining, long limit) {
+    return remaining >= -1 && remaining <= Math.max(0, limit);
+  }
+
+  private static Decision decision(ApiKey key, String what, long[] v) {
+    boolean allowed = v[0] == 1;
+    long waitMicros = Math.max(0, v[1]);
     RateLimitHeaders headers =
-        new RateLimitHeaders(
-            window(key.rpm(), r.get(2).toLong(), r.get(3).toLong()),
-            window(key.tpm(), r.get(4).toLong(), r.get(5).toLong()));
+        new RateLimitHeaders(window(key.rpm(), v[2], v[3]), window(key.tpm(), v[4], v[5]));
     Decision.Refusal refusal =
         allowed
             ? Decision.Refusal.NONE
@@ -364,7 +496,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       return RateLimitHeaders.Window.UNLIMITED;
     }
     return new RateLimitHeaders.Window(
-        limit, remaining, Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(resetMicros)));
+        limit,
+        remaining,
+        Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(Math.max(0, resetMicros))));
   }
 
   /** {@code key} with this replica's share of its limits: the limit ÷ replicas_hint, rounded up. */
@@ -412,7 +546,8 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
       LOG.warn(
           "shared limits: Redis ({}) {}; deciding with {} until it answers again",
           where,
-          why,
+          // An error's text is Redis's (or whoever answers there): a line of it is enough.
+          why == null || why.length() <= 200 ? why : why.substring(0, 200) + "...",
           config.failClosed()
               ? "refusals (fail_closed)"
               : "this replica's own buckets (the limits ÷ " + config.replicasHint() + ")");
@@ -460,6 +595,7 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     fallbackTimeout = fallbacks(registry, "timeout");
     fallbackError = fallbacks(registry, "error");
     fallbackUnavailable = fallbacks(registry, "unavailable");
+    fallbackBadReply = fallbacks(registry, "bad_reply");
     Gauge.builder("llm.shared_limits.up", up, u -> u.get() ? 1 : 0)
         .description("1 when the shared limits' Redis answered the last round trip, else 0")
         .register(registry);
@@ -469,7 +605,8 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
     return Counter.builder("llm.shared_limits.fallbacks")
         .description(
             "Decisions made without the shared limits' Redis (timeout: it did not answer in"
-                + " time; error: it failed; unavailable: within a second of either)")
+                + " time; error: it failed; bad_reply: its reply was refused, too large or not"
+                + " the script's six integers; unavailable: within a second of any of these)")
         .tag("reason", reason)
         .register(registry);
   }

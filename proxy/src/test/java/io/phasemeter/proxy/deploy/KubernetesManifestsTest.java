@@ -351,7 +351,7 @@ class KubernetesManifestsTest {
     String proxyYaml = read("proxy-config.yaml", ConfigMap.class).getData().get("proxy.yaml");
     assertThat(proxyYaml)
         .contains("redis://" + service.getMetadata().getName() + ":6379")
-        .contains("password_env: PHASEMETER_REDIS_PASSWORD");
+        .contains("password_env: REDIS_PASSWORD");
     // The commented block, uncommented, is a valid configuration.
     StringBuilder uncommented = new StringBuilder();
     boolean in = false;

@@ -26,11 +26,13 @@ import org.junit.jupiter.api.Assumptions;
 public final class RedisServer implements AutoCloseable {
   private final Path dir;
   private final int port;
+  private final List<String> extraArgs;
   private Process process;
 
-  private RedisServer(Path dir, int port) {
+  private RedisServer(Path dir, int port, List<String> extraArgs) {
     this.dir = dir;
     this.port = port;
+    this.extraArgs = extraArgs;
   }
 
   /** Skips the test (or fails it under CI) when {@code redis-server} is not on the PATH. */
@@ -46,14 +48,25 @@ public final class RedisServer implements AutoCloseable {
 
   /** Starts one on a free port with its files under {@code dir}. */
   public static RedisServer start(Path dir) throws Exception {
+    return start(dir, List.of());
+  }
+
+  /**
+   * Starts one on a free port with {@code extraArgs} added to its command line (a TLS port, a
+   * password: it is ready when its plain port answers PING, or asks for the password).
+   */
+  public static RedisServer start(Path dir, List<String> extraArgs) throws Exception {
     require();
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
-    RedisServer r = new RedisServer(dir, port);
+    RedisServer r = new RedisServer(dir, freePort(), extraArgs);
     r.startProcess();
     return r;
+  }
+
+  /** A port free on loopback now. */
+  public static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0)) {
+      return s.getLocalPort();
+    }
   }
 
   public int port() {
@@ -90,6 +103,7 @@ public final class RedisServer implements AutoCloseable {
                 "no",
                 "--dir",
                 dir.toString()));
+    cmd.addAll(extraArgs);
     process =
         new ProcessBuilder(cmd)
             .redirectErrorStream(true)
@@ -101,7 +115,8 @@ public final class RedisServer implements AutoCloseable {
         fail("redis-server exited: " + Files.readString(dir.resolve("redis-" + port + ".log")));
       }
       try {
-        if ("+PONG".equals(command("PING"))) {
+        String pong = command("PING");
+        if ("+PONG".equals(pong) || pong.startsWith("-NOAUTH")) {
           return;
         }
       } catch (IOException notYet) {
