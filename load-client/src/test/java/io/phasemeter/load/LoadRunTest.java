@@ -614,6 +614,36 @@ class LoadRunTest {
                 "150%"))
         .isEqualTo(2);
     assertThat(err.toString()).contains("--max-error-rate must be a share between 0 and 1");
+
+    // In a budgets file it is a number: 5% is a config error naming the file and key, before any
+    // request (it used to be read as none, and the default judged instead).
+    Path percent = dir.resolve("percent.yaml");
+    Files.writeString(
+        percent,
+        "budgets:\n  - name: lenient\n    model: \"*\"\n    quantile: 0.5\n    window: 1m\n"
+            + "    limits_ms: {client_total: 60000}\n    max_error_rate: 5%\n");
+    err.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--budgets",
+                percent.toString()))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .startsWith(
+            "phasemeter load: "
+                + percent
+                + ": budgets[0] (lenient).max_error_rate: must be a number from 0 to 1")
+        .contains("got '5%'")
+        .hasLineCount(1);
   }
 
   @Test
