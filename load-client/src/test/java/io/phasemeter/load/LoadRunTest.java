@@ -297,6 +297,81 @@ class LoadRunTest {
                 + " records? missed; it had dropped: the proxy ended the feed");
   }
 
+  /**
+   * Issue 39 round 2: on an idle proxy, feed subscribers that never read hold all 32 places (no
+   * record waits for them, so no write timeout runs), and a run's first subscribe got 429 and
+   * exited 2 at once. Now it waits for a place, saying so once; here one of the 32 leaves while it
+   * waits, and the run joins every record.
+   */
+  @Test
+  void aRunThatFindsEveryFeedPlaceTakenWaitsForOneAndJoins() throws Exception {
+    startProxy(8);
+    var feed = proxy.records().feed();
+    HttpClient holders =
+        servers.createHttpClient(
+            new io.vertx.core.http.HttpClientOptions().setKeepAlive(false),
+            new io.vertx.core.http.PoolOptions().setHttp1MaxSize(40));
+    java.util.List<io.vertx.core.http.HttpClientResponse> held = new java.util.ArrayList<>();
+    for (int i = 0; i < 32; i++) {
+      var r =
+          holders
+              .request(
+                  new RequestOptions()
+                      .setMethod(HttpMethod.GET)
+                      .setHost("127.0.0.1")
+                      .setPort(proxy.adminPort())
+                      .setURI("/admin/records/stream"))
+              .compose(req -> req.send())
+              .await(10, TimeUnit.SECONDS);
+      assertThat(r.statusCode()).isEqualTo(200);
+      r.pause(); // never reads
+      held.add(r);
+    }
+    org.awaitility.Awaitility.await().until(() -> feed.subscribers() == 32);
+    java.util.concurrent.ExecutorService runner =
+        java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      java.util.concurrent.Future<Integer> code =
+          runner.submit(
+              () ->
+                  run(
+                      "run",
+                      "--url",
+                      "http://127.0.0.1:" + proxy.port(),
+                      "--admin",
+                      "http://127.0.0.1:" + proxy.adminPort(),
+                      "--model",
+                      "sim-llama",
+                      "--rate",
+                      "10",
+                      "--duration",
+                      "1s",
+                      "--input-tokens",
+                      "16",
+                      "--output-tokens",
+                      "2",
+                      "--out",
+                      dir.toString()));
+      org.awaitility.Awaitility.await()
+          .atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> out.toString().contains("record feed: every place") || code.isDone());
+      assertThat(code.isDone()).as(out + "\n" + err).isFalse();
+      assertThat(out.toString())
+          .contains(
+              "phasemeter load: record feed: every place on the proxy's record feed is taken (it"
+                  + " answered 429); trying again for up to 30 s");
+      held.get(0).request().connection().close();
+      assertThat(code.get(60, TimeUnit.SECONDS)).as(out + "\n" + err).isZero();
+    } finally {
+      runner.shutdownNow();
+      holders.close();
+    }
+    assertThat(summary().path("join_coverage").asDouble()).isEqualTo(1.0);
+    assertThat(out.toString().lines().filter(l -> l.contains("record feed:")).count())
+        .as("one line while it waited, no reconnect")
+        .isEqualTo(1);
+  }
+
   @Test
   void joiningOnlyExportedTracesSaysTheEnvelopeDescribesTheTail() throws Exception {
     // The proxy exports only requests slower than 150 ms; half the requests take ~20 ms, half ~300.
@@ -614,6 +689,36 @@ class LoadRunTest {
                 "150%"))
         .isEqualTo(2);
     assertThat(err.toString()).contains("--max-error-rate must be a share between 0 and 1");
+
+    // In a budgets file it is a number: 5% is a config error naming the file and key, before any
+    // request (it used to be read as none, and the default judged instead).
+    Path percent = dir.resolve("percent.yaml");
+    Files.writeString(
+        percent,
+        "budgets:\n  - name: lenient\n    model: \"*\"\n    quantile: 0.5\n    window: 1m\n"
+            + "    limits_ms: {client_total: 60000}\n    max_error_rate: 5%\n");
+    err.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "run",
+                "--url",
+                "http://x:1",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--budgets",
+                percent.toString()))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .startsWith(
+            "phasemeter load: "
+                + percent
+                + ": budgets[0] (lenient).max_error_rate: must be a number from 0 to 1")
+        .contains("got '5%'")
+        .hasLineCount(1);
   }
 
   @Test

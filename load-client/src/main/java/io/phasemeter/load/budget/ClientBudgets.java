@@ -98,9 +98,18 @@ public final class ClientBudgets {
       if (name.isBlank()) {
         throw new IllegalArgumentException(where + ".name: required");
       }
-      double q = b.path("quantile").asDouble(0.95);
+      where = where + " (" + name + ")";
+      JsonNode qNode = b.get("quantile");
+      double q = 0.95;
+      if (qNode != null && !qNode.isNull()) {
+        q = qNode.isNumber() ? qNode.asDouble() : Double.NaN;
+      }
       if (!(q > 0 && q < 1)) {
-        throw new IllegalArgumentException(where + " (" + name + ").quantile: must be in (0, 1)");
+        throw new IllegalArgumentException(
+            where
+                + ".quantile: must be a number in (0, 1), e.g. 0.95, got '"
+                + qNode.asText()
+                + "'");
       }
       Map<String, Double> limits = new LinkedHashMap<>();
       for (Iterator<Map.Entry<String, JsonNode>> it = b.path("limits_ms").fields();
@@ -108,23 +117,11 @@ public final class ClientBudgets {
         Map.Entry<String, JsonNode> e = it.next();
         if (budgetPhase(e.getKey()) == null) {
           throw new IllegalArgumentException(
-              where
-                  + " ("
-                  + name
-                  + ").limits_ms."
-                  + e.getKey()
-                  + ": unknown phase (known: "
-                  + KNOWN_KEYS
-                  + ")");
+              where + ".limits_ms." + e.getKey() + ": unknown phase (known: " + KNOWN_KEYS + ")");
         }
         if (!e.getValue().isNumber() || e.getValue().asDouble() <= 0) {
           throw new IllegalArgumentException(
-              where
-                  + " ("
-                  + name
-                  + ").limits_ms."
-                  + e.getKey()
-                  + ": must be a positive number of ms");
+              where + ".limits_ms." + e.getKey() + ": must be a positive number of ms");
         }
         limits.put(e.getKey(), e.getValue().asDouble());
       }
@@ -134,12 +131,32 @@ public final class ClientBudgets {
               b.path("model").asText("*"),
               q,
               limits,
-              b.path("max_error_rate").isNumber()
-                  ? b.path("max_error_rate").asDouble()
-                  : Double.NaN,
-              b.path("min_join_coverage").asDouble(0.0)));
+              share(b, "max_error_rate", where, Double.NaN),
+              share(b, "min_join_coverage", where, 0.0)));
     }
     return new ClientBudgets(List.copyOf(out), sha256(bytes));
+  }
+
+  /**
+   * The share (0 to 1) a budget gives at {@code key}, or {@code absent} when it gives none. A
+   * number only, as the proxy reads the same file: {@code 5%} is for {@code --max-error-rate}.
+   */
+  private static double share(JsonNode budget, String key, String where, double absent) {
+    JsonNode v = budget.get(key);
+    if (v == null || v.isNull()) {
+      return absent;
+    }
+    if (!v.isNumber() || !(v.asDouble() >= 0 && v.asDouble() <= 1)) {
+      throw new IllegalArgumentException(
+          where
+              + "."
+              + key
+              + ": must be a number from 0 to 1, e.g. 0.05 (the proxy reads this file too: 5% is"
+              + " only for --max-error-rate), got '"
+              + v.asText()
+              + "'");
+    }
+    return v.asDouble();
   }
 
   /** The budgets that apply to {@code model}. */

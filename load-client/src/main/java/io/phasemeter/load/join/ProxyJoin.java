@@ -38,14 +38,19 @@ public final class ProxyJoin implements AutoCloseable {
   }
 
   /**
-   * Connects to the proxy's record feed (within 10 s).
+   * Connects to the proxy's record feed: waits up to {@value RecordFeedClient#FIRST_WAIT_SECONDS} s
+   * for a place on it (429) or for its admin listener (refused), saying so once.
    *
    * @param sampledOnly join only the records whose trace the proxy exported
    */
   public void start(boolean sampledOnly) throws Exception {
     joiner.sampledOnly(sampledOnly);
-    feed = new RecordFeedClient(vertx, admin, adminToken, r -> say.accept(r.line()));
-    feed.start(joiner::record).await(10, TimeUnit.SECONDS);
+    Duration wait = Duration.ofSeconds(RecordFeedClient.FIRST_WAIT_SECONDS);
+    feed =
+        new RecordFeedClient(
+            vertx, admin, adminToken, r -> say.accept(r.line()), say, wait, System::nanoTime);
+    // The feed's own wait ends first; this bounds a connection that never answers.
+    feed.start(joiner::record).await(wait.toSeconds() + 10, TimeUnit.SECONDS);
   }
 
   /** Whether the run joins with the proxy's records. */

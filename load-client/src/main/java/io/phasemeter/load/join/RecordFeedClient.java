@@ -2,6 +2,7 @@ package io.phasemeter.load.join;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.netty.channel.ConnectTimeoutException;
 import io.phasemeter.load.http.SseParser;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -11,13 +12,16 @@ import io.vertx.core.http.HttpClient;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.RequestOptions;
+import java.net.ConnectException;
 import java.net.URI;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 
 /**
  * Subscribes to the proxy's record feed ({@code GET /admin/records/stream}, Server-Sent Events) and
@@ -31,8 +35,14 @@ import java.util.function.Consumer;
  * numbering: each event's SSE {@code id} is the record's number in the proxy, and on arrival the
  * proxy says the number of the last record published before ({@code id: N} alone), so a gap is
  * records published while the client was away, or dropped for it by a slow feed. Every reconnect is
- * told to a listener with how long the feed was gone and how many records were missed. Everything
- * but the counters runs on the context that {@link #start} made.
+ * told to a listener with how long the feed was gone and how many records were missed.
+ *
+ * <p>The first subscription is tried again too, with the same back-off, when every place on the
+ * feed is taken (429) or the admin listener refuses the connection (not up yet), for at most {@code
+ * firstWait} ({@value #FIRST_WAIT_SECONDS} s by default): the listener is told once that the client
+ * waits, and {@link #start} fails, naming the answer, when the wait is over. Any other answer (401,
+ * 404, an unknown host) fails it at once. Everything but the counters runs on the context that
+ * {@link #start} made.
  */
 public final class RecordFeedClient {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -45,6 +55,9 @@ public final class RecordFeedClient {
 
   /** The longest wait between attempts. */
   static final long MAX_BACKOFF_MS = 5_000;
+
+  /** How long the first subscription is tried by default: a place may be freed meanwhile. */
+  public static final long FIRST_WAIT_SECONDS = 30;
 
   /**
    * One reconnect.
@@ -87,6 +100,9 @@ public final class RecordFeedClient {
   private final URI admin;
   private final String token;
   private final Consumer<Reconnect> onReconnect;
+  private final Consumer<String> onWaiting;
+  private final Duration firstWait;
+  private final LongSupplier nanoTime;
   private final AtomicLong malformed = new AtomicLong();
   private final AtomicLong reconnects = new AtomicLong();
   private final AtomicLong missed = new AtomicLong();
@@ -96,6 +112,8 @@ public final class RecordFeedClient {
   private volatile boolean connected;
   private volatile boolean closed;
   private volatile String lastError;
+  // The first subscription's promise while it waits, for close().
+  private volatile Promise<Void> pendingStart;
 
   // On the context only.
   private long lastId = -1;
@@ -104,6 +122,8 @@ public final class RecordFeedClient {
   private long droppedAt;
   private String dropReason;
   private long backoffMs = FIRST_BACKOFF_MS;
+  private long firstAttemptAt;
+  private boolean waitingTold;
 
   public RecordFeedClient(Vertx vertx, URI admin, String token) {
     this(vertx, admin, token, r -> {});
@@ -113,28 +133,67 @@ public final class RecordFeedClient {
    * @param onReconnect told about each reconnect, on the client's context
    */
   public RecordFeedClient(Vertx vertx, URI admin, String token, Consumer<Reconnect> onReconnect) {
+    this(
+        vertx,
+        admin,
+        token,
+        onReconnect,
+        line -> {},
+        Duration.ofSeconds(FIRST_WAIT_SECONDS),
+        System::nanoTime);
+  }
+
+  /**
+   * @param onReconnect told about each reconnect, on the client's context
+   * @param onWaiting told once, as a line, that the first subscription waits (429, refused)
+   * @param firstWait how long the first subscription is tried before {@link #start} fails
+   * @param nanoTime the monotonic clock the waits are measured on
+   */
+  public RecordFeedClient(
+      Vertx vertx,
+      URI admin,
+      String token,
+      Consumer<Reconnect> onReconnect,
+      Consumer<String> onWaiting,
+      Duration firstWait,
+      LongSupplier nanoTime) {
+    if (firstWait.isNegative()) {
+      throw new IllegalArgumentException("the first wait must not be negative");
+    }
     this.vertx = vertx;
     this.admin = admin;
     this.token = token;
     this.onReconnect = onReconnect;
+    this.onWaiting = onWaiting;
+    this.firstWait = firstWait;
+    this.nanoTime = nanoTime;
   }
 
   /**
    * Connects; completes once the feed answered 200 (records then flow to {@code sink}), fails when
-   * the first attempt does. Later drops are reconnected.
+   * the first attempt does, or, when it found every place taken (429) or the connection refused,
+   * when the first wait is over. Later drops are reconnected.
    */
   public Future<Void> start(Consumer<ServerRecord> sink) {
     this.sink = sink;
     Promise<Void> ready = Promise.promise();
     context = vertx.getOrCreateContext();
     client = vertx.createHttpClient();
-    context.runOnContext(v -> connect(ready));
+    context.runOnContext(
+        v -> {
+          firstAttemptAt = nanoTime.getAsLong();
+          pendingStart = ready;
+          connect(ready);
+        });
     return ready.future();
   }
 
   /** One attempt; {@code ready} is the first one's promise, null for a reconnect. */
   private void connect(Promise<Void> ready) {
     if (closed) {
+      if (ready != null) {
+        ready.tryFail("the record feed client was closed before the feed answered");
+      }
       return;
     }
     RequestOptions o =
@@ -158,15 +217,19 @@ public final class RecordFeedClient {
         .onFailure(
             t -> {
               lastError = t.toString();
-              if (ready != null) {
-                ready.tryFail(
-                    "cannot reach the proxy's record feed at "
-                        + admin
-                        + " ("
-                        + t.getMessage()
-                        + ")");
-              } else {
-                retry();
+              if (ready == null) {
+                retry(null);
+                return;
+              }
+              // Netty's connect timeout is a ConnectException too: only a refusal waits.
+              boolean refused =
+                  t instanceof ConnectException && !(t instanceof ConnectTimeoutException);
+              String reach = "cannot reach the proxy's record feed at " + admin;
+              if (!refused) {
+                ready.tryFail(reach + " (" + t.getMessage() + ")");
+              } else if (!waitAgain(
+                  ready, "the proxy's admin listener at " + admin + " refused the connection")) {
+                ready.tryFail(reach + " (connection refused" + forTheWait() + ")");
               }
             });
   }
@@ -179,16 +242,32 @@ public final class RecordFeedClient {
               + " answered "
               + resp.statusCode()
               + (resp.statusCode() == 401 ? " (set --admin-token)" : "");
-      if (ready != null) {
+      lastError = answer;
+      if (ready != null && resp.statusCode() != 429) {
         ready.tryFail(answer);
         return;
       }
       // 429 (every place taken) or the admin listener not ready yet: try again later.
-      lastError = answer;
-      resp.body().onComplete(ar -> retry());
+      resp.body()
+          .onComplete(
+              ar -> {
+                if (ready == null) {
+                  retry(null);
+                } else if (!waitAgain(
+                    ready, "every place on the proxy's record feed is taken (it answered 429)")) {
+                  ready.tryFail(
+                      answer
+                          + " (Too Many Requests)"
+                          + forTheWait()
+                          + ": every place on its feed is held by another subscriber, and one"
+                          + " that never reads keeps its place while no records wait for it;"
+                          + " end those subscribers, or run without --admin");
+                }
+              });
       return;
     }
     connected = true;
+    pendingStart = null;
     backoffMs = FIRST_BACKOFF_MS;
     connectionBase = -1;
     if (ready == null) {
@@ -236,7 +315,7 @@ public final class RecordFeedClient {
       long gap = lastId < 0 ? 0 : restarted ? base : base - lastId;
       missed.addAndGet(gap);
       onReconnect.accept(
-          new Reconnect((System.nanoTime() - droppedAt) / 1e9, gap, restarted, dropReason));
+          new Reconnect((nanoTime.getAsLong() - droppedAt) / 1e9, gap, restarted, dropReason));
     }
     connectionBase = base;
     lastId = restarted ? base : Math.max(lastId, base);
@@ -249,7 +328,7 @@ public final class RecordFeedClient {
       if (n < 0) {
         reconnectUntold = false;
         onReconnect.accept(
-            new Reconnect((System.nanoTime() - droppedAt) / 1e9, -1, false, dropReason));
+            new Reconnect((nanoTime.getAsLong() - droppedAt) / 1e9, -1, false, dropReason));
       } else {
         // No number on arrival: the first record's tells where the sequence stood.
         onArrival(n - 1);
@@ -282,20 +361,47 @@ public final class RecordFeedClient {
     if (closed) {
       return;
     }
-    droppedAt = System.nanoTime();
+    droppedAt = nanoTime.getAsLong();
     dropReason = reason;
     lastError = reason;
-    retry();
+    retry(null);
   }
 
-  /** The next attempt, after the back-off. */
-  private void retry() {
+  /**
+   * The first subscription was refused for now ({@code why}): tries again after the back-off, and
+   * says so once, while the first wait lasts. Returns false when it is over.
+   */
+  private boolean waitAgain(Promise<Void> ready, String why) {
+    if (closed || nanoTime.getAsLong() - firstAttemptAt >= firstWait.toNanos()) {
+      return false;
+    }
+    if (!waitingTold) {
+      waitingTold = true;
+      onWaiting.accept("record feed: " + why + "; trying again for up to " + waitText());
+    }
+    retry(ready);
+    return true;
+  }
+
+  private String forTheWait() {
+    return firstWait.isZero() ? "" : " for " + waitText();
+  }
+
+  private String waitText() {
+    return String.format(Locale.ROOT, "%.0f s", firstWait.toNanos() / 1e9);
+  }
+
+  /** The next attempt, after the back-off; {@code ready} as for {@link #connect}. */
+  private void retry(Promise<Void> ready) {
     if (closed) {
+      if (ready != null) {
+        ready.tryFail("the record feed client was closed before the feed answered");
+      }
       return;
     }
     long delay = backoffMs;
     backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
-    vertx.setTimer(delay, t -> context.runOnContext(v -> connect(null)));
+    vertx.setTimer(delay, t -> context.runOnContext(v -> connect(ready)));
   }
 
   private static long number(String id) {
@@ -383,6 +489,10 @@ public final class RecordFeedClient {
   public Future<Void> close() {
     closed = true;
     connected = false;
+    Promise<Void> waiting = pendingStart;
+    if (waiting != null) {
+      waiting.tryFail("the record feed client was closed before the feed answered");
+    }
     return client == null ? Future.succeededFuture() : client.close();
   }
 }

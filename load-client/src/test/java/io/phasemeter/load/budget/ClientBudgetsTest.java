@@ -115,4 +115,48 @@ class ClientBudgetsTest {
     assertThatThrownBy(() -> ClientBudgets.load(dir.resolve("missing.yaml")))
         .hasMessageContaining("not found");
   }
+
+  /**
+   * Issue 39 round 2: a max_error_rate that is not a number ({@code 5%}) was read as none, and the
+   * CLI's default judged instead without a word; one above 1 was taken as given. Now each is a
+   * config error naming the file and key, as the proxy (which reads the same file) refuses them; a
+   * quantile or min_join_coverage that is not a number no longer becomes the default either.
+   */
+  @Test
+  void aShareThatIsNotANumberFromZeroToOneIsAnErrorNamingTheKey() throws Exception {
+    String head =
+        "budgets:\n  - name: b\n    model: \"*\"\n    quantile: 0.95\n    window: 1m\n"
+            + "    limits_ms: {queue: 100}\n";
+    for (String bad :
+        new String[] {
+          "max_error_rate: 5%",
+          "max_error_rate: \"0.05\"",
+          "max_error_rate: 1.5",
+          "max_error_rate: -0.01",
+          "min_join_coverage: 95%",
+          "min_join_coverage: 2"
+        }) {
+      Path f = dir.resolve("rates.yaml");
+      Files.writeString(f, head + "    " + bad + "\n");
+      String key = bad.substring(0, bad.indexOf(':'));
+      assertThatThrownBy(() -> ClientBudgets.load(f))
+          .as(bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageStartingWith(f + ": budgets[0] (b)." + key + ": must be a number from 0 to 1")
+          .hasMessageNotContaining("\n");
+    }
+    Path q = dir.resolve("quantile.yaml");
+    Files.writeString(q, head.replace("quantile: 0.95", "quantile: 95%"));
+    assertThatThrownBy(() -> ClientBudgets.load(q))
+        .hasMessage(
+            q + ": budgets[0] (b).quantile: must be a number in (0, 1), e.g. 0.95, got '95%'");
+
+    Path ok = dir.resolve("ok.yaml");
+    Files.writeString(ok, head + "    max_error_rate: 0.05\n    min_join_coverage: 1\n");
+    ClientBudgets.Budget b = ClientBudgets.load(ok).forModel("m").get(0);
+    assertThat(b.maxErrorRate()).isEqualTo(0.05);
+    assertThat(b.minJoinCoverage()).isEqualTo(1.0);
+    Files.writeString(ok, head);
+    assertThat(ClientBudgets.load(ok).forModel("m").get(0).maxErrorRate()).as("none given").isNaN();
+  }
 }

@@ -1,7 +1,21 @@
 package io.phasemeter.load.join;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerResponse;
+import java.net.URI;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -91,6 +105,153 @@ class RecordFeedClientTest {
     } finally {
       vertx.close().await(10, java.util.concurrent.TimeUnit.SECONDS);
     }
+  }
+
+  /**
+   * Issue 39 round 2: a run that found every place on the feed taken (429) at its first subscribe
+   * failed at once (exit 2), though places free up. Now the first subscribe is tried again with the
+   * back-off, saying once that it waits. A scripted feed answers 429 twice, then streams.
+   */
+  @Test
+  void aFirstSubscribeThatFindsEveryPlaceTakenWaitsForOne() throws Exception {
+    Vertx vertx = Vertx.vertx();
+    try {
+      AtomicInteger subscriptions = new AtomicInteger();
+      HttpServer server =
+          feedServer(
+              vertx,
+              resp -> {
+                if (subscriptions.incrementAndGet() <= 2) {
+                  resp.setStatusCode(429).end("{\"error\":{}}");
+                } else {
+                  resp.setChunked(true).putHeader("content-type", "text/event-stream");
+                  resp.write("id: 4\n\n" + record(5));
+                }
+              });
+      List<String> said = new CopyOnWriteArrayList<>();
+      List<String> received = new CopyOnWriteArrayList<>();
+      RecordFeedClient c =
+          new RecordFeedClient(
+              vertx,
+              URI.create("http://127.0.0.1:" + server.actualPort()),
+              null,
+              r -> said.add(r.line()),
+              said::add,
+              Duration.ofSeconds(30),
+              new AtomicLong()::get);
+      c.start(r -> received.add(r.traceId())).await(20, TimeUnit.SECONDS);
+      assertThat(subscriptions).hasValue(3);
+      assertThat(said)
+          .containsExactly(
+              "record feed: every place on the proxy's record feed is taken (it answered 429);"
+                  + " trying again for up to 30 s");
+      Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> received.size() == 1);
+      assertThat(c.counts())
+          .as("the first subscription is no reconnect")
+          .isEqualTo(new RecordFeedClient.Counts(0, 0));
+      c.close().await(5, TimeUnit.SECONDS);
+    } finally {
+      vertx.close().await(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /**
+   * The wait is bounded (on a clock the test moves): when it is over, the start fails naming the
+   * 429 and what holds the places. A 401 is not waited for.
+   */
+  @Test
+  void aFirstSubscribeStillRefusedWhenTheWaitIsOverFailsNamingTheAnswer() throws Exception {
+    Vertx vertx = Vertx.vertx();
+    try {
+      AtomicInteger subscriptions = new AtomicInteger();
+      HttpServer server =
+          feedServer(
+              vertx,
+              resp -> {
+                subscriptions.incrementAndGet();
+                resp.setStatusCode(429).end("{\"error\":{}}");
+              });
+      URI admin = URI.create("http://127.0.0.1:" + server.actualPort());
+      AtomicLong clock = new AtomicLong();
+      List<String> said = new CopyOnWriteArrayList<>();
+      RecordFeedClient c =
+          new RecordFeedClient(
+              vertx, admin, null, r -> {}, said::add, Duration.ofSeconds(30), clock::get);
+      Future<Void> started = c.start(r -> {});
+      Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> subscriptions.get() >= 2);
+      assertThat(started.isComplete()).isFalse();
+      clock.addAndGet(Duration.ofSeconds(30).toNanos());
+      assertThatThrownBy(() -> started.await(20, TimeUnit.SECONDS))
+          .hasMessage(
+              "the proxy's record feed at "
+                  + admin
+                  + " answered 429 (Too Many Requests) for 30 s: every place on its feed is held"
+                  + " by another subscriber, and one that never reads keeps its place while no"
+                  + " records wait for it; end those subscribers, or run without --admin");
+      assertThat(said).hasSize(1);
+      c.close().await(5, TimeUnit.SECONDS);
+
+      HttpServer locked = feedServer(vertx, resp -> resp.setStatusCode(401).end());
+      URI lockedAdmin = URI.create("http://127.0.0.1:" + locked.actualPort());
+      List<String> lockedSaid = new CopyOnWriteArrayList<>();
+      RecordFeedClient d =
+          new RecordFeedClient(
+              vertx,
+              lockedAdmin,
+              null,
+              r -> {},
+              lockedSaid::add,
+              Duration.ofSeconds(30),
+              clock::get);
+      assertThatThrownBy(() -> d.start(r -> {}).await(10, TimeUnit.SECONDS))
+          .hasMessage(
+              "the proxy's record feed at " + lockedAdmin + " answered 401 (set --admin-token)");
+      assertThat(lockedSaid).isEmpty();
+      d.close().await(5, TimeUnit.SECONDS);
+    } finally {
+      vertx.close().await(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /** A refused connection (the admin listener not up yet) is waited for the same way. */
+  @Test
+  void aFirstSubscribeRefusedIsTriedAgainUntilTheWaitIsOver() throws Exception {
+    Vertx vertx = Vertx.vertx();
+    try {
+      // Nothing listens on port 1.
+      URI admin = URI.create("http://127.0.0.1:1");
+      AtomicLong clock = new AtomicLong();
+      List<String> said = new CopyOnWriteArrayList<>();
+      RecordFeedClient c =
+          new RecordFeedClient(
+              vertx, admin, null, r -> {}, said::add, Duration.ofSeconds(30), clock::get);
+      Future<Void> started = c.start(r -> {});
+      Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> !said.isEmpty());
+      assertThat(said)
+          .containsExactly(
+              "record feed: the proxy's admin listener at "
+                  + admin
+                  + " refused the connection; trying again for up to 30 s");
+      assertThat(started.isComplete()).isFalse();
+      clock.addAndGet(Duration.ofSeconds(30).toNanos());
+      assertThatThrownBy(() -> started.await(20, TimeUnit.SECONDS))
+          .hasMessage(
+              "cannot reach the proxy's record feed at "
+                  + admin
+                  + " (connection refused for 30 s)");
+      c.close().await(5, TimeUnit.SECONDS);
+    } finally {
+      vertx.close().await(10, TimeUnit.SECONDS);
+    }
+  }
+
+  private static HttpServer feedServer(Vertx vertx, Consumer<HttpServerResponse> answer)
+      throws Exception {
+    return vertx
+        .createHttpServer()
+        .requestHandler(req -> answer.accept(req.response()))
+        .listen(0, "127.0.0.1")
+        .await(5, TimeUnit.SECONDS);
   }
 
   @Test

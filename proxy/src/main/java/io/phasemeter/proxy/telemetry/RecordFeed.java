@@ -25,7 +25,9 @@ import java.util.function.LongSupplier;
  * <p>Every record gets the next number of one sequence per feed, sent as the event's SSE {@code
  * id}; a subscriber is told on arrival the number of the last record published before it ({@code
  * id: N} alone, which dispatches no event), so it can count the records it did not get: the gaps
- * between the ids it sees.
+ * between the ids it sees. It is sent no record numbered {@code N} or below, not even one whose
+ * publisher took its number before the subscriber came but offered it after: the subscriber counts
+ * every record up to {@code N} as published before it came.
  *
  * <p>A subscriber that takes nothing for {@code writeTimeout} while the proxy has something to
  * write to it (its socket is backed up) is cut and counted, as nginx's {@code send_timeout} cuts a
@@ -91,8 +93,11 @@ public final class RecordFeed<T> {
     subscribers.add(s);
     response.closeHandler(v -> subscribers.remove(s));
     response.exceptionHandler(t -> subscribers.remove(s));
-    // Read after joining: every record numbered above this one is offered to the subscriber.
-    response.write("id: " + sequence.get() + "\n\n");
+    // Read after joining: every record numbered above this one is offered to the subscriber. One
+    // numbered at or below it may be offered too (a publish racing this one), and is skipped when
+    // written: the subscriber is told it came before. Drains run on this context, after this.
+    s.base = sequence.get();
+    response.write("id: " + s.base + "\n\n");
   }
 
   /** Offers a record to every subscriber; returns at once. */
@@ -139,7 +144,7 @@ public final class RecordFeed<T> {
               return;
             }
             Numbered<T> n;
-            while ((n = s.queue.poll()) != null) {
+            while ((n = s.next()) != null) {
               s.response.write(s.event(n));
             }
             s.response.end().onComplete(ar -> p.tryComplete());
@@ -188,6 +193,7 @@ public final class RecordFeed<T> {
     final Queue<Numbered<T>> queue = new ArrayBlockingQueue<>(maxQueued);
     final AtomicBoolean scheduled = new AtomicBoolean();
     // Written on the subscriber's context only (stalled is also read by stalledSubscribers()).
+    long base = -1;
     volatile boolean stalled;
     long stalledSince;
     boolean gone;
@@ -212,7 +218,7 @@ public final class RecordFeed<T> {
         return;
       }
       Numbered<T> n;
-      while (!response.writeQueueFull() && (n = queue.poll()) != null) {
+      while (!response.writeQueueFull() && (n = next()) != null) {
         response.write(event(n));
       }
       if (response.writeQueueFull()) {
@@ -229,6 +235,15 @@ public final class RecordFeed<T> {
       } else {
         stalled = false;
       }
+    }
+
+    /** The next record to write: past the base the subscriber was told, or null. */
+    Numbered<T> next() {
+      Numbered<T> n;
+      do {
+        n = queue.poll();
+      } while (n != null && n.id() <= base);
+      return n;
     }
 
     void cutIfStalled() {

@@ -7,9 +7,11 @@ import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.http.RequestOptions;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
@@ -111,6 +113,70 @@ class RecordFeedTest {
     Awaitility.await().until(() -> feed.subscribers() == 0);
     feed.publish("{}");
     assertThat(feed.dropped()).isZero();
+  }
+
+  /**
+   * Issue 39 round 2: a record published while a subscriber joins (after it was added, before it
+   * read the number it is told on arrival) was told to it as published before ({@code id: 1}) and
+   * then sent as well, so a reader counting gaps counted it missed and then got it. The race is
+   * made certain: the publish runs inside subscribe, from the response's closeHandler, which the
+   * feed sets between the two. Real sockets; the stream is read as text.
+   */
+  @Test
+  void aRecordPublishedWhileASubscriberJoinsIsEitherBeforeItsBaseOrSentNeverBoth()
+      throws Exception {
+    RecordFeed<String> feed = feed(() -> {});
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(
+                req -> {
+                  HttpServerResponse real =
+                      req.response()
+                          .setChunked(true)
+                          .putHeader("content-type", "text/event-stream");
+                  AtomicBoolean once = new AtomicBoolean();
+                  HttpServerResponse racing =
+                      (HttpServerResponse)
+                          java.lang.reflect.Proxy.newProxyInstance(
+                              HttpServerResponse.class.getClassLoader(),
+                              new Class<?>[] {HttpServerResponse.class},
+                              (p, method, args) -> {
+                                if (method.getName().equals("closeHandler")
+                                    && once.compareAndSet(false, true)) {
+                                  feed.publish("{\"n\":1}");
+                                }
+                                try {
+                                  return method.invoke(real, args);
+                                } catch (java.lang.reflect.InvocationTargetException e) {
+                                  throw e.getCause();
+                                }
+                              });
+                  feed.subscribe(vertx.getOrCreateContext(), racing);
+                })
+            .listen(0, "127.0.0.1")
+            .await(5, TimeUnit.SECONDS);
+    StringBuffer stream = new StringBuffer();
+    var client = vertx.createHttpClient();
+    HttpClientResponse resp =
+        client
+            .request(
+                new RequestOptions()
+                    .setMethod(HttpMethod.GET)
+                    .setPort(server.actualPort())
+                    .setHost("127.0.0.1"))
+            .compose(r -> r.send())
+            .await(5, TimeUnit.SECONDS);
+    resp.handler(b -> stream.append(b.toString()));
+    Awaitility.await().until(() -> feed.subscribers() == 1 && stream.indexOf("id: ") >= 0);
+    feed.publish("{\"n\":2}");
+    Awaitility.await().until(() -> stream.indexOf("{\"n\":2}") >= 0);
+
+    String text = stream.toString();
+    assertThat(text).as("told on arrival that record 1 came before it").startsWith("id: 1\n\n");
+    assertThat(text.substring("id: 1\n\n".length()))
+        .as("so it is sent only what came after")
+        .isEqualTo("data: {\"n\":2}\nid: 2\n\n");
   }
 
   private static RecordFeed<String> feed(Runnable onDrop) {
