@@ -9,6 +9,7 @@ import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.vertx.core.AsyncResult;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
@@ -262,6 +263,7 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
             ar -> {
               vertx.cancelTimer(timer);
               if (decided.future().isComplete()) {
+                lateAnswer(key, what, n, decided.future(), ar);
                 return;
               }
               Decision d = ar.succeeded() ? parse(key, what, ar.result()) : null;
@@ -281,6 +283,25 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
               }
             });
     return decided.future();
+  }
+
+  /**
+   * Redis answered after the timeout, when this replica had decided alone: the script ran all the
+   * same. What it took for an admission this replica also made is already in Redis's bucket (no
+   * longer owed); what it took for a request this replica refused goes back to Redis.
+   */
+  private void lateAnswer(
+      ApiKey key, String what, long n, Future<Decision> local, AsyncResult<Response> ar) {
+    Decision redisSaid = ar.succeeded() ? parse(key, what, ar.result()) : null;
+    if (redisSaid == null || !redisSaid.allowed()) {
+      return;
+    }
+    boolean request = what.equals("r");
+    if (local.succeeded() && local.result().allowed()) {
+      owe(key, request ? -1 : 0, request ? 0 : -n);
+    } else {
+      toRedis(key, request ? "R" : "T", request ? 1 : n);
+    }
   }
 
   private void completeLocal(

@@ -40,6 +40,10 @@ class SharedLimiterShareTest {
 
   /** One replica of {@code replicasHint}; all of them share {@link #redis}. */
   private SharedLimiter replica(int replicasHint) {
+    return replica(replicasHint, Duration.ofSeconds(30));
+  }
+
+  private SharedLimiter replica(int replicasHint, Duration timeout) {
     ProxyConfig.SharedLimits config =
         new ProxyConfig.SharedLimits(
             true,
@@ -47,7 +51,7 @@ class SharedLimiterShareTest {
             List.of("redis://127.0.0.1:6379"),
             null,
             "pm-test:",
-            Duration.ofSeconds(30),
+            timeout,
             replicasHint,
             "local",
             null);
@@ -83,6 +87,31 @@ class SharedLimiterShareTest {
     assertThat(next.source()).isEqualTo(Decision.SOURCE_SHARED);
     assertThat(next.allowed()).isFalse();
     assertThat(next.retryAfter()).isEqualTo(Duration.ofSeconds(6));
+  }
+
+  /**
+   * Redis ran the script but answered after the timeout, when the replica had admitted the request
+   * alone: the admission is in Redis's bucket already and is not taken a second time when Redis
+   * answers again (before, the key lost it twice).
+   */
+  @Test
+  void anAdmissionRedisAnsweredLateIsNotTakenFromItTwice() throws Exception {
+    SharedLimiter a = replica(1, Duration.ofMillis(50));
+    ApiKey k = ApiKey.of("late", "a".repeat(64), 20, 0);
+    redis.holdAnswers = true;
+    Decision alone = a.admitRequest(k).await(10, TimeUnit.SECONDS);
+    assertThat(alone.source()).isEqualTo(Decision.SOURCE_FALLBACK);
+    assertThat(alone.allowed()).isTrue();
+    redis.holdAnswers = false;
+    redis.releaseHeld();
+    // Redis's bucket: 20 less the held one, a second of refill (a third of a request), less one.
+    clock.advance(Duration.ofSeconds(1));
+    Decision shared = now(a.admitRequest(k));
+    assertThat(shared.source()).isEqualTo(Decision.SOURCE_SHARED);
+    assertThat(shared.headerMap()).containsEntry("x-ratelimit-remaining-requests", "18");
+    assertThat(now(a.admitRequest(k)).headerMap())
+        .as("the held admission is not taken again")
+        .containsEntry("x-ratelimit-remaining-requests", "17");
   }
 
   @Test
@@ -149,6 +178,18 @@ class SharedLimiterShareTest {
     private final ManualClock clock;
     private final Map<String, TokenBucket> buckets = new java.util.HashMap<>();
     volatile boolean up = true;
+    // When set, the script runs at once but its answer waits for releaseHeld(): a Redis that
+    // answers after the limiter's timeout.
+    volatile boolean holdAnswers;
+    private final List<io.vertx.core.Promise<Response>> held =
+        new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    void releaseHeld() {
+      held.forEach(p -> p.tryComplete(lastAnswer));
+      held.clear();
+    }
+
+    private volatile Response lastAnswer;
 
     ClockedRedis(ManualClock clock) {
       this.clock = clock;
@@ -185,6 +226,12 @@ class SharedLimiterShareTest {
       m.add(NumberType.create(rw.limit() == 0 ? -1 : rw.reset().toNanos() / 1000));
       m.add(NumberType.create(tw.limit() == 0 ? -1 : tw.remaining()));
       m.add(NumberType.create(tw.limit() == 0 ? -1 : tw.reset().toNanos() / 1000));
+      if (holdAnswers) {
+        lastAnswer = m;
+        io.vertx.core.Promise<Response> p = io.vertx.core.Promise.promise();
+        held.add(p);
+        return p.future();
+      }
       return Future.succeededFuture(m);
     }
 
