@@ -142,6 +142,43 @@ class WireConformanceTest extends ProxyTestBase {
     assertIdle();
   }
 
+  /**
+   * llama.cpp's server reports a failure mid-stream as {@code data: {"error": {...}}} (older
+   * versions: an {@code error:} field), then ends its response without {@code [DONE]}: the
+   * upstream's error, relayed as it came, not a malformed stream.
+   */
+  @Test
+  void llamaCppsErrorEventThenAnEndIsTheUpstreamsError() throws Exception {
+    String json = "{\"code\":500,\"message\":\"boom\",\"type\":\"server_error\"}";
+    for (String errorEvent :
+        new String[] {"data: {\"error\":" + json + "}\n\n", "error: " + json + "\n\n"}) {
+      int port =
+          startBackend(
+              req ->
+                  req.body()
+                      .onSuccess(
+                          b ->
+                              req.response()
+                                  .setChunked(true)
+                                  .putHeader("content-type", "text/event-stream")
+                                  .end(VllmScript.ROLE + VllmScript.content("a") + errorEvent)));
+      startProxy(config(port, 2, null));
+      Response r = call("/v1/chat/completions", chat("x", true));
+      assertThat(r.status()).isEqualTo(200);
+      assertThat(r.text())
+          .as(errorEvent)
+          .contains(errorEvent)
+          .contains("\"code\":\"upstream_error\"")
+          .doesNotContain("data: [DONE]");
+      assertThat(awaitFinished(1))
+          .extracting(Finished::errorType)
+          .containsExactly("upstream_error");
+      assertIdle();
+      proxy.close().await(5, TimeUnit.SECONDS);
+      finished.clear();
+    }
+  }
+
   @Test
   void aCompressedResponseIs502MalformedAndTheProxyAsksForIdentity() throws Exception {
     byte[] stream = gzip(VllmScript.stream(false));

@@ -169,6 +169,9 @@ final class GeneratePhase {
     private long pausedSince = -1;
     private boolean over;
     private boolean sawDone;
+    // llama.cpp's server reports a failure mid-stream as an event with an "error:" field (no
+    // data), then ends its response without [DONE].
+    private boolean sawErrorField;
     // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
     private String upstreamErrorType;
     private SseParser parser;
@@ -682,6 +685,19 @@ final class GeneratePhase {
               out.write(parser.pending());
             }
             boolean responses = ctx.route().api() == ApiRoute.Api.RESPONSES;
+            if (!responses
+                && (sawErrorField || upstreamErrorType != null)
+                && !parser.hasPending()
+                && !sawDone) {
+              // The upstream said it failed, then ended without [DONE] (llama.cpp's server: a
+              // data: {"error": ...} event, or an error: field in older versions): its error, not
+              // a malformed stream. The event went to the client as it came.
+              fail(
+                  ProxyFailure.of(
+                      ProxyFailure.Kind.UPSTREAM_ERROR,
+                      "The upstream reported an error mid-stream and ended its response."));
+              return;
+            }
             if (parser.hasPending() || !(responses ? sawTerminal : sawDone)) {
               String end = responses ? "its response.completed event." : "[DONE].";
               // How the body ended says what happened. One that ended by its own framing (the
@@ -703,12 +719,29 @@ final class GeneratePhase {
           });
     }
 
+    /** Whether an event's first line is an {@code error:} field (llama.cpp's failure event). */
+    private static boolean startsWithErrorField(Buffer raw) {
+      byte[] field = {'e', 'r', 'r', 'o', 'r', ':'};
+      if (raw.length() < field.length) {
+        return false;
+      }
+      for (int i = 0; i < field.length; i++) {
+        if (raw.getByte(i) != field[i]) {
+          return false;
+        }
+      }
+      return true;
+    }
+
     private void onEvent(SseEvent event) {
       if (over) {
         return;
       }
       HttpServerResponse out = ctx.response();
       if (!event.hasData()) {
+        if (startsWithErrorField(event.raw())) {
+          sawErrorField = true;
+        }
         out.write(event.raw());
         return;
       }
