@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 import io.vertx.core.Vertx;
-import io.vertx.core.http.HttpServer;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -42,8 +41,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class AdminListenerTest {
   private static final Pattern PUBLIC_MAX = Pattern.compile("connections: public at most (\\d+)");
-  private static final Pattern HEAP =
-      Pattern.compile("(?m)^jvm_memory_used_bytes\\{area=\"heap\"[^}]*\\} (\\S+)$");
 
   @TempDir Path dir;
 
@@ -54,20 +51,7 @@ class AdminListenerTest {
 
   @BeforeEach
   void backend() throws Exception {
-    HttpServer backend =
-        vertx
-            .createHttpServer()
-            .requestHandler(
-                req ->
-                    req.body()
-                        .onSuccess(
-                            b ->
-                                req.response()
-                                    .putHeader("content-type", "application/json")
-                                    .end(VllmScript.COMPLETION)))
-            .listen(0, "127.0.0.1")
-            .await(10, TimeUnit.SECONDS);
-    backendPort = backend.actualPort();
+    backendPort = ProxyJvm.completionBackend(vertx);
   }
 
   @AfterEach
@@ -93,15 +77,14 @@ class AdminListenerTest {
     assertThat(refused.text()).contains("telemetry.engine_spans.enabled: false");
     assertThat(off.process.isAlive()).isTrue();
     assertThat(chat(off.port)).isEqualTo(200);
-    assertThat(metrics(off.adminPort))
-        .contains("llm_engine_span_exports_total{result=\"disabled\"} 1.0");
+    assertThat(off.metrics()).contains("llm_engine_span_exports_total{result=\"disabled\"} 1.0");
 
     ProxyJvm on =
         start(
             "telemetry: {engine_spans: {enabled: true}}\n",
             "-Xmx128m",
             "-XX:+ExitOnOutOfMemoryError");
-    long before = heapAfterGc(on);
+    long before = on.heapAfterGc();
     // Past max_body_bytes (4 MiB): 413 before the body is read.
     assertThat(post(on.adminPort, bomb, null).status).isEqualTo(413);
     // Within it, two million empty spans: the first 2,048 are read, the rest refused as OTLP's
@@ -138,12 +121,12 @@ class AdminListenerTest {
     }
     assertThat(on.process.isAlive()).as("alive: %s", on.stdout()).isTrue();
     assertThat(chat(on.port)).isEqualTo(200);
-    long after = heapAfterGc(on);
+    long after = on.heapAfterGc();
     System.out.printf(
         "otlp bombs: heap after GC %.1f MiB before, %.1f MiB after%n",
         before / 1048576.0, after / 1048576.0);
     assertThat(after - before).as("heap growth after GC").isLessThan(32L << 20);
-    String m = metrics(on.adminPort);
+    String m = on.metrics();
     assertThat(m).contains("llm_engine_span_exports_total{result=\"too_large\"} 2.0");
     assertThat(m).containsPattern("llm_engine_span_exports_total\\{result=\"partial\"} [1-9]");
     assertThat(m).containsPattern("llm_engine_spans_refused_total [1-9]");
@@ -171,7 +154,7 @@ class AdminListenerTest {
     // admin.receive_timeout (3 s) later every held head has been cut too.
     Awaitility.await().atMost(Duration.ofSeconds(20)).until(() -> allClosed(admin));
     assertThat(status(proxy.adminPort, "/health/ready")).isEqualTo(200);
-    String m = metrics(proxy.adminPort);
+    String m = proxy.metrics();
     // Every one of the 600 was either closed when accepted or cut at the timeout (however slowly
     // this machine opened them), and never more than 256 were held at once.
     double refused = value(m, "llm_listener_connections_refused_total{listener=\"admin\"}");
@@ -187,13 +170,11 @@ class AdminListenerTest {
         .atMost(Duration.ofSeconds(20))
         .until(
             () ->
-                value(metrics(proxy.adminPort), "llm_listener_connections{listener=\"public\"}")
+                value(proxy.metrics(), "llm_listener_connections{listener=\"public\"}")
                     == publicMax);
     assertThat(status(proxy.adminPort, "/health/ready")).isEqualTo(200);
     assertThat(
-            value(
-                metrics(proxy.adminPort),
-                "llm_listener_connections_refused_total{listener=\"public\"}"))
+            value(proxy.metrics(), "llm_listener_connections_refused_total{listener=\"public\"}"))
         .isGreaterThanOrEqualTo(100);
     for (Socket s : flood) {
       s.close();
@@ -410,17 +391,6 @@ class AdminListenerTest {
     }
   }
 
-  private static String metrics(int admin) throws IOException {
-    HttpURLConnection c =
-        (HttpURLConnection)
-            URI.create("http://127.0.0.1:" + admin + "/metrics").toURL().openConnection();
-    c.setConnectTimeout(5000);
-    c.setReadTimeout(10000);
-    try (InputStream in = c.getInputStream()) {
-      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-    }
-  }
-
   private static double value(String metrics, String series) {
     for (String line : metrics.split("\n")) {
       if (line.startsWith(series + " ")) {
@@ -428,25 +398,5 @@ class AdminListenerTest {
       }
     }
     return -1;
-  }
-
-  /** Runs a full collection in the proxy (jcmd GC.run) and reads its heap in use. */
-  private static long heapAfterGc(ProxyJvm proxy) throws Exception {
-    Process jcmd =
-        new ProcessBuilder(
-                Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                Long.toString(proxy.process.pid()),
-                "GC.run")
-            .redirectErrorStream(true)
-            .start();
-    jcmd.getInputStream().readAllBytes();
-    assertThat(jcmd.waitFor(30, TimeUnit.SECONDS)).isTrue();
-    Matcher m = HEAP.matcher(metrics(proxy.adminPort));
-    double sum = 0;
-    while (m.find()) {
-      sum += Double.parseDouble(m.group(1));
-    }
-    assertThat(sum).as("heap gauges on /metrics").isPositive();
-    return (long) sum;
   }
 }

@@ -3,7 +3,6 @@ package io.phasemeter.proxy;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.vertx.core.Vertx;
-import io.vertx.core.http.HttpServer;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -35,8 +34,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class HeadFloodTest {
   private static final int CONNECTIONS = 400;
-  private static final Pattern HEAP =
-      Pattern.compile("(?m)^jvm_memory_used_bytes\\{area=\"heap\"[^}]*\\} (\\S+)$");
 
   @TempDir Path dir;
 
@@ -55,19 +52,7 @@ class HeadFloodTest {
   @Test
   void fourHundredHeadsPromisingTenMebibytesLeaveA256MebibyteProxyServingWithAFlatHeap()
       throws Exception {
-    HttpServer backend =
-        vertx
-            .createHttpServer()
-            .requestHandler(
-                req ->
-                    req.body()
-                        .onSuccess(
-                            b ->
-                                req.response()
-                                    .putHeader("content-type", "application/json")
-                                    .end(VllmScript.COMPLETION)))
-            .listen(0, "127.0.0.1")
-            .await(10, TimeUnit.SECONDS);
+    int backendPort = ProxyJvm.completionBackend(vertx);
     Path yaml = dir.resolve("proxy.yaml");
     Files.writeString(
         yaml,
@@ -77,7 +62,7 @@ class HeadFloodTest {
             + "  - name: default\n"
             + "    models: [sim-llama]\n"
             + "    upstreams: [http://127.0.0.1:"
-            + backend.actualPort()
+            + backendPort
             + "]\n"
             + "    health: {path: null}\n"
             + "limits: {max_concurrent_uploads: 512}\n");
@@ -87,7 +72,7 @@ class HeadFloodTest {
     int port = proxy.port;
     int admin = proxy.adminPort;
     assertThat(post(port)).isEqualTo(200);
-    long before = heapAfterGc(admin);
+    long before = proxy.heapAfterGc();
 
     List<Socket> flood = new ArrayList<>();
     try {
@@ -107,7 +92,7 @@ class HeadFloodTest {
           .until(() -> gauge(admin, "llm_request_uploads") == CONNECTIONS || !process.isAlive());
       assertThat(process.isAlive()).as("alive under the flood: %s", proxy.stdout()).isTrue();
       assertThat(post(port)).as("a good request is served in the flood").isEqualTo(200);
-      long during = heapAfterGc(admin);
+      long during = proxy.heapAfterGc();
       System.out.printf(
           "head flood: %d connections; heap after GC %.1f MiB before, %.1f MiB during%n",
           CONNECTIONS, before / 1048576.0, during / 1048576.0);
@@ -152,32 +137,5 @@ class HeadFloodTest {
       Matcher m = Pattern.compile("(?m)^" + name + " (\\S+)$").matcher(text);
       return m.find() ? Double.parseDouble(m.group(1)) : -1;
     }
-  }
-
-  /** Runs a full collection in the proxy (jcmd GC.run) and reads its heap in use. */
-  private long heapAfterGc(int admin) throws Exception {
-    Process jcmd =
-        new ProcessBuilder(
-                Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                Long.toString(process.pid()),
-                "GC.run")
-            .redirectErrorStream(true)
-            .start();
-    jcmd.getInputStream().readAllBytes();
-    assertThat(jcmd.waitFor(30, TimeUnit.SECONDS)).isTrue();
-    HttpURLConnection c =
-        (HttpURLConnection)
-            URI.create("http://127.0.0.1:" + admin + "/metrics").toURL().openConnection();
-    String text;
-    try (InputStream in = c.getInputStream()) {
-      text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
-    }
-    Matcher m = HEAP.matcher(text);
-    double sum = 0;
-    while (m.find()) {
-      sum += Double.parseDouble(m.group(1));
-    }
-    assertThat(sum).as("heap gauges on /metrics").isPositive();
-    return (long) sum;
   }
 }

@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.phasemeter.proxy.gateway.HashKeyMain;
 import io.vertx.core.Vertx;
-import io.vertx.core.http.HttpServer;
 import java.io.BufferedInputStream;
 import java.io.EOFException;
 import java.io.IOException;
@@ -93,19 +92,7 @@ class HostileRedisTest {
 
   @Test
   void repliesTheScriptNeverSendsAreRefusedCountedAndDecidedLocally() throws Exception {
-    HttpServer backend =
-        vertx
-            .createHttpServer()
-            .requestHandler(
-                req ->
-                    req.body()
-                        .onSuccess(
-                            b ->
-                                req.response()
-                                    .putHeader("content-type", "application/json")
-                                    .end(VllmScript.COMPLETION)))
-            .listen(0, "127.0.0.1")
-            .await(10, TimeUnit.SECONDS);
+    int backendPort = ProxyJvm.completionBackend(vertx);
     redis = FakeRedis.start();
     Path keys = dir.resolve("keys.yaml");
     Files.writeString(
@@ -114,7 +101,7 @@ class HostileRedisTest {
     Path yaml = dir.resolve("proxy.yaml");
     Files.writeString(
         yaml,
-        ProxyTestBase.yaml(backend.actualPort(), "")
+        ProxyTestBase.yaml(backendPort, "")
             + "telemetry: {sampling: {ratio: 0.0, keep_errors: false, keep_slower_than: 1h}}\n"
             + "auth:\n"
             + "  enabled: true\n"
@@ -185,21 +172,13 @@ class HostileRedisTest {
   }
 
   private double metric(String nameAndLabels) throws Exception {
-    Matcher m = Pattern.compile("(?m)^" + nameAndLabels + " ([0-9.eE+-]+)$").matcher(scrape());
+    Matcher m =
+        Pattern.compile("(?m)^" + nameAndLabels + " ([0-9.eE+-]+)$").matcher(proxy.metrics());
     return m.find() ? Double.parseDouble(m.group(1)) : 0;
   }
 
   private List<String> metricLines(String name) throws Exception {
-    return scrape().lines().filter(l -> l.startsWith(name)).toList();
-  }
-
-  private String scrape() throws Exception {
-    return http.send(
-            HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + proxy.adminPort + "/metrics"))
-                .timeout(Duration.ofSeconds(10))
-                .build(),
-            HttpResponse.BodyHandlers.ofString())
-        .body();
+    return proxy.metrics().lines().filter(l -> l.startsWith(name)).toList();
   }
 
   private static void write(OutputStream out, String s) throws IOException {

@@ -21,6 +21,8 @@ import org.awaitility.Awaitility;
 final class ProxyJvm implements AutoCloseable {
   private static final Pattern LISTENING = Pattern.compile("listening on http://[^:]+:(\\d+)");
   private static final Pattern ADMIN = Pattern.compile("^admin: http://[^:]+:(\\d+)");
+  private static final Pattern HEAP =
+      Pattern.compile("(?m)^jvm_memory_used_bytes\\{area=\"heap\"[^}]*\\} (\\S+)$");
 
   final Process process;
   final Path output;
@@ -95,6 +97,74 @@ final class ProxyJvm implements AutoCloseable {
         .until(() -> port(output, ADMIN) > 0 && port(output, LISTENING) > 0 || !p.isAlive());
     assertThat(p.isAlive()).as("proxy started: %s", lines(output)).isTrue();
     return new ProxyJvm(p, output, port(output, LISTENING), port(output, ADMIN));
+  }
+
+  /**
+   * A backend on a free loopback port that answers every request, once its body has arrived, with
+   * {@link VllmScript#COMPLETION}; returns the port.
+   */
+  static int completionBackend(io.vertx.core.Vertx vertx) throws Exception {
+    return vertx
+        .createHttpServer()
+        .requestHandler(
+            req ->
+                req.body()
+                    .onSuccess(
+                        b ->
+                            req.response()
+                                .putHeader("content-type", "application/json")
+                                .end(VllmScript.COMPLETION)))
+        .listen(0, "127.0.0.1")
+        .await(10, TimeUnit.SECONDS)
+        .actualPort();
+  }
+
+  /** The admin listener's {@code /metrics}, as Prometheus text. */
+  String metrics() throws IOException {
+    java.net.HttpURLConnection c =
+        (java.net.HttpURLConnection)
+            java.net
+                .URI
+                .create("http://127.0.0.1:" + adminPort + "/metrics")
+                .toURL()
+                .openConnection();
+    c.setConnectTimeout(5000);
+    c.setReadTimeout(10000);
+    try (java.io.InputStream in = c.getInputStream()) {
+      return new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    }
+  }
+
+  /** The sum of every series of metric {@code name} on {@code /metrics} (0 when there is none). */
+  double metricSum(String name) throws IOException {
+    double sum = 0;
+    Matcher m =
+        Pattern.compile("(?m)^" + Pattern.quote(name) + "(\\{[^}]*})? ([0-9.eE+-]+)$")
+            .matcher(metrics());
+    while (m.find()) {
+      sum += Double.parseDouble(m.group(2));
+    }
+    return sum;
+  }
+
+  /** Runs a full collection in the process ({@code jcmd GC.run}) and reads its heap in use. */
+  long heapAfterGc() throws Exception {
+    Process jcmd =
+        new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
+                Long.toString(process.pid()),
+                "GC.run")
+            .redirectErrorStream(true)
+            .start();
+    jcmd.getInputStream().readAllBytes();
+    assertThat(jcmd.waitFor(30, TimeUnit.SECONDS)).isTrue();
+    Matcher m = HEAP.matcher(metrics());
+    double sum = 0;
+    while (m.find()) {
+      sum += Double.parseDouble(m.group(1));
+    }
+    assertThat(sum).as("heap gauges on /metrics").isPositive();
+    return (long) sum;
   }
 
   /** What the process has printed so far. */

@@ -20,8 +20,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -197,7 +195,7 @@ class SharedLimitsReplicasTest {
     double expected = rpm * seconds / 60;
     assertThat((double) admitted).isBetween(expected * 0.99 - 1, expected * 1.01 + 1);
     for (ProxyJvm p : proxies) {
-      assertThat(metric(p, "llm_shared_limits_fallbacks_total")).isZero();
+      assertThat(p.metricSum("llm_shared_limits_fallbacks_total")).isZero();
     }
   }
 
@@ -280,7 +278,7 @@ class SharedLimitsReplicasTest {
     double limit = rpm * run.seconds() / 60;
     double fallbacks = 0;
     for (ProxyJvm p : proxies) {
-      fallbacks += metric(p, "llm_shared_limits_fallbacks_total");
+      fallbacks += p.metricSum("llm_shared_limits_fallbacks_total");
     }
     System.out.printf(
         "shared limits, Redis stopped 1.2 s of every 2.4: %d admitted over %.1f s (the limit: %.0f,"
@@ -311,12 +309,12 @@ class SharedLimitsReplicasTest {
     for (ProxyJvm p : proxies) {
       System.out.printf(
           "shared limits: replica %d: %.0f fallbacks, auth max %.2f ms%n",
-          p.port, metric(p, "llm_shared_limits_fallbacks_total"), maxPhaseMs(p, "auth"));
+          p.port, p.metricSum("llm_shared_limits_fallbacks_total"), maxPhaseMs(p, "auth"));
     }
     assertThat(statuses).containsOnlyKeys(200);
     double fallbacks = 0;
     for (ProxyJvm p : proxies) {
-      fallbacks += metric(p, "llm_shared_limits_fallbacks_total");
+      fallbacks += p.metricSum("llm_shared_limits_fallbacks_total");
     }
     assertThat(fallbacks).isPositive();
     // Shared again: each replica has sent a request to the restarted Redis.
@@ -326,7 +324,7 @@ class SharedLimitsReplicasTest {
             () -> {
               for (int r = 0; r < REPLICAS; r++) {
                 assertThat(send(r)).isEqualTo(200);
-                assertThat(metric(proxies.get(r), "llm_shared_limits_up")).isEqualTo(1.0);
+                assertThat(proxies.get(r).metricSum("llm_shared_limits_up")).isEqualTo(1.0);
               }
             });
     assertThat(redis.keys()).isNotEmpty();
@@ -354,17 +352,6 @@ class SharedLimitsReplicasTest {
       }
     }
     return max;
-  }
-
-  private double metric(ProxyJvm p, String name) throws Exception {
-    double sum = 0;
-    Matcher m =
-        Pattern.compile("(?m)^" + Pattern.quote(name) + "(\\{[^}]*})? ([0-9.eE+-]+)$")
-            .matcher(get(p.adminPort, "/metrics"));
-    while (m.find()) {
-      sum += Double.parseDouble(m.group(2));
-    }
-    return sum;
   }
 
   private String get(int port, String path) throws Exception {

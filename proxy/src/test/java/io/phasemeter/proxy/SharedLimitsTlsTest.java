@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.phasemeter.proxy.gateway.HashKeyMain;
 import io.phasemeter.proxy.gateway.RedisServer;
 import io.vertx.core.Vertx;
-import io.vertx.core.http.HttpServer;
 import java.io.File;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -19,8 +18,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
@@ -74,19 +71,19 @@ class SharedLimitsTlsTest {
         "PKCS12",
         "-storepass",
         "changeit");
-    int backend = backend();
+    int backend = ProxyJvm.completionBackend(vertx);
     ProxyJvm ok = proxy(backend, tlsRedis(good), "ok");
     ProxyJvm refused = proxy(backend, tlsRedis(wrong), "refused");
     for (int i = 0; i < 3; i++) {
       assertThat(send(ok)).isEqualTo(200);
       assertThat(send(refused)).isEqualTo(200);
     }
-    assertThat(metric(ok, "llm_shared_limits_fallbacks_total"))
+    assertThat(ok.metricSum("llm_shared_limits_fallbacks_total"))
         .as("decided by Redis over TLS: %s", ok.stdout())
         .isZero();
-    assertThat(metric(ok, "llm_shared_limits_duration_seconds_count")).isPositive();
-    assertThat(metric(ok, "llm_shared_limits_up")).isEqualTo(1.0);
-    assertThat(metric(refused, "llm_shared_limits_fallbacks_total"))
+    assertThat(ok.metricSum("llm_shared_limits_duration_seconds_count")).isPositive();
+    assertThat(ok.metricSum("llm_shared_limits_up")).isEqualTo(1.0);
+    assertThat(refused.metricSum("llm_shared_limits_fallbacks_total"))
         .as("a certificate for another name is refused")
         .isPositive();
     assertThat(String.join("\n", refused.stdout())).contains("No subject alternative names");
@@ -146,23 +143,6 @@ class SharedLimitsTlsTest {
             "-Djavax.net.ssl.trustStoreType=PKCS12");
     closing.add(p);
     return p;
-  }
-
-  private int backend() throws Exception {
-    HttpServer server =
-        vertx
-            .createHttpServer()
-            .requestHandler(
-                req ->
-                    req.body()
-                        .onSuccess(
-                            b ->
-                                req.response()
-                                    .putHeader("content-type", "application/json")
-                                    .end(VllmScript.COMPLETION)))
-            .listen(0, "127.0.0.1")
-            .await(10, TimeUnit.SECONDS);
-    return server.actualPort();
   }
 
   /** A key and a certificate for {@code san}, signed by the test's CA. */
@@ -236,23 +216,5 @@ class SharedLimitsTlsTest {
                     "{\"model\":\"sim-llama\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"))
             .build();
     return http.send(req, HttpResponse.BodyHandlers.discarding()).statusCode();
-  }
-
-  private double metric(ProxyJvm p, String name) throws Exception {
-    String text =
-        http.send(
-                HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + p.adminPort + "/metrics"))
-                    .timeout(Duration.ofSeconds(10))
-                    .build(),
-                HttpResponse.BodyHandlers.ofString())
-            .body();
-    double sum = 0;
-    Matcher m =
-        Pattern.compile("(?m)^" + Pattern.quote(name) + "(\\{[^}]*})? ([0-9.eE+-]+)$")
-            .matcher(text);
-    while (m.find()) {
-      sum += Double.parseDouble(m.group(2));
-    }
-    return sum;
   }
 }
