@@ -334,11 +334,21 @@ class SharedLimitsReplicasTest {
       double maxAuthMs = maxPhaseMs(p, "auth");
       assertThat(maxAuthMs).as("auth max on " + p.port).isLessThan(1000);
     }
+    // Each outage is logged once when it began and once when it ended: the kill's, and on a busy
+    // machine perhaps an answer slower than the 50 ms timeout before it, an outage of its own.
     for (ProxyJvm p : proxies) {
-      assertThat(String.join("\n", p.stdout()))
-          .as("the outage logged once when it began, once when it ended")
-          .containsOnlyOnce("deciding with")
-          .containsOnlyOnce("limits are shared again");
+      List<String> outages =
+          p.stdout().stream()
+              .filter(l -> l.contains("deciding with") || l.contains("limits are shared again"))
+              .map(l -> l.contains("deciding with") ? "began" : "ended")
+              .toList();
+      assertThat(outages).as("outages logged on %d", p.port).isNotEmpty().hasSizeGreaterThan(1);
+      for (int i = 0; i < outages.size(); i++) {
+        assertThat(outages.get(i))
+            .as("the outage logged once when it began, once when it ended: %s", outages)
+            .isEqualTo(i % 2 == 0 ? "began" : "ended");
+      }
+      assertThat(outages.size() % 2).as("every outage ended: %s", outages).isZero();
     }
   }
 
