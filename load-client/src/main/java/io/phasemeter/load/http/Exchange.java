@@ -27,6 +27,8 @@ import java.util.function.LongConsumer;
 final class Exchange implements ConnectionPool.Waiter {
   private static final int MAX_SSE_LINE_BYTES = 16 * 1024 * 1024;
   private static final int MAX_BODY_BYTES = 64 * 1024 * 1024;
+  // An error response's body is read for its message only; a longer one is not kept.
+  private static final int MAX_ERROR_BODY_BYTES = 64 * 1024;
 
   private final RequestRunner runner;
   private final long seq;
@@ -59,7 +61,9 @@ final class Exchange implements ConnectionPool.Waiter {
   private boolean sse;
   private SseParser parser;
   private StreamReader reader;
-  private boolean streamError;
+  private SseParser.EventSink sink;
+  private long chunkAt;
+  private String streamError;
   private Buffer body;
   private boolean bodyTooLarge;
 
@@ -129,7 +133,11 @@ final class Exchange implements ConnectionPool.Waiter {
 
   @Override
   public void onConnectFailure(Throwable cause) {
-    finish(isTimeout(cause) ? ErrorClass.TIMEOUT : ErrorClass.CONNECT, null);
+    if (isTimeout(cause)) {
+      finish(ErrorClass.TIMEOUT, "timed out waiting for a connection");
+    } else {
+      finish(ErrorClass.CONNECT, FailureReason.connect(cause));
+    }
   }
 
   @Override
@@ -144,7 +152,7 @@ final class Exchange implements ConnectionPool.Waiter {
     if (ar.failed()) {
       // The connection closed between being taken and carrying the request.
       if (!retryOnFreshConnection(ar.cause())) {
-        finish(isTimeout(ar.cause()) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
+        onFailure(ar.cause());
       }
       return;
     }
@@ -176,7 +184,20 @@ final class Exchange implements ConnectionPool.Waiter {
     if (sse) {
       parser = new SseParser(MAX_SSE_LINE_BYTES);
       reader = StreamReader.of(spec.api());
-    } else if (status < 400) {
+      sink =
+          new SseParser.EventSink() {
+            @Override
+            public void event(String type, String data) {
+              onEvent(type, data, chunkAt);
+            }
+
+            @Override
+            public void errorField(String value) {
+              reader.errorField(value);
+            }
+          };
+    } else {
+      // An error response's body too: its message is the failure's reason.
       body = Buffer.buffer();
     }
     response.handler(this::onData);
@@ -189,16 +210,18 @@ final class Exchange implements ConnectionPool.Waiter {
       return;
     }
     if (sse) {
-      long now = System.nanoTime();
+      chunkAt = System.nanoTime();
       try {
-        parser.feedEvents(chunk, (type, data) -> onEvent(type, data, now));
+        parser.feedEvents(chunk, sink);
       } catch (IllegalStateException e) {
-        streamError = true;
-        finish(ErrorClass.STREAM_ERROR, null);
+        // The parser's own message: the limit, never the line.
+        streamError = e.getMessage();
+        finish(ErrorClass.STREAM_ERROR, streamError);
         request.reset();
       }
     } else if (body != null) {
-      if (body.length() + chunk.length() > MAX_BODY_BYTES) {
+      if (body.length() + chunk.length()
+          > (status >= 400 ? MAX_ERROR_BODY_BYTES : MAX_BODY_BYTES)) {
         bodyTooLarge = true;
         body = null;
       } else {
@@ -231,15 +254,23 @@ final class Exchange implements ConnectionPool.Waiter {
     }
     lastByte = System.nanoTime();
     responseEnded = true;
-    if (status >= 500) {
-      finish(ErrorClass.HTTP_5XX, null);
-    } else if (status >= 400) {
-      finish(ErrorClass.HTTP_4XX, null);
+    if (status >= 400) {
+      byte[] bytes = body == null ? null : body.getBytes();
+      body = null;
+      finish(
+          status >= 500 ? ErrorClass.HTTP_5XX : ErrorClass.HTTP_4XX,
+          bodyTooLarge
+              ? "HTTP "
+                  + status
+                  + " (error body over "
+                  + MAX_ERROR_BODY_BYTES / 1024
+                  + " KiB, not read)"
+              : FailureReason.http(status, response.getHeader("content-type"), bytes));
     } else if (sse) {
       if (spec.api() == Api.EMBEDDINGS) {
         finish(ErrorClass.INVALID, "an event stream answered an embeddings request");
-      } else if (streamError) {
-        finish(ErrorClass.STREAM_ERROR, null);
+      } else if (streamError != null) {
+        finish(ErrorClass.STREAM_ERROR, streamError);
       } else if (reader.failed()) {
         finish(ErrorClass.STREAM_ERROR, reader.reason());
       } else if (!reader.ended()) {
@@ -272,7 +303,9 @@ final class Exchange implements ConnectionPool.Waiter {
     if (json == null) {
       finish(ErrorClass.INVALID, "response body is not a JSON object");
     } else if (json.error) {
-      finish(ErrorClass.INVALID, "response body carries an error");
+      finish(
+          ErrorClass.INVALID,
+          FailureReason.withMessage("response body carries an error", json.message));
     } else {
       if (json.hasUsage()) {
         usagePrompt = json.promptTokens;
@@ -293,7 +326,9 @@ final class Exchange implements ConnectionPool.Waiter {
     } else if (json.error || "failed".equals(json.status)) {
       finish(
           ErrorClass.INVALID,
-          "response failed" + (json.errorCode == null ? "" : " (" + json.errorCode + ")"));
+          FailureReason.withMessage(
+              "response failed" + (json.errorCode == null ? "" : " (" + json.errorCode + ")"),
+              json.errorMessage));
     } else if (!"completed".equals(json.status) && !"incomplete".equals(json.status)) {
       finish(
           ErrorClass.INVALID,
@@ -315,7 +350,10 @@ final class Exchange implements ConnectionPool.Waiter {
     if (json == null) {
       finish(ErrorClass.INVALID, "response body is not a JSON object");
     } else if (json.error) {
-      finish(ErrorClass.INVALID, "response body carries an error");
+      finish(
+          ErrorClass.INVALID,
+          FailureReason.withMessage(
+              "response body carries an error", FailureReason.errorMessage(bytes)));
     } else if (json.embeddings == 0) {
       finish(ErrorClass.INVALID, "no embedding in the response");
     } else {
@@ -357,7 +395,50 @@ final class Exchange implements ConnectionPool.Waiter {
     if (done) {
       return;
     }
-    finish(isTimeout(cause) ? ErrorClass.TIMEOUT : ErrorClass.RESET, null);
+    if (isTimeout(cause)) {
+      finish(ErrorClass.TIMEOUT, timeoutReason());
+    } else {
+      finish(ErrorClass.RESET, resetReason(cause));
+    }
+  }
+
+  /** Where the request stood when its time ran out. */
+  private String timeoutReason() {
+    if (conn == null) {
+      return "timed out waiting for a connection";
+    }
+    if (response == null) {
+      return "timed out before the response headers";
+    }
+    return sse && firstToken >= 0
+        ? "timed out mid-stream, after the first token"
+        : "timed out before the response ended";
+  }
+
+  /**
+   * Where the connection failed, and how: closed or reset by the peer, or another failure named by
+   * its exception's class (never its message, which may quote what was read).
+   */
+  private String resetReason(Throwable cause) {
+    String where =
+        request == null
+            ? "before the request was sent"
+            : response == null ? "before the response headers" : "mid-response";
+    if (StaleConnections.closedConnection(cause)) {
+      return "connection closed " + where;
+    }
+    return "connection failed " + where + " (" + FailureReason.rootClass(cause) + ")";
+  }
+
+  /** The bearer token this request carried, or null. */
+  private String bearerToken() {
+    for (Map.Entry<String, String> h : spec.headers().entrySet()) {
+      String v = h.getValue();
+      if (h.getKey().equalsIgnoreCase("authorization") && v != null) {
+        return v.regionMatches(true, 0, "Bearer ", 0, 7) ? v.substring(7).trim() : v;
+      }
+    }
+    return null;
   }
 
   /**
@@ -394,7 +475,7 @@ final class Exchange implements ConnectionPool.Waiter {
     if (done) {
       return;
     }
-    finish(ErrorClass.TIMEOUT, null);
+    finish(ErrorClass.TIMEOUT, timeoutReason());
     if (request != null) {
       request.reset();
     }
@@ -405,6 +486,12 @@ final class Exchange implements ConnectionPool.Waiter {
       return;
     }
     done = true;
+    if (reason != null) {
+      // One line, bounded, without the key this request carried (a message may quote it).
+      reason = FailureReason.clean(FailureReason.redact(reason, bearerToken()));
+    } else if (error != ErrorClass.NONE) {
+      reason = error.name().toLowerCase(Locale.ROOT); // every failure says something
+    }
     long total = (lastByte >= 0 ? lastByte : System.nanoTime()) - intended;
     if (timerId >= 0) {
       runner.vertx.cancelTimer(timerId);

@@ -37,6 +37,18 @@ final class JsonObjects {
     }
   }
 
+  /**
+   * The current string value, at most {@link FailureReason#MAX_READ_CHARS} characters of it: an
+   * engine's message is cut later, and a message of megabytes is not copied whole first.
+   */
+  static String boundedText(JsonParser p) throws IOException {
+    int length = p.getTextLength();
+    if (length <= FailureReason.MAX_READ_CHARS) {
+      return p.getText();
+    }
+    return new String(p.getTextCharacters(), p.getTextOffset(), FailureReason.MAX_READ_CHARS);
+  }
+
   private static <T> T read(JsonParser p, Reader<T> reader) throws IOException {
     return p.nextToken() == JsonToken.START_OBJECT ? reader.read(p) : null;
   }

@@ -7,7 +7,8 @@ import java.io.IOException;
 
 /**
  * What the runner needs from one OpenAI response object (a streamed chunk or a whole body): whether
- * it carries generated content, its usage, whether it is an error. Nothing of the text is kept.
+ * it carries generated content, its usage, whether it is an error and the error's message. Nothing
+ * of the generated text is kept.
  *
  * <p>Read with Jackson's streaming parser, field by field, without building a tree: the tree of
  * every response was the load client's largest cost of its own on the event loop (JFR at 2,000
@@ -21,11 +22,21 @@ final class ResponseJson {
   final long promptTokens;
   final long completionTokens;
 
-  private ResponseJson(boolean content, boolean error, long promptTokens, long completionTokens) {
+  /**
+   * The error's message, or null: {@code error.message} (OpenAI, vLLM, llama.cpp), an {@code error}
+   * that is a string, else the object's own {@code message} (vLLM's older error body, llama.cpp's
+   * {@code error:} field) or FastAPI's {@code detail} string. At most {@link
+   * FailureReason#MAX_READ_CHARS} characters, not yet cleaned.
+   */
+  final String message;
+
+  private ResponseJson(
+      boolean content, boolean error, long promptTokens, long completionTokens, String message) {
     this.content = content;
     this.error = error;
     this.promptTokens = promptTokens;
     this.completionTokens = completionTokens;
+    this.message = message;
   }
 
   /** Whether a usage object was present. */
@@ -53,13 +64,29 @@ final class ResponseJson {
     boolean content = false;
     long prompt = -1;
     long completion = -1;
+    String errorMessage = null;
+    String ownMessage = null;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String name = p.currentName();
       JsonToken value = p.nextToken();
       switch (name) {
         case "error" -> {
           error = value != JsonToken.VALUE_NULL;
-          p.skipChildren();
+          errorMessage = null;
+          if (value == JsonToken.START_OBJECT) {
+            errorMessage = errorMessage(p);
+          } else if (value == JsonToken.VALUE_STRING) {
+            errorMessage = JsonObjects.boundedText(p);
+          } else {
+            p.skipChildren();
+          }
+        }
+        case "message", "detail" -> {
+          if (value == JsonToken.VALUE_STRING && (ownMessage == null || name.equals("message"))) {
+            ownMessage = JsonObjects.boundedText(p);
+          } else {
+            p.skipChildren();
+          }
         }
         case "choices" -> content = value == JsonToken.START_ARRAY ? choices(p) : skip(p);
         case "usage" -> {
@@ -84,7 +111,23 @@ final class ResponseJson {
         default -> p.skipChildren();
       }
     }
-    return new ResponseJson(content, error, prompt, completion);
+    return new ResponseJson(
+        content, error, prompt, completion, errorMessage != null ? errorMessage : ownMessage);
+  }
+
+  /** At the start of an {@code error} object: its {@code message} string, or null. */
+  private static String errorMessage(JsonParser p) throws IOException {
+    String message = null;
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      String name = p.currentName();
+      JsonToken v = p.nextToken();
+      if (name.equals("message") && v == JsonToken.VALUE_STRING) {
+        message = JsonObjects.boundedText(p);
+      } else {
+        p.skipChildren();
+      }
+    }
+    return message;
   }
 
   /** At the start of {@code choices}: whether any choice, or its delta, carries content. */

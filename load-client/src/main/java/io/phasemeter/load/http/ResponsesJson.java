@@ -32,9 +32,16 @@ final class ResponsesJson {
 
   /**
    * The error's {@code code} (of {@code error}, or of an {@code error} event), or its {@code type};
-   * null when none is given. Never the message: it may quote the input.
+   * null when none is given.
    */
   final String errorCode;
+
+  /**
+   * The error's {@code message} (of {@code error}, or of an {@code error} event), or null; at most
+   * {@link FailureReason#MAX_READ_CHARS} characters, not yet cleaned. It is the engine's, kept only
+   * for a failure's reason.
+   */
+  final String errorMessage;
 
   /** {@code usage.input_tokens}, or -1. */
   final long inputTokens;
@@ -49,6 +56,7 @@ final class ResponsesJson {
     this.error = f.error || (f.nested != null && f.nested.error);
     String code = f.code != null ? f.code : f.nested == null ? null : f.nested.code;
     this.errorCode = code;
+    this.errorMessage = f.message != null ? f.message : f.nested == null ? null : f.nested.message;
     Fields usage = f.inputTokens >= 0 || f.outputTokens >= 0 || f.nested == null ? f : f.nested;
     this.inputTokens = usage.inputTokens;
     this.outputTokens = usage.outputTokens;
@@ -89,6 +97,7 @@ final class ResponsesJson {
     String status;
     boolean error;
     String code;
+    String message;
     long inputTokens = -1;
     long outputTokens = -1;
     Fields nested;
@@ -113,19 +122,28 @@ final class ResponsesJson {
           p.skipChildren();
         }
         case "status" -> {
-          f.status = v == JsonToken.VALUE_STRING ? p.getText() : null;
+          f.status = v == JsonToken.VALUE_STRING ? JsonObjects.boundedText(p) : null;
           p.skipChildren();
         }
         case "code" -> {
           // An error event's own code: {"type":"error","code":…,"message":…}.
-          f.code = v.isScalarValue() && v != JsonToken.VALUE_NULL ? p.getText() : f.code;
+          f.code =
+              v.isScalarValue() && v != JsonToken.VALUE_NULL ? JsonObjects.boundedText(p) : f.code;
+          p.skipChildren();
+        }
+        case "message" -> {
+          // An error event's own message: {"type":"error","code":…,"message":…}.
+          f.message = v == JsonToken.VALUE_STRING ? JsonObjects.boundedText(p) : f.message;
           p.skipChildren();
         }
         case "error" -> {
           f.error = v != JsonToken.VALUE_NULL;
           if (v == JsonToken.START_OBJECT) {
-            f.code = errorCode(p);
+            error(p, f);
           } else {
+            if (v == JsonToken.VALUE_STRING) {
+              f.message = JsonObjects.boundedText(p);
+            }
             p.skipChildren();
           }
         }
@@ -143,23 +161,30 @@ final class ResponsesJson {
     return f;
   }
 
-  /** At the start of an {@code error} object: its {@code code}, else its {@code type}, or null. */
-  private static String errorCode(JsonParser p) throws IOException {
+  /**
+   * At the start of an {@code error} object: its {@code code}, else its {@code type}, or null, into
+   * {@code f.code}; its {@code message} into {@code f.message}.
+   */
+  private static void error(JsonParser p, Fields f) throws IOException {
     String code = null;
     String type = null;
+    String message = null;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String name = p.currentName();
       JsonToken v = p.nextToken();
       if (v.isScalarValue() && v != JsonToken.VALUE_NULL) {
         if (name.equals("code")) {
-          code = p.getText();
+          code = JsonObjects.boundedText(p);
         } else if (name.equals("type")) {
-          type = p.getText();
+          type = JsonObjects.boundedText(p);
+        } else if (name.equals("message") && v == JsonToken.VALUE_STRING) {
+          message = JsonObjects.boundedText(p);
         }
       }
       p.skipChildren();
     }
-    return code != null ? code : type;
+    f.code = code != null ? code : type;
+    f.message = message;
   }
 
   private static void usage(JsonParser p, JsonToken v, Fields f) throws IOException {

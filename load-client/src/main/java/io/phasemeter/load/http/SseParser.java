@@ -12,7 +12,9 @@ import java.util.function.Consumer;
  * different reads; comments ({@code :…}) and fields other than {@code data}, {@code event} and
  * {@code id} are skipped; several {@code data} lines join with {@code \n}; an event without data is
  * not dispatched (and its type is forgotten), but one that carried an {@code id} is told to {@link
- * EventSink#idOnly}. The {@code id} sets the stream's last event id ({@link #lastEventId()}), which
+ * EventSink#idOnly}. An {@code error} field (llama.cpp's server once reported a failure with one)
+ * is not part of the format: it is handed to {@link EventSink#errorField} as it comes and is no
+ * part of any event. The {@code id} sets the stream's last event id ({@link #lastEventId()}), which
  * stays until another {@code id} changes it. Lines are decoded as UTF-8 only once complete, so a
  * character split across reads survives.
  *
@@ -42,6 +44,9 @@ public final class SseParser {
 
     /** An event that carried an {@code id} and no data (nothing dispatched): the id it set. */
     default void idOnly(String id) {}
+
+    /** An {@code error} field's value (not an SSE field; llama.cpp's server wrote one). */
+    default void errorField(String value) {}
   }
 
   /** The stream's last event id (the last {@code id} field seen), or null before any. */
@@ -122,12 +127,17 @@ public final class SseParser {
     String field = colon < 0 ? text : text.substring(0, colon);
     boolean isData = field.equals("data");
     boolean isId = field.equals("id");
-    if (!isData && !isId && !field.equals("event")) {
+    boolean isError = field.equals("error");
+    if (!isData && !isId && !isError && !field.equals("event")) {
       return;
     }
     String value = colon < 0 ? "" : text.substring(colon + 1);
     if (value.startsWith(" ")) {
       value = value.substring(1);
+    }
+    if (isError) {
+      sink.errorField(value);
+      return;
     }
     if (isId) {
       // WHATWG: an id holding NUL is ignored.

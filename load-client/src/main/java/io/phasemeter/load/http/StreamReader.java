@@ -4,12 +4,13 @@ import io.phasemeter.load.workload.Api;
 
 /**
  * How one API's event stream is read: which events carry generated content, which one ends the
- * stream, which ones fail it, and what usage it reports. The {@link Exchange} times the content
- * events; a reader only judges them. One stream, one context: not thread-safe.
+ * stream, which ones fail it and why, and what usage it reports. The {@link Exchange} times the
+ * content events; a reader only judges them. One stream, one context: not thread-safe.
  *
  * <ul>
  *   <li>Chat and completions ({@link Chunks}): {@code data: {chunk}} events; {@code data: [DONE]}
- *       ends the stream; an event with an {@code error}, or one that is not JSON, fails it.
+ *       ends the stream; an event with an {@code error} (its message is the reason), or one that is
+ *       not JSON, fails it.
  *   <li>Responses ({@link Responses}): typed events ({@code event: <type>} and {@code data:
  *       {"type":"<type>",…}}) and no {@code [DONE]}: {@code response.completed} or {@code
  *       response.incomplete} (stopped at the length, say) end it as a success, {@code
@@ -46,6 +47,20 @@ abstract sealed class StreamReader {
 
   abstract boolean read(String type, String data);
 
+  /**
+   * An {@code error:} field, which llama.cpp's server wrote (before its {@code data: {"error": …}}
+   * events) when a stream failed, then ended the response without {@code [DONE]}: the stream
+   * failed, its reason the field's message ({@code {"message": …}} or {@code {"error": {"message":
+   * …}}}; the field's text itself when it is not JSON).
+   */
+  final void errorField(String value) {
+    if (ended) {
+      return;
+    }
+    ResponseJson json = ResponseJson.parse(value);
+    fail(FailureReason.withMessage("an error event", json == null ? value : json.message));
+  }
+
   /** The stream announced its end ({@code [DONE]}, a terminal event): nothing after it counts. */
   final void end() {
     ended = true;
@@ -68,18 +83,13 @@ abstract sealed class StreamReader {
     return failure != null;
   }
 
-  /**
-   * Why the stream failed, for the result's reason; null when it did not fail or the API's reader
-   * gives none (chat and completions: a stream error is its own class).
-   */
-  abstract String reason();
+  /** Why the stream failed, for the result's reason; null when it did not fail. */
+  final String reason() {
+    return failure;
+  }
 
   /** The reason when the stream ended without announcing its end. */
   abstract String unfinishedReason();
-
-  final String failure() {
-    return failure;
-  }
 
   /** {@code /v1/chat/completions} and {@code /v1/completions}: chunks, then {@code [DONE]}. */
   static final class Chunks extends StreamReader {
@@ -90,8 +100,13 @@ abstract sealed class StreamReader {
         return false;
       }
       ResponseJson json = ResponseJson.parse(data);
-      if (json == null || json.error) {
-        fail(json == null ? "an event is not JSON" : "an error event");
+      if (json == null) {
+        fail("an event is not JSON");
+        return false;
+      }
+      if (json.error) {
+        // vLLM's and llama.cpp's mid-stream failure: data: {"error": {"message": …}}.
+        fail(FailureReason.withMessage("an error event", json.message));
         return false;
       }
       if (json.hasUsage()) {
@@ -102,13 +117,8 @@ abstract sealed class StreamReader {
     }
 
     @Override
-    String reason() {
-      return null;
-    }
-
-    @Override
     String unfinishedReason() {
-      return null;
+      return "the stream ended without [DONE]";
     }
   }
 
@@ -128,14 +138,14 @@ abstract sealed class StreamReader {
       if (type == null) {
         // Not a Responses event; an OpenAI-style {"error": …} (a gateway's) fails the stream.
         if (json.error) {
-          fail("an error event" + code(json));
+          fail(FailureReason.withMessage("an error event" + code(json), json.errorMessage));
         }
         return false;
       }
       switch (type) {
         case "response.completed", "response.incomplete" -> {
           if (json.error) {
-            fail(type + code(json));
+            fail(FailureReason.withMessage(type + code(json), json.errorMessage));
           }
           if (json.hasUsage()) {
             usagePrompt = json.inputTokens;
@@ -145,23 +155,18 @@ abstract sealed class StreamReader {
           return false;
         }
         case "response.failed" -> {
-          fail("response.failed" + code(json));
+          fail(FailureReason.withMessage("response.failed" + code(json), json.errorMessage));
           end();
           return false;
         }
         case "error" -> {
-          fail("an error event" + code(json));
+          fail(FailureReason.withMessage("an error event" + code(json), json.errorMessage));
           return false;
         }
         default -> {
           return json.content(type);
         }
       }
-    }
-
-    @Override
-    String reason() {
-      return failure();
     }
 
     @Override

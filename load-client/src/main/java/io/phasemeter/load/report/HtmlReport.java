@@ -49,6 +49,7 @@ final class HtmlReport {
       List.of(
           "verdict",
           "budgets",
+          "failures",
           "phases",
           "cdf",
           "over-time",
@@ -118,6 +119,7 @@ final class HtmlReport {
         .append("</style></head><body><main>");
     verdict();
     budgets();
+    failures();
     phases();
     cdfs();
     overTime();
@@ -293,6 +295,42 @@ final class HtmlReport {
         .append(" (as the proxy and its alert rules judge it); the observed quantile beside it is")
         .append(" the HdrHistogram's, within 1 %. Error rate must stay under its limit and join")
         .append(" coverage over it.</p></section>");
+  }
+
+  private void failures() {
+    FailureReasons f = m.failures;
+    b.append("<section id=\"failures\"><h2>Failures</h2>");
+    if (f.failed() == 0) {
+      b.append("<p class=\"muted\">No request failed.</p></section>");
+      return;
+    }
+    b.append("<p class=\"muted\">")
+        .append(f.failed())
+        .append(" failed requests by class and reason (pairs.csv's <code>invalid_reason</code>),")
+        .append(" the ")
+        .append(FailureReasons.LIMIT)
+        .append(" most frequent named. An engine's message is shown as it sent it, cut to ")
+        .append(io.phasemeter.load.http.FailureReason.MAX_CHARS)
+        .append(" characters.</p>");
+    b.append("<div class=\"scroll\"><table><tr><th>count</th><th class=\"l\">class</th>")
+        .append("<th class=\"l\">reason</th><th class=\"l\">first trace id</th></tr>");
+    for (FailureReasons.Reason r : f.top()) {
+      b.append("<tr>");
+      td("", String.valueOf(r.count()));
+      td("l", r.errorClass());
+      td("wrap", r.reason().isEmpty() ? "(none given)" : r.reason());
+      b.append("<td class=\"l mono\">").append(Html.esc(r.firstTraceId())).append("</td>");
+      b.append("</tr>");
+    }
+    if (f.otherCount() > 0) {
+      b.append("<tr>");
+      td("", String.valueOf(f.otherCount()));
+      td("l", "");
+      td("wrap", "other (" + f.otherReasons() + " more reasons)");
+      td("l", "");
+      b.append("</tr>");
+    }
+    b.append("</table></div></section>");
   }
 
   private void td(String cls, String text) {

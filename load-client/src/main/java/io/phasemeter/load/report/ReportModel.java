@@ -28,6 +28,7 @@ final class ReportModel {
   final List<Step> steps;
   final List<TimePoint> timeSeries;
   final List<SlowRequest> slowest;
+  final FailureReasons failures;
   final long outputTokens;
   final double requestThroughput;
   final double outputTokenThroughput;
@@ -53,6 +54,7 @@ final class ReportModel {
     this.steps = List.copyOf(list);
     this.timeSeries = in.timeSeries();
     this.slowest = in.slowest();
+    this.failures = FailureReasons.of(in.pairs());
     this.outputTokens = tokens;
     this.requestThroughput = in.ok() / in.durationSeconds();
     this.outputTokenThroughput = tokens / in.durationSeconds();

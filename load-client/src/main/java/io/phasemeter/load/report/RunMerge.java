@@ -128,6 +128,7 @@ public final class RunMerge {
     List<String> header = null;
     List<String> rows = new ArrayList<>();
     Map<String, Path> seen = new HashMap<>();
+    FailureReasons.Counter failures = new FailureReasons.Counter();
     for (Path dir : inputs) {
       List<String> lines = Files.readAllLines(dir.resolve(ReportWriter.PAIRS));
       if (lines.isEmpty()) {
@@ -141,11 +142,20 @@ public final class RunMerge {
             2, dir.resolve(ReportWriter.PAIRS) + " has other columns than the first input's");
       }
       int traceColumn = h.indexOf("trace_id");
+      int classColumn = h.indexOf("class");
+      int reasonColumn = h.indexOf("invalid_reason");
       for (String line : lines.subList(1, lines.size())) {
         if (line.isEmpty()) {
           continue;
         }
-        String traceId = splitCsv(line).get(traceColumn);
+        List<String> fields = splitCsv(line);
+        String traceId = fields.get(traceColumn);
+        if (classColumn >= 0 && !"NONE".equals(fields.get(classColumn))) {
+          failures.add(
+              fields.get(classColumn),
+              reasonColumn >= 0 ? fields.get(reasonColumn) : null,
+              traceId);
+        }
         if (!traceId.isEmpty()) {
           Path other = seen.putIfAbsent(traceId, dir);
           if (other != null) {
@@ -265,6 +275,8 @@ public final class RunMerge {
     root.set("merged_from", sources);
     ObjectNode req = root.putObject("requests");
     requests.forEach(req::put);
+    // Counted again over the merged pairs.csv: exact, where the instances' top lists are not.
+    failures.result().write(root.putObject("failures"));
     putNumber(root, "join_coverage", stats.joinCoverage());
     ObjectNode join = root.putObject("join");
     join.put("ok", stats.okCount());

@@ -40,6 +40,8 @@ final class SummaryJson {
     // Failures over requests sent: what --max-error-rate and the budgets' max_error_rate judge.
     requests.put(
         "error_rate", io.phasemeter.load.budget.ClientBudgets.errorRate(in.sent(), in.ok()));
+    // Why they failed: the most frequent (class, reason) pairs, the rest as "other".
+    m.failures.write(root.putObject("failures"));
     Connections c = in.connections();
     if (c.known()) {
       requests.put("stale_connection_retries", c.staleRetries());

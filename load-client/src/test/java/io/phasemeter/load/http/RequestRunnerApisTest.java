@@ -128,7 +128,7 @@ class RequestRunnerApisTest {
     ClientResult r = run(responses(true));
     assertThat(r.error()).isEqualTo(ErrorClass.STREAM_ERROR);
     assertThat(r.ok()).isFalse();
-    assertThat(r.invalidReason()).isEqualTo("response.failed (server_error)");
+    assertThat(r.invalidReason()).isEqualTo("response.failed (server_error): died");
     assertThat(r.itlCount()).isZero();
     assertThat(itl).isEmpty();
   }
@@ -144,7 +144,7 @@ class RequestRunnerApisTest {
                     + event("error", "\"code\":\"server_error\",\"message\":\"died\""));
     ClientResult r = run(responses(true));
     assertThat(r.error()).isEqualTo(ErrorClass.STREAM_ERROR);
-    assertThat(r.invalidReason()).isEqualTo("an error event (server_error)");
+    assertThat(r.invalidReason()).isEqualTo("an error event (server_error): died");
   }
 
   @Test
@@ -194,7 +194,7 @@ class RequestRunnerApisTest {
                 responseObject("failed", "{\"code\":\"server_error\",\"message\":\"x\"}", 11, 0));
     ClientResult failed = run(responses(false));
     assertThat(failed.error()).isEqualTo(ErrorClass.INVALID);
-    assertThat(failed.invalidReason()).isEqualTo("response failed (server_error)");
+    assertThat(failed.invalidReason()).isEqualTo("response failed (server_error): x");
 
     script = req -> json(req.response(), responseObject("in_progress", "null", 11, 0));
     ClientResult unfinished = run(responses(false));
@@ -250,7 +250,7 @@ class RequestRunnerApisTest {
     assertThat(run(embeddings(8)).invalidReason()).isEqualTo("no embedding in the response");
 
     script = req -> json(req.response(), embeddingsBody(8, ",\"error\":{\"message\":\"x\"}"));
-    assertThat(run(embeddings(8)).invalidReason()).isEqualTo("response body carries an error");
+    assertThat(run(embeddings(8)).invalidReason()).isEqualTo("response body carries an error: x");
 
     script = req -> sse(req.response(), "data: " + embeddingsBody(8, "") + "\n\ndata: [DONE]\n\n");
     ClientResult streamed = run(embeddings(8));

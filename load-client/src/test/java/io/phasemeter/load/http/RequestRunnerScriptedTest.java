@@ -120,7 +120,49 @@ class RequestRunnerScriptedTest {
                 chunk("a")
                     + "data: {\"error\":{\"message\":\"engine died\",\"code\":500}}\n\n"
                     + DONE);
-    assertThat(run(spec(-1, 4, true)).error()).isEqualTo(ErrorClass.STREAM_ERROR);
+    ClientResult r = run(spec(-1, 4, true));
+    assertThat(r.error()).isEqualTo(ErrorClass.STREAM_ERROR);
+    assertThat(r.invalidReason()).isEqualTo("an error event: engine died");
+  }
+
+  /**
+   * llama.cpp's server fails a stream with {@code data: {"error": {...}}} (older versions: an
+   * {@code error:} field), then ends the response without [DONE]: the engine's message is the
+   * reason, not the missing [DONE].
+   */
+  @Test
+  void llamaCppsErrorEventInEitherShapeGivesItsMessage() throws Exception {
+    String json =
+        "{\"code\":500,\"message\":\"The model produced output that does not match the"
+            + " expected Content-only format\",\"type\":\"server_error\"}";
+    for (String event : List.of("data: {\"error\":" + json + "}\n\n", "error: " + json + "\n\n")) {
+      script = req -> sse(req.response(), ROLE + chunk("a") + event);
+      ClientResult r = run(spec(-1, 4, true));
+      assertThat(r.error()).as(event).isEqualTo(ErrorClass.STREAM_ERROR);
+      assertThat(r.invalidReason())
+          .as(event)
+          .isEqualTo(
+              "an error event: The model produced output that does not match the expected"
+                  + " Content-only format");
+    }
+  }
+
+  @Test
+  void anOverLongMessageWithControlCharactersIsCleanedAndCut() throws Exception {
+    // An ANSI escape, a line break, a carriage return, a NUL, a bidi override, a tab; then 1 MB.
+    String message =
+        "\\u001b[31mred\\nnext line\\r\\u0000nul \\u202Eevil\\tend " + "x".repeat(1 << 20);
+    script =
+        req ->
+            sse(
+                req.response(),
+                chunk("a") + "data: {\"error\":{\"message\":\"" + message + "\"}}\n\n");
+    String reason = run(spec(-1, 4, true)).invalidReason();
+    assertThat(reason)
+        .startsWith("an error event: [31mred next line nul evil end xxx")
+        .endsWith("x\u2026")
+        .doesNotContainPattern("\\p{Cntrl}|\\p{Cf}");
+    assertThat(reason.codePointCount(0, reason.length())).isEqualTo(FailureReason.MAX_CHARS + 1);
   }
 
   @Test
@@ -128,7 +170,108 @@ class RequestRunnerScriptedTest {
     script = req -> sse(req.response(), chunk("a") + usage(10, 1));
     ClientResult r = run(spec(10, 1, true));
     assertThat(r.error()).isEqualTo(ErrorClass.STREAM_ERROR);
+    assertThat(r.invalidReason()).isEqualTo("the stream ended without [DONE]");
     assertThat(r.ttftNanos()).isPositive();
+  }
+
+  @Test
+  void anHttpErrorGivesTheMessageOfItsBody() throws Exception {
+    record Case(int status, String type, String body, ErrorClass error, String reason) {}
+    List<Case> cases =
+        List.of(
+            new Case(
+                500,
+                "application/json",
+                "{\"error\":{\"code\":500,\"message\":\"failed to decode\",\"type\":\"server_error\"}}",
+                ErrorClass.HTTP_5XX,
+                "HTTP 500: failed to decode"),
+            // vLLM's older error body: the message at the top.
+            new Case(
+                400,
+                "application/json",
+                "{\"object\":\"error\",\"message\":\"max_tokens is too large\",\"code\":400}",
+                ErrorClass.HTTP_4XX,
+                "HTTP 400: max_tokens is too large"),
+            new Case(
+                404,
+                "application/json",
+                "{\"detail\":\"Not Found\"}",
+                ErrorClass.HTTP_4XX,
+                "HTTP 404: Not Found"),
+            new Case(
+                503,
+                "text/plain",
+                "upstream connect error\r\nor disconnect",
+                ErrorClass.HTTP_5XX,
+                "HTTP 503: upstream connect error or disconnect"),
+            new Case(502, "text/html", "<html>bad gateway</html>", ErrorClass.HTTP_5XX, "HTTP 502"),
+            new Case(
+                429,
+                "application/json",
+                "{\"error\":{\"message\":\"" + "y".repeat(70_000) + "\"}}",
+                ErrorClass.HTTP_4XX,
+                "HTTP 429 (error body over 64 KiB, not read)"));
+    for (Case c : cases) {
+      script =
+          req ->
+              req.response()
+                  .setStatusCode(c.status())
+                  .putHeader("content-type", c.type())
+                  .end(c.body());
+      for (boolean stream : List.of(true, false)) {
+        ClientResult r = run(spec(10, 4, stream));
+        assertThat(r.error()).as(c.body()).isEqualTo(c.error());
+        assertThat(r.status()).isEqualTo(c.status());
+        assertThat(r.invalidReason()).as(c.type()).isEqualTo(c.reason());
+      }
+    }
+  }
+
+  @Test
+  void aMessageQuotingTheRequestsKeyKeepsItOut() throws Exception {
+    String key = "my-secret-key-0123456789";
+    script =
+        req ->
+            req.response()
+                .setStatusCode(401)
+                .putHeader("content-type", "application/json")
+                .end(
+                    "{\"error\":{\"message\":\"Incorrect API key provided: "
+                        + req.getHeader("authorization").substring(7)
+                        + "; also sk-proj-abcdefghijklmnop\"}}");
+    ClientResult r =
+        run(spec(10, 4, false).withHeaders(java.util.Map.of("authorization", "Bearer " + key)));
+    assertThat(r.error()).isEqualTo(ErrorClass.HTTP_4XX);
+    assertThat(r.invalidReason())
+        .isEqualTo("HTTP 401: Incorrect API key provided: [key]; also sk-[key]");
+  }
+
+  @Test
+  void aTimeoutSaysWhereTheRequestStood() throws Exception {
+    RequestRunner quick =
+        new RequestRunner(
+            vertx,
+            URI.create("http://127.0.0.1:" + backend.actualPort()),
+            1,
+            Duration.ofMillis(300),
+            itl::add);
+    try {
+      script = req -> {}; // never answers
+      assertThat(await(quick.run(1, spec(10, 4, true), TRACE, null, 0, System.nanoTime())))
+          .extracting(ClientResult::error, ClientResult::invalidReason)
+          .containsExactly(ErrorClass.TIMEOUT, "timed out before the response headers");
+      script =
+          req ->
+              req.response()
+                  .setChunked(true)
+                  .putHeader("content-type", "text/event-stream")
+                  .write(ROLE); // headers and the role chunk, then nothing
+      assertThat(await(quick.run(2, spec(10, 4, true), TRACE, null, 0, System.nanoTime())))
+          .extracting(ClientResult::error, ClientResult::invalidReason)
+          .containsExactly(ErrorClass.TIMEOUT, "timed out before the response ended");
+    } finally {
+      await(quick.close());
+    }
   }
 
   @Test

@@ -119,9 +119,16 @@ class RequestRunnerSimulatorApisTest {
             "reset", ErrorClass.RESET);
     Map<String, String> reasons =
         Map.of(
-            "error", "response.failed (server_error)",
-            "error_event", "an error event (server_error)",
-            "malformed", "an event is not JSON");
+            "error",
+            "response.failed (server_error): Simulated engine failure (x-sim-fault: error)",
+            "error_event",
+            "an error event (server_error): Simulated engine failure (x-sim-fault: error_event)",
+            "malformed",
+            "an event is not JSON",
+            "disconnect",
+            "connection closed mid-response",
+            "reset",
+            "connection closed before the response headers");
     long seq = 10;
     for (Map.Entry<String, ErrorClass> e : expected.entrySet()) {
       ClientResult r =
@@ -130,9 +137,7 @@ class RequestRunnerSimulatorApisTest {
               responses(true, Map.of("x-sim-fault", e.getKey(), "x-sim-fault-after-tokens", "2")));
       assertThat(r.error()).as(e.getKey()).isEqualTo(e.getValue());
       assertThat(r.ok()).isFalse();
-      if (reasons.containsKey(e.getKey())) {
-        assertThat(r.invalidReason()).as(e.getKey()).isEqualTo(reasons.get(e.getKey()));
-      }
+      assertThat(r.invalidReason()).as(e.getKey()).isEqualTo(reasons.get(e.getKey()));
     }
     assertThat(itl).as("failed streams stay out of the ITL figures").isEmpty();
   }

@@ -127,6 +127,9 @@ class RequestRunnerSimulatorTest {
     assertThat(r.error()).isEqualTo(ErrorClass.HTTP_5XX);
     assertThat(r.status()).isEqualTo(500);
     assertThat(r.ttftNanos()).isEqualTo(-1);
+    // The message of the simulator's OpenAI-style error body.
+    assertThat(r.invalidReason())
+        .isEqualTo("HTTP 500: Simulated engine failure (x-sim-fault: error)");
   }
 
   @Test
@@ -134,6 +137,7 @@ class RequestRunnerSimulatorTest {
     ClientResult r = run(4, completion(true, Map.of("x-sim-fault", "bogus")), System.nanoTime());
     assertThat(r.error()).isEqualTo(ErrorClass.HTTP_4XX);
     assertThat(r.status()).isEqualTo(400);
+    assertThat(r.invalidReason()).startsWith("HTTP 400: ").contains("bogus");
   }
 
   @Test
@@ -144,6 +148,7 @@ class RequestRunnerSimulatorTest {
             completion(true, Map.of("x-sim-fault", "disconnect", "x-sim-fault-after-tokens", "3")),
             System.nanoTime());
     assertThat(r.error()).isEqualTo(ErrorClass.RESET);
+    assertThat(r.invalidReason()).isEqualTo("connection closed mid-response");
     assertThat(r.status()).isEqualTo(200);
     assertThat(r.ttftNanos()).isPositive();
     assertThat(itl).as("failed streams stay out of the ITL figures").isEmpty();
@@ -154,6 +159,7 @@ class RequestRunnerSimulatorTest {
     ClientResult r =
         run(6, completion(false, Map.of("x-sim-fault", "disconnect")), System.nanoTime());
     assertThat(r.error()).isEqualTo(ErrorClass.RESET);
+    assertThat(r.invalidReason()).isEqualTo("connection closed before the response headers");
     assertThat(r.status()).isZero();
   }
 
@@ -161,6 +167,7 @@ class RequestRunnerSimulatorTest {
   void connectionClosedBeforeAnswerIsReset() throws Exception {
     ClientResult r = run(7, completion(true, Map.of("x-sim-fault", "reset")), System.nanoTime());
     assertThat(r.error()).isEqualTo(ErrorClass.RESET);
+    assertThat(r.invalidReason()).isEqualTo("connection closed before the response headers");
   }
 
   @Test
@@ -168,6 +175,7 @@ class RequestRunnerSimulatorTest {
     ClientResult r =
         run(8, completion(true, Map.of("x-sim-fault", "malformed")), System.nanoTime());
     assertThat(r.error()).isEqualTo(ErrorClass.STREAM_ERROR);
+    assertThat(r.invalidReason()).isEqualTo("an event is not JSON");
   }
 
   @Test
@@ -184,6 +192,7 @@ class RequestRunnerSimulatorTest {
                   0,
                   System.nanoTime()));
       assertThat(r.error()).isEqualTo(ErrorClass.TIMEOUT);
+      assertThat(r.invalidReason()).isEqualTo("timed out mid-stream, after the first token");
       assertThat(r.totalNanos()).isGreaterThanOrEqualTo(300 * MS);
       assertThat(r.ttftNanos()).isPositive();
     } finally {
@@ -205,6 +214,7 @@ class RequestRunnerSimulatorTest {
               dead.run(
                   11, completion(true, Map.of()), ids.traceId(11), null, 0, System.nanoTime()));
       assertThat(r.error()).isEqualTo(ErrorClass.CONNECT);
+      assertThat(r.invalidReason()).isEqualTo("connection refused");
       assertThat(r.status()).isZero();
       assertThat(r.transportSetupNanos()).isEqualTo(-1);
     } finally {

@@ -152,7 +152,8 @@ class ResponsesStreamTest {
             + "\"usage\":null,\"error\":{\"code\":\"server_error\",\"message\":\"engine died\"}}";
     String stream =
         opening() + delta("output_text", "a") + event("response.failed", "\"response\":" + failed);
-    assertEverySplit(stream, new Outcome(1, true, true, "response.failed (server_error)", -1, -1));
+    assertEverySplit(
+        stream, new Outcome(1, true, true, "response.failed (server_error): engine died", -1, -1));
   }
 
   @Test
@@ -162,7 +163,7 @@ class ResponsesStreamTest {
             + delta("output_text", "a")
             + event("error", "\"code\":\"invalid_prompt\",\"message\":\"too long\",\"param\":null");
     assertEverySplit(
-        stream, new Outcome(1, false, true, "an error event (invalid_prompt)", -1, -1));
+        stream, new Outcome(1, false, true, "an error event (invalid_prompt): too long", -1, -1));
   }
 
   @Test
@@ -207,7 +208,8 @@ class ResponsesStreamTest {
             + "data: {\"error\":{\"message\":\"upstream died\",\"type\":\"server_error\","
             + "\"code\":\"upstream_error\"}}\n\n";
     assertEverySplit(
-        stream, new Outcome(1, false, true, "an error event (upstream_error)", -1, -1));
+        stream,
+        new Outcome(1, false, true, "an error event (upstream_error): upstream died", -1, -1));
   }
 
   /**

@@ -111,6 +111,39 @@ class RunMergeTest {
   }
 
   @Test
+  void failureReasonsAreCountedAgainOverTheMergedPairs() throws Exception {
+    Path a = syntheticRun("a", "aaaaaaaa", 4, 10);
+    Path b = syntheticRun("b", "bbbbbbbb", 4, 10);
+    int blanks = PairsCsv.HEADER.size() - 8;
+    Files.writeString(
+        a.resolve("pairs.csv"),
+        "9,aaaaaaaa00000000000000000000ff09,0,1k,500,HTTP_5XX,\"HTTP 500: slot 1, \"\"x\"\"\",false"
+            + ",".repeat(blanks)
+            + "\n",
+        java.nio.file.StandardOpenOption.APPEND);
+    Files.writeString(
+        b.resolve("pairs.csv"),
+        "9,bbbbbbbb00000000000000000000ff09,0,1k,500,HTTP_5XX,\"HTTP 500: slot 1, \"\"x\"\"\",false"
+            + ",".repeat(blanks)
+            + "\n10,bbbbbbbb00000000000000000000ff10,0,1k,200,STREAM_ERROR,"
+            + "the stream ended without [DONE],false"
+            + ",".repeat(blanks)
+            + "\n",
+        java.nio.file.StandardOpenOption.APPEND);
+    RunMerge.merge(List.of(a, b), tmp.resolve("merged"), null);
+    JsonNode f =
+        new ObjectMapper().readTree(tmp.resolve("merged/summary.json").toFile()).get("failures");
+    assertThat(f.get("failed").asLong()).isEqualTo(3);
+    assertThat(f.at("/reasons/0/class").asText()).isEqualTo("HTTP_5XX");
+    assertThat(f.at("/reasons/0/reason").asText()).isEqualTo("HTTP 500: slot 1, \"x\"");
+    assertThat(f.at("/reasons/0/count").asLong()).isEqualTo(2);
+    assertThat(f.at("/reasons/0/first_trace_id").asText())
+        .isEqualTo("aaaaaaaa00000000000000000000ff09");
+    assertThat(f.at("/reasons/1/reason").asText()).isEqualTo("the stream ended without [DONE]");
+    assertThat(f.at("/other/count").asLong()).isZero();
+  }
+
+  @Test
   void twoRealRunOutputsMergeToTheQuantilesOfAllTheirRequestsTogether() throws Exception {
     ReportInput one = Scenario.build(1);
     ReportInput two = Scenario.build(2);
