@@ -128,14 +128,22 @@ class RequestRunnerScriptedTest {
   /**
    * llama.cpp's server fails a stream with {@code data: {"error": {...}}} (older versions: an
    * {@code error:} field), then ends the response without [DONE]: the engine's message is the
-   * reason, not the missing [DONE].
+   * reason, not the missing [DONE], nor the proxy's event that follows it.
    */
   @Test
   void llamaCppsErrorEventInEitherShapeGivesItsMessage() throws Exception {
     String json =
         "{\"code\":500,\"message\":\"The model produced output that does not match the"
             + " expected Content-only format\",\"type\":\"server_error\"}";
-    for (String event : List.of("data: {\"error\":" + json + "}\n\n", "error: " + json + "\n\n")) {
+    // Behind the proxy the engine's event comes first, then the proxy's own final error event.
+    String proxys =
+        "data: {\"error\":{\"message\":\"The upstream reported an error mid-stream and ended its"
+            + " response.\",\"type\":\"upstream_error\",\"code\":\"upstream_error\"}}\n\n";
+    for (String event :
+        List.of(
+            "data: {\"error\":" + json + "}\n\n",
+            "error: " + json + "\n\n",
+            "data: {\"error\":" + json + "}\n\n" + proxys)) {
       script = req -> sse(req.response(), ROLE + chunk("a") + event);
       ClientResult r = run(spec(-1, 4, true));
       assertThat(r.error()).as(event).isEqualTo(ErrorClass.STREAM_ERROR);

@@ -30,6 +30,27 @@ class SseParserTest {
   private static final List<String> EVENTS =
       List.of("{\"a\":\"é\"}", "no-space\n two spaces", "cr only", "", "[DONE]");
 
+  /** llama.cpp's older failure: an {@code error:} field, handed over as it comes, no event. */
+  @Test
+  void anErrorFieldIsHandedOverAndDispatchesNothing() {
+    SseParser p = new SseParser(1024);
+    List<String> seen = new ArrayList<>();
+    SseParser.EventSink sink =
+        new SseParser.EventSink() {
+          @Override
+          public void event(String type, String data) {
+            seen.add("event " + data);
+          }
+
+          @Override
+          public void errorField(String value) {
+            seen.add("error " + value);
+          }
+        };
+    p.feedEvents(Buffer.buffer("data: a\n\nerror: {\"message\":\"boom\"}\n\ndata: b\n\n"), sink);
+    assertThat(seen).containsExactly("event a", "error {\"message\":\"boom\"}", "event b");
+  }
+
   @Test
   void anIdSetsTheLastEventIdAndAnEventWithAnIdAndNoDataIsToldAsSuch() {
     SseParser p = new SseParser(1024);
