@@ -1064,6 +1064,36 @@ if os.path.isdir(gdir) and glob.glob(os.path.join(gdir, "*.log")):
                    f"{', '.join(sorted(e['collectors']))}; {len(e['in'])} pauses, p50 {fmt(q(e['in'], 0.5), 2)}, "
                    f"p99 {fmt(q(e['in'], 0.99), 2)} ms")
 
+# ---- engine: TTFT added in front of llama-server, and reuse auto vs on before the simulator --------
+edir = os.path.join(OUT, "engine")
+if os.path.isdir(edir):
+    print("## Engine reuse: TTFT added by Phasemeter (bench/enginettft.py, fresh connection per request)\n")
+    print("| run | rounds x n | direct TTFT p50 ms | through TTFT p50 ms | added p50 ms (median of rounds) | errors |")
+    print("|---|---|---|---|---|---|")
+    eng = {}
+    for name, label in (("llama-closed", "llama-server, back to back (concurrency 1)"),
+                        ("llama-4", "llama-server, 4 req/s"),
+                        ("sim-auto-vs-on", "simulator: reuse auto (through) vs reuse on (direct column)")):
+        path = os.path.join(edir, name + ".json")
+        if not os.path.exists(path):
+            continue
+        e = json.load(open(path))
+        eng[name] = e
+        print(f"| {label} | {e['rounds']} x {e['per_round']} | {fmt(e['direct_ttft_p50_median_ms'], 2)} | "
+              f"{fmt(e['proxy_ttft_p50_median_ms'], 2)} | {fmt(e['added_ttft_p50_median_ms'], 2)} | "
+              f"{e['errors']['direct']} / {e['errors']['proxy']} |")
+    print()
+    R["engine"] = eng
+    for name, what in (("llama-closed", "back to back"), ("llama-4", "at 4 req/s")):
+        if name in eng:
+            a = eng[name]["added_ttft_p50_median_ms"]
+            target(f"engine: TTFT added in front of llama-server {what}, median of rounds' p50 (ms)",
+                   a, "<= 1", a <= 1, "fresh connection per request; llama-server closes after each stream")
+    if "sim-auto-vs-on" in eng:
+        a = eng["sim-auto-vs-on"]["added_ttft_p50_median_ms"]
+        target("engine: reuse auto against reuse on before the simulator, TTFT p50 difference (ms)",
+               a, "<= 0.5", a <= 0.5, "the simulator keeps connections: auto must not cost anything")
+
 # ---- verdicts ----------------------------------------------------------------------------------
 print("## Targets\n")
 print("| target | measured | limit | verdict | note |")

@@ -422,8 +422,29 @@ public final class ProxyMain implements Callable<Integer> {
                     + (p.activeHealthChecks()
                         ? "; health " + p.health().path() + " every " + human(p.health().interval())
                         : "; no active health checks")
-                    + ")")
+                    + ")\n  upstream connections: "
+                    + reuse(p.connections()))
         .collect(Collectors.joining("\n"));
+  }
+
+  /**
+   * How the pool's upstream connections are used, as configured: the start-up banner and {@code
+   * --check} can only know the configuration; what {@code auto} found is in {@code /admin/stats}
+   * and {@code llm_upstream_connections_single_use}.
+   */
+  static String reuse(ProxyConfig.Connections c) {
+    int spares = c.spares();
+    String ahead = spares == 0 ? "no spares" : spares + " spare" + (spares == 1 ? "" : "s");
+    return switch (c.reuse()) {
+      case ON -> "reuse: on (kept alive and reused)";
+      case OFF ->
+          "reuse: off (one request each, Connection: close; " + ahead + " opened ahead of demand)";
+      case AUTO ->
+          "reuse: auto (kept alive and reused; once an upstream is seen closing them after its"
+              + " responses, one request each, "
+              + ahead
+              + " opened ahead of demand)";
+    };
   }
 
   /** Who may use the admin listener, as the start-up banner and {@code --check} say it. */

@@ -251,7 +251,30 @@ final class ProxyRuntime implements PipelineRuntime {
         tracker::status,
         ready,
         engine,
-        config.telemetry().engineSpans());
+        config.telemetry().engineSpans(),
+        this::upstreamConnections);
+  }
+
+  /**
+   * How each upstream's connections are used ({@code connections.reuse}, {@code preconnect}), for
+   * {@code /admin/stats}.
+   */
+  private io.vertx.core.json.JsonArray upstreamConnections() {
+    io.vertx.core.json.JsonArray all = new io.vertx.core.json.JsonArray();
+    for (UpstreamPool p : upstreamPools) {
+      for (UpstreamPool.ReuseState r : p.reuseStates()) {
+        all.add(
+            new io.vertx.core.json.JsonObject()
+                .put("pool", r.pool())
+                .put("upstream", r.upstream())
+                .put("reuse", r.reuse())
+                .put("closes_after_responses", r.closesAfterResponses())
+                .put("closed_after_response", r.closedAfterResponse())
+                .put("single_use", r.singleUse())
+                .put("spares", r.spares()));
+      }
+    }
+    return all;
   }
 
   /** The close steps still to run, in the order {@link #close()} runs them. */

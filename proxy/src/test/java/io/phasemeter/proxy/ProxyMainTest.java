@@ -62,6 +62,7 @@ class ProxyMainTest {
               - name: small
                 models: [tiny]
                 upstreams: [http://cpu:8001]
+                connections: {reuse: off, preconnect: 1}
             """);
 
     assertThat(run("--check", "--config", file.toString())).isZero();
@@ -70,8 +71,13 @@ class ProxyMainTest {
         .containsExactly(
             "pool llama: models [llama-8b] -> http://gpu1:8000, http://gpu2:8000"
                 + " (16 slots, queue 50; health /health every 5s)",
+            "  upstream connections: reuse: auto (kept alive and reused; once an upstream is seen"
+                + " closing them after its responses, one request each, 2 spares opened ahead of"
+                + " demand)",
             "pool small: models [tiny] -> http://cpu:8001 (64 slots, queue 1000; health /health"
                 + " every 5s)",
+            "  upstream connections: reuse: off (one request each, Connection: close; 1 spare"
+                + " opened ahead of demand)",
             "transport: auto",
             "admin: 127.0.0.1:9464, loopback only, no token",
             "budgets: none",

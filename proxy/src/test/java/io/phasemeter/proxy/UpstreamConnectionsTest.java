@@ -37,7 +37,26 @@ class UpstreamConnectionsTest extends ProxyTestBase {
               assertThat(q.slottedConnections()).isEqualTo(2);
               assertThat(q.connections().keepAlive()).isZero();
               assertThat(q.connections().unslotted()).as("unset keys keep defaults").isEqualTo(32);
+              assertThat(q.connections().reuse()).isEqualTo(ProxyConfig.Reuse.AUTO);
+              assertThat(q.connections().spares())
+                  .isEqualTo(ProxyConfig.Connections.DEFAULT_PRECONNECT);
             });
+    // YAML 1.1 reads a bare on/off as a boolean: both spellings mean the same.
+    for (String off : List.of("off", "'off'", "OFF", "false")) {
+      assertThat(
+              config(1, 4, "    connections: {reuse: " + off + ", preconnect: 0}\n")
+                  .pools()
+                  .get(0)
+                  .connections())
+          .as(off)
+          .satisfies(
+              c -> {
+                assertThat(c.reuse()).isEqualTo(ProxyConfig.Reuse.OFF);
+                assertThat(c.spares()).isZero();
+              });
+    }
+    assertThat(config(1, 4, "    connections: {reuse: on}\n").pools().get(0).connections().reuse())
+        .isEqualTo(ProxyConfig.Reuse.ON);
     for (String bad :
         List.of(
             "{max: -1}",
@@ -45,7 +64,12 @@ class UpstreamConnectionsTest extends ProxyTestBase {
             "{wait_queue: -1}",
             "{keep_alive: -1s}",
             "{keep_alive: 500ms}",
-            "{keep_alive: 1.5s}")) {
+            "{keep_alive: 1.5s}",
+            "{preconnect: -2}",
+            "{preconnect: 1025}",
+            "{max: 2, preconnect: 3}",
+            "{reuse: on, preconnect: 1}",
+            "{reuse: sometimes}")) {
       Assertions.assertThatThrownBy(() -> config(1, 4, "    connections: " + bad + "\n"))
           .as(bad)
           .isInstanceOf(ConfigException.class)

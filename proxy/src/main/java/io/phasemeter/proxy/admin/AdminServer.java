@@ -60,7 +60,8 @@ public final class AdminServer {
       Supplier<JsonArray> budgetStatus,
       BooleanSupplier ready,
       EngineSpans engine,
-      ProxyConfig.EngineSpans engineConfig) {}
+      ProxyConfig.EngineSpans engineConfig,
+      Supplier<JsonArray> upstreamConnections) {}
 
   /**
    * Starts the admin listener, its connections and request heads bounded by {@code guard}, and
@@ -296,7 +297,8 @@ public final class AdminServer {
         .put("version", io.phasemeter.proxy.PhasemeterProxy.version())
         .put("series", series)
         .put("budgets", sources.budgetStatus().get())
-        .put("engine_spans", engineStatus(sources.engine()));
+        .put("engine_spans", engineStatus(sources.engine()))
+        .put("upstream_connections", sources.upstreamConnections().get());
   }
 
   private static void authorize(RoutingContext rc, byte[] token) {

@@ -649,10 +649,27 @@ public record ProxyConfig(
    * an unslotted connection (more fail at once with 503 {@code upstream_busy}; connections being
    * opened count against it, as Vert.x's pool counts them), and {@code keep_alive}, how long an
    * idle pooled connection is kept, in whole seconds (0: until the upstream closes it).
+   *
+   * <p>{@code reuse} says whether a connection carries more than one request: {@code on} (always,
+   * as a kept-alive pool does), {@code off} (every request carries {@code Connection: close} and
+   * goes on a connection of its own) or {@code auto} (reused until the upstream is seen closing its
+   * connections after its responses, as llama.cpp's server does after a stream; from then on its
+   * slotted requests go on connections of their own). {@code preconnect}: for an upstream whose
+   * connections carry one request each ({@code off}, or {@code auto} once seen), that many spare
+   * connections are kept open ahead of demand, as Envoy's preconnect policy does, so that a request
+   * finds one open; -1 (unset): {@link #DEFAULT_PRECONNECT}. Spares count towards {@code max}.
    */
-  public record Connections(int max, int unslotted, int waitQueue, Duration keepAlive) {
+  public record Connections(
+      int max, int unslotted, int waitQueue, Duration keepAlive, int preconnect, Reuse reuse) {
+    /** Spare connections per upstream when {@code preconnect} is not set. */
+    public static final int DEFAULT_PRECONNECT = 2;
+
+    /** The most spare connections an upstream may have. */
+    public static final int MAX_PRECONNECT = 1024;
+
     /** The built-in defaults. */
-    public static final Connections DEFAULT = new Connections(0, 32, 1024, Duration.ofSeconds(60));
+    public static final Connections DEFAULT =
+        new Connections(0, 32, 1024, Duration.ofSeconds(60), -1, Reuse.AUTO);
 
     public Connections {
       if (max < 0) {
@@ -674,6 +691,80 @@ public record ProxyConfig(
                 + keepAlive
                 + ")");
       }
+      reuse = reuse == null ? Reuse.AUTO : reuse;
+      if (preconnect < -1 || preconnect > MAX_PRECONNECT) {
+        throw new IllegalArgumentException(
+            "connections.preconnect: must be 0-"
+                + MAX_PRECONNECT
+                + " spare connections per upstream (got "
+                + preconnect
+                + ")");
+      }
+      if (max > 0 && preconnect > max) {
+        throw new IllegalArgumentException(
+            "connections.preconnect: "
+                + preconnect
+                + " spare connections exceed connections.max ("
+                + max
+                + "), which they count towards");
+      }
+      if (reuse == Reuse.ON && preconnect > 0) {
+        throw new IllegalArgumentException(
+            "connections.preconnect: spare connections are for upstreams whose connections carry"
+                + " one request each (reuse: off, or auto once the upstream is seen closing them);"
+                + " with reuse: on the pool's kept-alive connections are reused instead (got"
+                + " preconnect "
+                + preconnect
+                + ")");
+      }
+    }
+
+    /** As the defaults for {@code preconnect} and {@code reuse}. */
+    public Connections(int max, int unslotted, int waitQueue, Duration keepAlive) {
+      this(max, unslotted, waitQueue, keepAlive, -1, Reuse.AUTO);
+    }
+
+    /**
+     * Spare connections per upstream while its connections carry one request each: {@code
+     * preconnect}, or {@link #DEFAULT_PRECONNECT} when unset.
+     */
+    public int spares() {
+      return preconnect >= 0 ? preconnect : DEFAULT_PRECONNECT;
+    }
+  }
+
+  /** Whether an upstream connection carries more than one request ({@code connections.reuse}). */
+  public enum Reuse {
+    AUTO,
+    ON,
+    OFF;
+
+    /**
+     * Jackson: {@code auto}, {@code on} or {@code off}, any case (YAML 1.1's on/off booleans too).
+     */
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public static Reuse of(String value) {
+      if (value != null) {
+        String v = value.trim();
+        if (v.equalsIgnoreCase("true")) {
+          return ON;
+        }
+        if (v.equalsIgnoreCase("false")) {
+          return OFF;
+        }
+        for (Reuse r : values()) {
+          if (r.name().equalsIgnoreCase(v)) {
+            return r;
+          }
+        }
+      }
+      throw new IllegalArgumentException(
+          "connections.reuse: must be auto, on or off (got " + value + ")");
+    }
+
+    /** The word the configuration uses. */
+    public String word() {
+      return name().toLowerCase(java.util.Locale.ROOT);
     }
   }
 

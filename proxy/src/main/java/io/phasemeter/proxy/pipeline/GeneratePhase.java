@@ -473,7 +473,7 @@ final class GeneratePhase {
         return false;
       }
       staleRetried = true;
-      pool.staleRetried();
+      pool.staleRetried(host);
       span.addEvent(
           "upstream.stale_connection_retry",
           Attributes.builder()
@@ -537,6 +537,9 @@ final class GeneratePhase {
       }
       UpstreamHost host = current;
       pool.reachable(host);
+      if (upstreamRequest != null) {
+        pool.answered(host, upstreamRequest);
+      }
       upstreamResponse = resp;
       lastActivity = ctx.now();
       resp.exceptionHandler(
@@ -993,6 +996,11 @@ final class GeneratePhase {
       stopTimers();
       ctx.onCancel(null);
       if (current != null) {
+        if (upstreamRequest != null && (!streamsBody() || uploadEnded)) {
+          // A whole exchange: what the upstream does with the connection next tells whether it
+          // keeps connections (connections.reuse: auto).
+          pool.responded(current, upstreamRequest);
+        }
         pool.ended(current);
         current = null;
       }

@@ -13,6 +13,13 @@ public final class UpstreamHost {
   private final ProxyConfig.Upstream address;
   private final ProxyConfig.Ejection ejection;
   private final AtomicInteger inFlight = new AtomicInteger();
+  private final ProxyConfig.Reuse reuse;
+  private final java.util.concurrent.atomic.AtomicLong closedAfterResponse =
+      new java.util.concurrent.atomic.AtomicLong();
+  // The last RECENT responses on pooled connections, a bit each: 1 = the upstream closed the
+  // connection after it (the lowest bit is the newest).
+  private int recent;
+  private volatile boolean closesAfterResponses;
   private boolean healthy = true;
   private int failedChecks;
   private int connectFailures;
@@ -20,9 +27,56 @@ public final class UpstreamHost {
   private long ejectedUntil;
   private boolean ejected;
 
-  UpstreamHost(ProxyConfig.Upstream address, ProxyConfig.Ejection ejection) {
+  /** Responses looked at to tell whether the upstream closes its connections after them. */
+  static final int RECENT = 8;
+
+  /**
+   * Of the last {@link #RECENT}, how many followed by the upstream's close make it one that does.
+   */
+  static final int CLOSED_OF_RECENT = 4;
+
+  UpstreamHost(
+      ProxyConfig.Upstream address, ProxyConfig.Ejection ejection, ProxyConfig.Reuse reuse) {
     this.address = address;
     this.ejection = ejection;
+    this.reuse = reuse;
+  }
+
+  /**
+   * Whether a request that holds a slot goes on a connection of its own (with {@code Connection:
+   * close}) rather than a pooled one: {@code connections.reuse: off}, or {@code auto} once the
+   * upstream was seen closing its connections after its responses.
+   */
+  public boolean singleUse() {
+    return reuse == ProxyConfig.Reuse.OFF
+        || (reuse == ProxyConfig.Reuse.AUTO && closesAfterResponses);
+  }
+
+  /** Whether the upstream was seen closing its connections after its responses. */
+  public boolean closesAfterResponses() {
+    return closesAfterResponses;
+  }
+
+  /** Responses on pooled connections that the upstream followed by closing the connection. */
+  public long closedAfterResponse() {
+    return closedAfterResponse.get();
+  }
+
+  /**
+   * What followed a response on a pooled connection: the upstream closed it ({@code closed}), or it
+   * carried the next request. Returns true when this makes the upstream one that closes its
+   * connections after its responses ({@link #CLOSED_OF_RECENT} of the last {@link #RECENT}), once.
+   */
+  synchronized boolean afterResponse(boolean closed) {
+    if (closed) {
+      closedAfterResponse.incrementAndGet();
+    }
+    recent = ((recent << 1) | (closed ? 1 : 0)) & ((1 << RECENT) - 1);
+    if (closesAfterResponses || Integer.bitCount(recent) < CLOSED_OF_RECENT) {
+      return false;
+    }
+    closesAfterResponses = true;
+    return true;
   }
 
   /** The upstream's address. */

@@ -30,6 +30,13 @@ import org.slf4j.LoggerFactory;
  * alive and pooled ({@code pools[].connections}): by default slots + 8 per upstream for requests
  * that hold a slot, so a full pool never waits on the client, and a bounded number with a bounded
  * wait queue for those that hold none.
+ *
+ * <p>Some upstreams close a connection after each response (llama.cpp's server after a stream,
+ * without saying so). With {@code connections.reuse: auto} the pool watches what follows its
+ * responses and, once an upstream is seen doing so, sends its slotted requests on connections of
+ * their own, with spare connections opened ahead of demand ({@link SpareConnections}) so that a
+ * request does not connect on its way; {@code reuse: off} does so from the start, every request
+ * carrying {@code Connection: close}.
  */
 public final class UpstreamPool implements MeterBinder {
   private static final Logger LOG = LoggerFactory.getLogger(UpstreamPool.class);
@@ -49,6 +56,34 @@ public final class UpstreamPool implements MeterBinder {
   private final AtomicLong ejections = new AtomicLong();
   private final AtomicLong retries = new AtomicLong();
   private final AtomicLong staleRetries = new AtomicLong();
+  // Connections of their own (spares, single-use requests, stale retries): not pooled, so the
+  // client has no connect handler of its own; they are counted as slotted ones (track()).
+  private final HttpClientAgent freshClient;
+  private final java.util.Map<UpstreamHost, SpareConnections> spares =
+      new java.util.IdentityHashMap<>();
+  private final AtomicLong sparesTaken = new AtomicLong();
+  private final AtomicLong preconnected = new AtomicLong();
+  // How soon after a response's end the upstream's close counts as closing after the response.
+  private final long closeWindowNanos;
+  // Pooled connections whose last response ended, with when, until they carry another request or
+  // close; and those that went on to carry one, until it is answered. Held weakly, as used is.
+  private final java.util.Map<io.vertx.core.http.HttpConnection, Responded> responded = weakMap();
+  private final java.util.Map<io.vertx.core.http.HttpConnection, Responded> reusedAfter = weakMap();
+  // Spares handed to a request: they waited idle, so the upstream may have closed one meanwhile.
+  private final java.util.Set<io.vertx.core.http.HttpConnection> takenSpares =
+      java.util.Collections.newSetFromMap(weakMap());
+  private final java.util.Set<io.vertx.core.http.HttpConnection> ownConnections =
+      java.util.Collections.newSetFromMap(weakMap());
+
+  private record Responded(UpstreamHost host, long at) {}
+
+  private static <V> java.util.Map<io.vertx.core.http.HttpConnection, V> weakMap() {
+    return com.github.benmanes.caffeine.cache.Caffeine.newBuilder()
+        .weakKeys()
+        .<io.vertx.core.http.HttpConnection, V>build()
+        .asMap();
+  }
+
   // Pooled connections that have carried a request, so a second request on one is known to reuse
   // it. Held weakly: a connection the client's pool has let go of leaves the set with it.
   private final java.util.Set<io.vertx.core.http.HttpConnection> used =
@@ -70,7 +105,7 @@ public final class UpstreamPool implements MeterBinder {
     this.clock = clock;
     this.apiKey = apiKey;
     for (ProxyConfig.Upstream u : config.upstreamAddresses()) {
-      hosts.add(new UpstreamHost(u, config.ejection()));
+      hosts.add(new UpstreamHost(u, config.ejection(), config.connections().reuse()));
     }
     HttpClientOptions options =
         new HttpClientOptions()
@@ -109,10 +144,37 @@ public final class UpstreamPool implements MeterBinder {
         vertx.createHttpClient(
             new HttpClientOptions(options).setKeepAlive(true),
             new PoolOptions().setHttp1MaxSize(2));
+    this.freshClient = vertx.httpClientBuilder().with(new HttpClientOptions(options)).build();
+    long keepAlive = connections.keepAlive().toNanos();
+    this.closeWindowNanos =
+        keepAlive > 0
+            ? Math.min(StaleConnections.WINDOW_NANOS, keepAlive / 2)
+            : StaleConnections.WINDOW_NANOS;
+    for (UpstreamHost h : hosts) {
+      spares.put(
+          h,
+          new SpareConnections(
+              vertx,
+              freshClient,
+              h,
+              clock,
+              config,
+              () -> config.slottedConnections() - h.inFlight() - spares.get(h).ready(),
+              preconnected,
+              this::track));
+    }
   }
 
-  /** Starts the active health checks (if the pool has them), every {@code health.interval}. */
+  /**
+   * Starts the active health checks (if the pool has them), every {@code health.interval}, and the
+   * spare connections of upstreams whose connections carry one request each ({@code reuse: off}).
+   */
   public void startHealthChecks() {
+    for (UpstreamHost h : hosts) {
+      if (h.singleUse()) {
+        spares.get(h).target(config.connections().spares());
+      }
+    }
     if (!config.activeHealthChecks() || healthTimer >= 0) {
       return;
     }
@@ -131,6 +193,9 @@ public final class UpstreamPool implements MeterBinder {
                   return;
                 }
                 boolean ok = ar.succeeded() && ar.result() == null;
+                if (ok && h.singleUse()) {
+                  spares.get(h).fill(); // back up after a backoff: spares again
+                }
                 if (h.checked(ok, config.health().failures())) {
                   LOG.warn(
                       "pool {}: upstream {} is now {} (active health check {}{})",
@@ -223,7 +288,14 @@ public final class UpstreamPool implements MeterBinder {
    */
   public Future<HttpClientRequest> open(
       UpstreamHost host, HttpMethod method, String path, boolean slotted) {
+    if (slotted && host.singleUse()) {
+      return openOwn(host, method, path);
+    }
     RequestOptions options = options(host.address(), method, path);
+    if (config.connections().reuse() == ProxyConfig.Reuse.OFF) {
+      // The pool closes a connection whose request said close once its response has ended.
+      options.putHeader("connection", "close");
+    }
     Connections c = slotted ? slottedConnections : unslottedConnections;
     host.started(); // ended() follows whatever happens, failure included (GeneratePhase)
     Future<HttpClientRequest> request;
@@ -251,15 +323,125 @@ public final class UpstreamPool implements MeterBinder {
       this.kind = kind;
     }
 
+    io.vertx.core.Handler<io.vertx.core.http.HttpConnection> onClose;
+
     void opened(io.vertx.core.http.HttpConnection connection) {
       open.incrementAndGet();
       opened.incrementAndGet();
-      connection.closeHandler(v -> open.decrementAndGet());
+      connection.closeHandler(
+          v -> {
+            open.decrementAndGet();
+            if (onClose != null) {
+              onClose.handle(connection);
+            }
+          });
     }
   }
 
   private final Connections slottedConnections = new Connections("slotted");
   private final Connections unslottedConnections = new Connections("unslotted");
+
+  {
+    slottedConnections.onClose = this::pooledClosed;
+  }
+
+  /**
+   * Counts a connection of the pool's own making (a spare, or one for a single request) as a
+   * slotted one, and runs {@code onClose} when it closes.
+   */
+  private void track(io.vertx.core.http.HttpClientConnection connection, Runnable onClose) {
+    ownConnections.add(connection);
+    slottedConnections.open.incrementAndGet();
+    slottedConnections.opened.incrementAndGet();
+    connection.closeHandler(
+        v -> {
+          slottedConnections.open.decrementAndGet();
+          if (onClose != null) {
+            onClose.run();
+          }
+        });
+  }
+
+  /**
+   * A request on a connection of its own, carrying {@code Connection: close}: a spare if one is
+   * open, else one opened now. Counted as waiting while it connects.
+   */
+  private Future<HttpClientRequest> openOwn(UpstreamHost host, HttpMethod method, String path) {
+    RequestOptions options = options(host.address(), method, path).putHeader("connection", "close");
+    host.started(); // ended() follows whatever happens, failure included (GeneratePhase)
+    io.vertx.core.http.HttpClientConnection spare = spares.get(host).take();
+    if (spare != null) {
+      sparesTaken.incrementAndGet();
+      takenSpares.add(spare);
+      return spare.request(options);
+    }
+    Future<io.vertx.core.http.HttpClientConnection> connecting;
+    try {
+      connecting = freshClient.connect(spares.get(host).connectOptions());
+    } catch (IllegalStateException e) {
+      return Future.failedFuture(e); // The client closed (the proxy is stopping).
+    }
+    slottedConnections.waiting.incrementAndGet();
+    return connecting
+        .andThen(ar -> slottedConnections.waiting.decrementAndGet())
+        .compose(
+            c -> {
+              track(c, null);
+              return c.request(options);
+            });
+  }
+
+  /** A pooled slotted connection closed: right after its response, the upstream closed it so. */
+  private void pooledClosed(io.vertx.core.http.HttpConnection connection) {
+    Responded r = responded.remove(connection);
+    if (r != null && clock.nanoTime() - r.at() <= closeWindowNanos) {
+      closedAfterResponse(r.host());
+    }
+  }
+
+  private void closedAfterResponse(UpstreamHost host) {
+    if (host.afterResponse(true)) {
+      boolean switching = config.connections().reuse() == ProxyConfig.Reuse.AUTO;
+      LOG.warn(
+          "pool {}: upstream {} closes its connection after its responses ({} of the last {})"
+              + " although it keeps it alive by HTTP's rules; {}",
+          config.name(),
+          host,
+          UpstreamHost.CLOSED_OF_RECENT,
+          UpstreamHost.RECENT,
+          switching
+              ? "its requests now go on connections of their own, "
+                  + config.connections().spares()
+                  + " opened ahead of demand (connections.reuse: auto, connections.preconnect)"
+              : "connections.reuse: on keeps reusing them, a request that finds one closed is sent"
+                  + " again on a fresh one");
+      if (switching) {
+        spares.get(host).target(config.connections().spares());
+      }
+    }
+  }
+
+  /**
+   * The response to {@code request} ended, whole: if the upstream closes its connection soon after,
+   * it is one that closes after its responses ({@code connections.reuse: auto}).
+   */
+  public void responded(UpstreamHost host, HttpClientRequest request) {
+    io.vertx.core.http.HttpConnection c = request.connection();
+    if (c != null && !ownConnections.contains(c)) {
+      responded.put(c, new Responded(host, clock.nanoTime()));
+    }
+  }
+
+  /**
+   * The upstream answered {@code request}: if it went on a connection that had carried a response,
+   * the upstream kept that connection open.
+   */
+  public void answered(UpstreamHost host, HttpClientRequest request) {
+    io.vertx.core.http.HttpConnection c = request.connection();
+    if (c != null && reusedAfter.remove(c) != null) {
+      host.afterResponse(false);
+    }
+  }
 
   private static RequestOptions options(
       ProxyConfig.Upstream upstream, HttpMethod method, String path) {
@@ -282,16 +464,7 @@ public final class UpstreamPool implements MeterBinder {
 
   /** As {@link #openFresh(UpstreamHost, String)}, for a request of {@code method}. */
   public Future<HttpClientRequest> openFresh(UpstreamHost host, HttpMethod method, String path) {
-    ProxyConfig.Upstream upstream = host.address();
-    RequestOptions options = options(upstream, method, path).putHeader("connection", "close");
-    host.started();
-    return client
-        .connect(
-            new io.vertx.core.http.HttpConnectOptions()
-                .setHost(upstream.host())
-                .setPort(upstream.port())
-                .setSsl(upstream.tls()))
-        .compose(c -> c.request(options));
+    return openOwn(host, method, path);
   }
 
   /**
@@ -304,12 +477,23 @@ public final class UpstreamPool implements MeterBinder {
     if (c == null) {
       return false;
     }
+    if (takenSpares.remove(c)) {
+      return true; // A spare waited idle: the upstream may have closed it meanwhile.
+    }
+    Responded r = responded.remove(c);
+    if (r != null) {
+      reusedAfter.put(c, r);
+    }
     return !used.add(c);
   }
 
-  /** Counts a retry on a fresh connection after a reused one turned out closed. */
-  public void staleRetried() {
+  /**
+   * Counts a retry on a fresh connection after a reused one turned out closed: the upstream had
+   * closed it after its last response.
+   */
+  public void staleRetried(UpstreamHost host) {
     staleRetries.incrementAndGet();
+    closedAfterResponse(host);
   }
 
   /** Retries on a fresh connection of the same upstream since start. */
@@ -448,6 +632,36 @@ public final class UpstreamPool implements MeterBinder {
         .baseUnit("seconds")
         .description("How long an idle pooled connection is kept (connections.keep_alive)")
         .register(registry);
+    FunctionCounter.builder(
+            "llm.upstream.connections.closed_after_response",
+            this,
+            UpstreamPool::closedAfterResponse)
+        .tags(pool)
+        .description(
+            "Responses on pooled connections that the upstream followed by closing the connection"
+                + " (connections.reuse: auto stops reusing an upstream's connections on seeing it)")
+        .register(registry);
+    Gauge.builder("llm.upstream.connections.single_use", this, UpstreamPool::singleUseCount)
+        .tags(pool)
+        .strongReference(true)
+        .description(
+            "Upstreams whose slotted requests go on connections of their own now"
+                + " (connections.reuse: off, or auto once they were seen closing them)")
+        .register(registry);
+    Gauge.builder("llm.upstream.connections.spare", this, UpstreamPool::sparesReady)
+        .tags(pool)
+        .strongReference(true)
+        .description("Connections opened ahead of demand, open and waiting for a request")
+        .register(registry);
+    FunctionCounter.builder(
+            "llm.upstream.connections.preconnected", this, UpstreamPool::preconnected)
+        .tags(pool)
+        .description("Spare connections opened ahead of demand since start")
+        .register(registry);
+    FunctionCounter.builder("llm.upstream.connections.spare_taken", this, UpstreamPool::sparesTaken)
+        .tags(pool)
+        .description("Requests that found a spare connection open since start")
+        .register(registry);
     FunctionCounter.builder("llm.upstream.stale.retries", this, UpstreamPool::staleRetries)
         .tags(pool)
         .description(
@@ -483,6 +697,81 @@ public final class UpstreamPool implements MeterBinder {
     if (healthTimer >= 0) {
       vertx.cancelTimer(healthTimer);
     }
-    return Future.join(client.close(), unslottedClient.close(), healthClient.close()).mapEmpty();
+    for (SpareConnections s : spares.values()) {
+      s.close();
+    }
+    return Future.join(
+            client.close(), unslottedClient.close(), healthClient.close(), freshClient.close())
+        .mapEmpty();
   }
+
+  /** Spare connections open now, over the pool's upstreams. */
+  public int sparesReady() {
+    int n = 0;
+    for (SpareConnections s : spares.values()) {
+      n += s.ready();
+    }
+    return n;
+  }
+
+  /** Requests that found a spare connection open, since start. */
+  public long sparesTaken() {
+    return sparesTaken.get();
+  }
+
+  /** Spare connections opened ahead of demand, since start. */
+  public long preconnected() {
+    return preconnected.get();
+  }
+
+  /** Responses the upstreams followed by closing their connection, since start. */
+  public long closedAfterResponse() {
+    long n = 0;
+    for (UpstreamHost h : hosts) {
+      n += h.closedAfterResponse();
+    }
+    return n;
+  }
+
+  /** Upstreams whose slotted requests go on connections of their own now. */
+  public int singleUseCount() {
+    int n = 0;
+    for (UpstreamHost h : hosts) {
+      if (h.singleUse()) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** How each upstream's connections are used now, for {@code /admin/stats}. */
+  public List<ReuseState> reuseStates() {
+    List<ReuseState> out = new ArrayList<>(hosts.size());
+    for (UpstreamHost h : hosts) {
+      out.add(
+          new ReuseState(
+              config.name(),
+              h.address().authority(),
+              config.connections().reuse().word(),
+              h.closesAfterResponses(),
+              h.singleUse(),
+              h.closedAfterResponse(),
+              spares.get(h).ready()));
+    }
+    return out;
+  }
+
+  /**
+   * One upstream's connection reuse: the configured mode, whether it was seen closing its
+   * connections after its responses (and how many times), whether its slotted requests go on
+   * connections of their own now, and the spares open for them.
+   */
+  public record ReuseState(
+      String pool,
+      String upstream,
+      String reuse,
+      boolean closesAfterResponses,
+      boolean singleUse,
+      long closedAfterResponse,
+      int spares) {}
 }

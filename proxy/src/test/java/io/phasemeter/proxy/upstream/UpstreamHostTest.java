@@ -13,7 +13,8 @@ class UpstreamHostTest {
   private final UpstreamHost host =
       new UpstreamHost(
           ProxyConfig.Upstream.parse("http://10.0.0.1:8000"),
-          new ProxyConfig.Ejection(3, Duration.ofSeconds(1), Duration.ofSeconds(4)));
+          new ProxyConfig.Ejection(3, Duration.ofSeconds(1), Duration.ofSeconds(4)),
+          ProxyConfig.Reuse.AUTO);
 
   @Test
   void threeConnectionFailuresInARowEjectForTheBackoff() {
@@ -102,5 +103,44 @@ class UpstreamHostTest {
 
     assertThat(host.inFlight()).isEqualTo(1);
     assertThat(host).hasToString("10.0.0.1:8000");
+  }
+
+  @Test
+  void fourOfTheLastEightResponsesFollowedByTheUpstreamsCloseMakeItOneThatClosesThem() {
+    for (boolean closed : new boolean[] {true, false, true, false, true, false, false}) {
+      assertThat(host.afterResponse(closed)).isFalse();
+    }
+    assertThat(host.closesAfterResponses()).isFalse();
+    assertThat(host.singleUse()).isFalse();
+    assertThat(host.afterResponse(true)).as("the fourth of the last eight").isTrue();
+    assertThat(host.singleUse()).as("reuse: auto").isTrue();
+    assertThat(host.afterResponse(true)).as("said once").isFalse();
+    assertThat(host.closedAfterResponse()).isEqualTo(5);
+  }
+
+  @Test
+  void closesFarApartAreNotEnough() {
+    for (int i = 0; i < 40; i++) {
+      assertThat(host.afterResponse(i % 3 == 0)).isFalse();
+    }
+    assertThat(host.singleUse()).isFalse();
+  }
+
+  @Test
+  void reuseOnNeverSwitchesAndOffAlwaysIs() {
+    ProxyConfig.Ejection e =
+        new ProxyConfig.Ejection(3, Duration.ofSeconds(1), Duration.ofSeconds(4));
+    UpstreamHost on =
+        new UpstreamHost(
+            ProxyConfig.Upstream.parse("http://10.0.0.1:8000"), e, ProxyConfig.Reuse.ON);
+    for (int i = 0; i < 8; i++) {
+      on.afterResponse(true);
+    }
+    assertThat(on.closesAfterResponses()).as("seen, and counted").isTrue();
+    assertThat(on.singleUse()).isFalse();
+    UpstreamHost off =
+        new UpstreamHost(
+            ProxyConfig.Upstream.parse("http://10.0.0.1:8000"), e, ProxyConfig.Reuse.OFF);
+    assertThat(off.singleUse()).isTrue();
   }
 }

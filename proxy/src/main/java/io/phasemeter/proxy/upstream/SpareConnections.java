@@ -1,0 +1,283 @@
+package io.phasemeter.proxy.upstream;
+
+import io.phasemeter.core.NanoClock;
+import io.phasemeter.proxy.config.ProxyConfig;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClientAgent;
+import io.vertx.core.http.HttpClientConnection;
+import io.vertx.core.http.HttpConnectOptions;
+import java.util.ArrayDeque;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
+import java.util.function.IntSupplier;
+
+/**
+ * One upstream's spare connections: opened ahead of demand while its connections carry one request
+ * each, so that a request finds one open instead of connecting on its way (Envoy's preconnect).
+ * When one is taken another is opened, up to {@code target}, never past {@code room} (what {@code
+ * connections.max} leaves beside the requests in flight). A spare idle past {@code keep_alive} is
+ * closed and replaced; one the upstream closes is replaced at once, unless it lived less than a
+ * second: that, or a failed connect, waits a backoff that doubles from {@code ejection.backoff} to
+ * {@code ejection.max_backoff}, as it does while the upstream is ejected or down. So an upstream
+ * that refuses, or accepts and hangs up, costs one attempt a backoff, never a loop. A failed
+ * preconnect ejects nothing: only a request's own connect failure counts towards ejection.
+ *
+ * <p>Every event loop takes from it: state is guarded by the instance's lock; connects and timers
+ * run outside it.
+ */
+final class SpareConnections {
+  private static final long SHORT_LIVED_NANOS = 1_000_000_000L;
+
+  private final Vertx vertx;
+  private final HttpClientAgent client;
+  private final UpstreamHost host;
+  private final NanoClock clock;
+  private final HttpConnectOptions connect;
+  private final long keepAliveMs;
+  private final long backoffMs;
+  private final long maxBackoffMs;
+  private final IntSupplier room;
+  private final AtomicLong opened;
+  private final BiConsumer<HttpClientConnection, Runnable> track;
+
+  private final ArrayDeque<Spare> ready = new ArrayDeque<>();
+  private int target;
+  private int connecting;
+  private int failuresInRow;
+  private long retryTimer = -1;
+  private boolean closed;
+
+  private final class Spare {
+    final HttpClientConnection connection;
+    final long openedAt;
+    long idleTimer = -1;
+    boolean taken;
+
+    Spare(HttpClientConnection connection, long openedAt) {
+      this.connection = connection;
+      this.openedAt = openedAt;
+    }
+  }
+
+  SpareConnections(
+      Vertx vertx,
+      HttpClientAgent client,
+      UpstreamHost host,
+      NanoClock clock,
+      ProxyConfig.Pool config,
+      IntSupplier room,
+      AtomicLong opened,
+      BiConsumer<HttpClientConnection, Runnable> track) {
+    this.track = track;
+    this.vertx = vertx;
+    this.client = client;
+    this.host = host;
+    this.clock = clock;
+    this.room = room;
+    this.opened = opened;
+    ProxyConfig.Upstream u = host.address();
+    this.connect =
+        new HttpConnectOptions()
+            .setHost(u.host())
+            .setPort(u.port())
+            .setSsl(u.tls())
+            .setConnectTimeout(config.timeouts().connect().toMillis());
+    this.keepAliveMs = config.connections().keepAlive().toMillis();
+    this.backoffMs = Math.max(1, config.ejection().backoff().toMillis());
+    this.maxBackoffMs = Math.max(backoffMs, config.ejection().maxBackoff().toMillis());
+  }
+
+  /** The options a connection of its own is opened with (the same as a spare's). */
+  HttpConnectOptions connectOptions() {
+    return connect;
+  }
+
+  /** Keeps {@code n} spares from now on (0: none; those open are closed). */
+  void target(int n) {
+    java.util.List<Spare> drop = new java.util.ArrayList<>();
+    synchronized (this) {
+      if (closed || n == target) {
+        return;
+      }
+      target = n;
+      while (ready.size() > n) {
+        drop.add(ready.pollLast());
+      }
+    }
+    for (Spare s : drop) {
+      discard(s);
+    }
+    fill();
+  }
+
+  /** Spares open and waiting for a request now. */
+  synchronized int ready() {
+    return ready.size();
+  }
+
+  /**
+   * A spare connection, or null when none is open; another is opened in its place. The caller owns
+   * the connection from here (it carries one request, then closes).
+   */
+  HttpClientConnection take() {
+    HttpClientConnection got = null;
+    synchronized (this) {
+      Spare s = ready.pollFirst();
+      if (s != null) {
+        s.taken = true;
+        if (s.idleTimer >= 0) {
+          vertx.cancelTimer(s.idleTimer);
+        }
+        got = s.connection;
+      }
+    }
+    fill();
+    return got;
+  }
+
+  /** Opens spares until {@code target} are open or being opened, within {@code room}. */
+  void fill() {
+    int toOpen;
+    synchronized (this) {
+      if (closed || retryTimer >= 0) {
+        return;
+      }
+      if (target > 0 && !host.available(clock.nanoTime())) {
+        // Ejected or down: looked at again after a backoff, never in a loop.
+        retryLater(backoffMs);
+        return;
+      }
+      toOpen = Math.min(target - ready.size() - connecting, room.getAsInt() - connecting);
+      if (toOpen <= 0) {
+        return;
+      }
+      connecting += toOpen;
+    }
+    for (int i = 0; i < toOpen; i++) {
+      open();
+    }
+  }
+
+  private void open() {
+    try {
+      client.connect(connect).onComplete(ar -> connected(ar.succeeded() ? ar.result() : null));
+    } catch (IllegalStateException e) {
+      connected(null); // The client closed (the proxy is stopping).
+    }
+  }
+
+  private void connected(HttpClientConnection c) {
+    if (c == null) {
+      synchronized (this) {
+        connecting--;
+        failed();
+      }
+      return;
+    }
+    Spare s = new Spare(c, clock.nanoTime());
+    track.accept(c, () -> closedByUpstream(s));
+    boolean closeIt;
+    synchronized (this) {
+      connecting--;
+      opened.incrementAndGet();
+      closeIt = closed || ready.size() >= target;
+      if (!closeIt) {
+        failuresInRow = 0;
+        ready.addLast(s);
+      }
+    }
+    if (closeIt) {
+      discard(s);
+      return;
+    }
+    if (keepAliveMs > 0) {
+      long t = vertx.setTimer(keepAliveMs, id -> expired(s));
+      synchronized (this) {
+        if (!s.taken) {
+          s.idleTimer = t;
+        } else {
+          vertx.cancelTimer(t);
+        }
+      }
+    }
+  }
+
+  /** A spare idle for keep_alive: closed and replaced, one reconnect a keep_alive at most. */
+  private void expired(Spare s) {
+    synchronized (this) {
+      if (s.taken || !ready.remove(s)) {
+        return;
+      }
+      s.idleTimer = -1;
+    }
+    discard(s);
+    fill();
+  }
+
+  private void closedByUpstream(Spare s) {
+    boolean shortLived;
+    synchronized (this) {
+      if (s.taken || !ready.remove(s)) {
+        return;
+      }
+      if (s.idleTimer >= 0) {
+        vertx.cancelTimer(s.idleTimer);
+      }
+      shortLived = clock.nanoTime() - s.openedAt < SHORT_LIVED_NANOS;
+      if (shortLived) {
+        failed();
+        return;
+      }
+    }
+    // Closed after waiting a while (an engine's own idle timeout): replaced at once.
+    fill();
+  }
+
+  /**
+   * Under the lock: a connect failed, or a spare was hung up on at once; retried after a backoff.
+   */
+  private void failed() {
+    int n = Math.min(failuresInRow++, 30);
+    retryLater(Math.min(maxBackoffMs, backoffMs << n));
+  }
+
+  private void retryLater(long ms) {
+    if (closed || retryTimer >= 0) {
+      return;
+    }
+    retryTimer =
+        vertx.setTimer(
+            Math.max(1, ms),
+            id -> {
+              synchronized (this) {
+                retryTimer = -1;
+              }
+              fill();
+            });
+  }
+
+  private void discard(Spare s) {
+    s.taken = true;
+    if (s.idleTimer >= 0) {
+      vertx.cancelTimer(s.idleTimer);
+    }
+    s.connection.close();
+  }
+
+  /** Closes the spares; none is opened after. */
+  void close() {
+    java.util.List<Spare> drop;
+    synchronized (this) {
+      closed = true;
+      drop = new java.util.ArrayList<>(ready);
+      ready.clear();
+      if (retryTimer >= 0) {
+        vertx.cancelTimer(retryTimer);
+        retryTimer = -1;
+      }
+    }
+    for (Spare s : drop) {
+      discard(s);
+    }
+  }
+}
