@@ -31,7 +31,7 @@ public final class FailureReason {
 
   /**
    * The longest text read from an engine's message before cleaning: enough for {@value #MAX_CHARS}
-   * characters once runs of blanks are folded, without copying a message of megabytes.
+   * characters once runs of blanks are folded, without keeping a message of megabytes.
    */
   static final int MAX_READ_CHARS = 4 * MAX_CHARS;
 
