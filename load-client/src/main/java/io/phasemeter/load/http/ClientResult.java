@@ -19,7 +19,8 @@ package io.phasemeter.load.http;
  * @param itlCount inter-token gaps observed (each was also recorded into the run's histogram)
  * @param status HTTP status, 0 when none arrived
  * @param error how it ended
- * @param invalidReason why a complete response is invalid, or null
+ * @param invalidReason why the request failed, for every failure class (a {@link FailureReason}
+ *     line); null only on success
  * @param promptTokens tokens asked for as input (-1 when free text)
  * @param maxTokens output tokens asked for
  * @param usagePromptTokens usage.prompt_tokens reported, -1 if none

@@ -134,7 +134,7 @@ final class Exchange implements ConnectionPool.Waiter {
   @Override
   public void onConnectFailure(Throwable cause) {
     if (isTimeout(cause)) {
-      finish(ErrorClass.TIMEOUT, "timed out waiting for a connection");
+      finish(ErrorClass.TIMEOUT, FailureReason.TIMED_OUT_WAITING);
     } else {
       finish(ErrorClass.CONNECT, FailureReason.connect(cause));
     }
@@ -257,8 +257,8 @@ final class Exchange implements ConnectionPool.Waiter {
     if (status >= 400) {
       byte[] bytes = body == null ? null : body.getBytes();
       body = null;
-      finish(
-          status >= 500 ? ErrorClass.HTTP_5XX : ErrorClass.HTTP_4XX,
+      finishQuoting(
+          httpClass(),
           bodyTooLarge
               ? "HTTP "
                   + status
@@ -272,7 +272,7 @@ final class Exchange implements ConnectionPool.Waiter {
       } else if (streamError != null) {
         finish(ErrorClass.STREAM_ERROR, streamError);
       } else if (reader.failed()) {
-        finish(ErrorClass.STREAM_ERROR, reader.reason());
+        finishQuoting(ErrorClass.STREAM_ERROR, reader.reason());
       } else if (!reader.ended()) {
         finish(ErrorClass.STREAM_ERROR, reader.unfinishedReason());
       } else {
@@ -303,7 +303,7 @@ final class Exchange implements ConnectionPool.Waiter {
     if (json == null) {
       finish(ErrorClass.INVALID, "response body is not a JSON object");
     } else if (json.error) {
-      finish(
+      finishQuoting(
           ErrorClass.INVALID,
           FailureReason.withMessage("response body carries an error", json.message));
     } else {
@@ -324,13 +324,13 @@ final class Exchange implements ConnectionPool.Waiter {
     if (json == null) {
       finish(ErrorClass.INVALID, "response body is not a JSON object");
     } else if (json.error || "failed".equals(json.status)) {
-      finish(
+      finishQuoting(
           ErrorClass.INVALID,
           FailureReason.withMessage(
               "response failed" + (json.errorCode == null ? "" : " (" + json.errorCode + ")"),
               json.errorMessage));
     } else if (!"completed".equals(json.status) && !"incomplete".equals(json.status)) {
-      finish(
+      finishQuoting(
           ErrorClass.INVALID,
           json.status == null
               ? "response body has no status"
@@ -350,7 +350,7 @@ final class Exchange implements ConnectionPool.Waiter {
     if (json == null) {
       finish(ErrorClass.INVALID, "response body is not a JSON object");
     } else if (json.error) {
-      finish(
+      finishQuoting(
           ErrorClass.INVALID,
           FailureReason.withMessage(
               "response body carries an error", FailureReason.errorMessage(bytes)));
@@ -395,50 +395,33 @@ final class Exchange implements ConnectionPool.Waiter {
     if (done) {
       return;
     }
-    if (isTimeout(cause)) {
-      finish(ErrorClass.TIMEOUT, timeoutReason());
-    } else {
-      finish(ErrorClass.RESET, resetReason(cause));
-    }
-  }
-
-  /** Where the request stood when its time ran out. */
-  private String timeoutReason() {
-    if (conn == null) {
-      return "timed out waiting for a connection";
-    }
-    if (response == null) {
-      return "timed out before the response headers";
-    }
-    return sse && firstToken >= 0
-        ? "timed out mid-stream, after the first token"
-        : "timed out before the response ended";
+    broke(isTimeout(cause), cause);
   }
 
   /**
-   * Where the connection failed, and how: closed or reset by the peer, or another failure named by
-   * its exception's class (never its message, which may quote what was read).
+   * The request timed out, or its connection broke. A stream that an error event already failed
+   * (the engine may hold it open, or close it, after the event) is a stream error whose reason is
+   * the engine's message: the timeout or the reset only followed it. An HTTP error whose body was
+   * cut keeps its class and its status in the reason.
    */
-  private String resetReason(Throwable cause) {
-    String where =
-        request == null
-            ? "before the request was sent"
-            : response == null ? "before the response headers" : "mid-response";
-    if (StaleConnections.closedConnection(cause)) {
-      return "connection closed " + where;
+  private void broke(boolean timeout, Throwable cause) {
+    if (sse && reader != null && reader.failed()) {
+      finishQuoting(ErrorClass.STREAM_ERROR, reader.reason());
+      return;
     }
-    return "connection failed " + where + " (" + FailureReason.rootClass(cause) + ")";
+    String how =
+        timeout
+            ? FailureReason.timeout(conn != null, response != null, sse && firstToken >= 0)
+            : FailureReason.reset(cause, request != null, response != null);
+    if (status >= 400) {
+      finish(httpClass(), FailureReason.httpCut(status, how));
+    } else {
+      finish(timeout ? ErrorClass.TIMEOUT : ErrorClass.RESET, how);
+    }
   }
 
-  /** The bearer token this request carried, or null. */
-  private String bearerToken() {
-    for (Map.Entry<String, String> h : spec.headers().entrySet()) {
-      String v = h.getValue();
-      if (h.getKey().equalsIgnoreCase("authorization") && v != null) {
-        return v.regionMatches(true, 0, "Bearer ", 0, 7) ? v.substring(7).trim() : v;
-      }
-    }
-    return null;
+  private ErrorClass httpClass() {
+    return status >= 500 ? ErrorClass.HTTP_5XX : ErrorClass.HTTP_4XX;
   }
 
   /**
@@ -475,23 +458,37 @@ final class Exchange implements ConnectionPool.Waiter {
     if (done) {
       return;
     }
-    finish(ErrorClass.TIMEOUT, timeoutReason());
+    broke(true, null);
     if (request != null) {
       request.reset();
     }
   }
 
+  /**
+   * Ends with a reason that quotes what the engine sent: cleaned, without this request's key and
+   * without its prompt ({@link FailureReason#fromEngine}).
+   */
+  private void finishQuoting(ErrorClass error, String reason) {
+    if (!done) {
+      finish(
+          error,
+          FailureReason.fromEngine(reason, FailureReason.bearerToken(spec.headers()), spec.body()));
+    }
+  }
+
+  /**
+   * Ends the request. {@code reason} is the client's own text (a fixed phrase, numbers, class
+   * names), or one {@link #finishQuoting} cleaned; identical reasons end up as one String.
+   */
   private void finish(ErrorClass error, String reason) {
     if (done) {
       return;
     }
     done = true;
-    if (reason != null) {
-      // One line, bounded, without the key this request carried (a message may quote it).
-      reason = FailureReason.clean(FailureReason.redact(reason, bearerToken()));
-    } else if (error != ErrorClass.NONE) {
+    if (reason == null && error != ErrorClass.NONE) {
       reason = error.name().toLowerCase(Locale.ROOT); // every failure says something
     }
+    reason = runner.reasons.intern(reason);
     long total = (lastByte >= 0 ? lastByte : System.nanoTime()) - intended;
     if (timerId >= 0) {
       runner.vertx.cancelTimer(timerId);

@@ -39,7 +39,8 @@ final class JsonObjects {
 
   /**
    * The current string value, at most {@link FailureReason#MAX_READ_CHARS} characters of it: an
-   * engine's message is cut later, and a message of megabytes is not copied whole first.
+   * engine's message is cut later, and a message of megabytes is not kept whole (Jackson has
+   * decoded it; 800 characters are kept).
    */
   static String boundedText(JsonParser p) throws IOException {
     int length = p.getTextLength();

@@ -72,6 +72,8 @@ public final class RequestRunner {
   final LongConsumer itlSink;
   // Written on the runner's context only; read by the reporter from another thread.
   volatile long staleRetries;
+  // The run's distinct failure reasons, one String each; the runner's context only.
+  final Reasons reasons = new Reasons();
 
   /**
    * @param vertx the Vert.x instance whose event loop runs the requests

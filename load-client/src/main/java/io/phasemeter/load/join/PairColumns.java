@@ -16,9 +16,12 @@ import java.util.List;
  * pause left late. Here a client result is one row across primitive arrays allocated {@link #CHUNK}
  * rows at a time: keeping it allocates nothing, and a collection copies a few large arrays instead
  * of hundreds of thousands of small objects. A trace id of 32 hex digits is kept as two longs;
- * strings that come from the workload (the bucket) are kept by reference; strings made per request
- * (an invalid reason, a {@code Server-Timing} header, a trace id of another shape) and the proxy's
- * records stay objects, in columns that stay empty when there are none.
+ * strings that come from the workload (the bucket) are kept by reference, and so are failure
+ * reasons: the runner hands every failure with the same reason the same String (the client's own
+ * phrases are constants, an engine's cleaned messages are interned per run, up to 1,024 distinct
+ * ones), so a run of failures keeps one reason object, not one per request. Strings made per
+ * request (a {@code Server-Timing} header, a trace id of another shape, a reason past that bound)
+ * and the proxy's records stay objects, in columns that stay empty when there are none.
  *
  * <p>Rows are rebuilt into {@link Pair}s only when {@link #pairs()} is called (once, for the
  * report). Not thread-safe: the {@link Joiner} guards it.

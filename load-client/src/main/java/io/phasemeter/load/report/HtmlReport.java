@@ -2,6 +2,7 @@ package io.phasemeter.load.report;
 
 import io.phasemeter.core.Phases;
 import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.http.FailureReason;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -309,8 +310,9 @@ final class HtmlReport {
         .append(" failed requests by class and reason (pairs.csv's <code>invalid_reason</code>),")
         .append(" the ")
         .append(FailureReasons.LIMIT)
-        .append(" most frequent named. An engine's message is shown as it sent it, cut to ")
-        .append(io.phasemeter.load.http.FailureReason.MAX_CHARS)
+        .append(" most frequent named. An engine's message is shown cleaned (one line, no key,")
+        .append(" no long quotation, none of the prompt), cut to ")
+        .append(FailureReason.MAX_CHARS)
         .append(" characters.</p>");
     b.append("<div class=\"scroll\"><table><tr><th>count</th><th class=\"l\">class</th>")
         .append("<th class=\"l\">reason</th><th class=\"l\">first trace id</th></tr>");

@@ -48,6 +48,25 @@ class ValidityTest {
   }
 
   @Test
+  void atMostFiveInvalidReasonsAreNamedTheRestCounted() throws Exception {
+    List<RunData.Request> requests = new java.util.ArrayList<>();
+    requests.add(ok());
+    for (int i = 1; i <= 8; i++) {
+      requests.add(new RunData.Request("INVALID", "engine " + i, 10));
+    }
+    // Seen again after five were named: still counted under its own name; a sixth is not named.
+    requests.add(new RunData.Request("INVALID", "engine 1", 10));
+    requests.add(new RunData.Request("INVALID", "engine 7", 10));
+    List<String> r =
+        Validity.reasons(0, data(11, 0, requests.toArray(RunData.Request[]::new)), null);
+    assertThat(Validity.INVALID_REASONS_NAMED).isEqualTo(5);
+    assertThat(r)
+        .containsExactly(
+            "10 of 11 requests failed {INVALID (engine 1)=2, INVALID (engine 2)=1, INVALID (engine"
+                + " 3)=1, INVALID (engine 4)=1, INVALID (engine 5)=1, INVALID (other reasons)=4}");
+  }
+
+  @Test
   void aClientThatErredOrWroteNothingIsInvalid() throws Exception {
     assertThat(Validity.reasons(2, data(1, 0, ok()), null))
         .containsExactly("the client errored: exit 2");

@@ -157,7 +157,8 @@ class RequestRunnerScriptedTest {
 
   @Test
   void anOverLongMessageWithControlCharactersIsCleanedAndCut() throws Exception {
-    // An ANSI escape, a line break, a carriage return, a NUL, a bidi override, a tab; then 1 MB.
+    // An ANSI colour (removed whole), a line break, a carriage return, a NUL, a bidi override, a
+    // tab; then 1 MB.
     String message =
         "\\u001b[31mred\\nnext line\\r\\u0000nul \\u202Eevil\\tend " + "x".repeat(1 << 20);
     script =
@@ -167,10 +168,133 @@ class RequestRunnerScriptedTest {
                 chunk("a") + "data: {\"error\":{\"message\":\"" + message + "\"}}\n\n");
     String reason = run(spec(-1, 4, true)).invalidReason();
     assertThat(reason)
-        .startsWith("an error event: [31mred next line nul evil end xxx")
+        .startsWith("an error event: red next line nul evil end xxx")
         .endsWith("x\u2026")
         .doesNotContainPattern("\\p{Cntrl}|\\p{Cf}");
     assertThat(reason.codePointCount(0, reason.length())).isEqualTo(FailureReason.MAX_CHARS + 1);
+  }
+
+  /**
+   * An engine that sends an error event and then holds the stream open until the client gives up,
+   * or closes the connection: the engine's message is the reason, not the timeout or the reset that
+   * followed it.
+   */
+  @Test
+  void anErrorEventThenATimeoutOrAResetKeepsTheEnginesMessage() throws Exception {
+    String event = "data: {\"error\":{\"message\":\"slot 0 crashed\",\"code\":500}}\n\n";
+    RequestRunner quick =
+        new RequestRunner(
+            vertx,
+            URI.create("http://127.0.0.1:" + backend.actualPort()),
+            1,
+            Duration.ofMillis(300),
+            itl::add);
+    try {
+      script =
+          req ->
+              req.response()
+                  .setChunked(true)
+                  .putHeader("content-type", "text/event-stream")
+                  .write(ROLE + chunk("a") + event); // then nothing, the connection kept open
+      assertThat(await(quick.run(1, spec(-1, 4, true), TRACE, null, 0, System.nanoTime())))
+          .extracting(ClientResult::error, ClientResult::invalidReason)
+          .containsExactly(ErrorClass.STREAM_ERROR, "an error event: slot 0 crashed");
+      script =
+          req ->
+              req.response()
+                  .setChunked(true)
+                  .putHeader("content-type", "text/event-stream")
+                  .write(ROLE + chunk("a") + event)
+                  .onComplete(v -> req.connection().close());
+      assertThat(await(quick.run(2, spec(-1, 4, true), TRACE, null, 0, System.nanoTime())))
+          .extracting(ClientResult::error, ClientResult::invalidReason)
+          .containsExactly(ErrorClass.STREAM_ERROR, "an error event: slot 0 crashed");
+    } finally {
+      await(quick.close());
+    }
+  }
+
+  /** An HTTP error whose body the server cut keeps its class and its status in the reason. */
+  @Test
+  void anHttpErrorWhoseBodyIsCutKeepsItsStatus() throws Exception {
+    script =
+        req ->
+            req.response()
+                .setStatusCode(500)
+                .setChunked(true)
+                .putHeader("content-type", "application/json")
+                .write("{\"error\":{\"message\":\"slot")
+                .onComplete(v -> req.connection().close());
+    for (boolean stream : List.of(true, false)) {
+      assertThat(run(spec(10, 4, stream)))
+          .extracting(ClientResult::error, ClientResult::status, ClientResult::invalidReason)
+          .containsExactly(
+              ErrorClass.HTTP_5XX, 500, "HTTP 500 (body cut: connection closed mid-response)");
+    }
+  }
+
+  /**
+   * Failures with the same reason share one String: the pairs keep every failure's reason for the
+   * whole run. The client's own phrases and an engine's cleaned message alike.
+   */
+  @Test
+  void identicalReasonsAreOneString() throws Exception {
+    script =
+        req ->
+            req.response()
+                .setStatusCode(503)
+                .putHeader("content-type", "application/json")
+                .end("{\"error\":{\"message\":\"\\u001b[1mno slot\\u001b[0m available\"}}");
+    ClientResult a = run(spec(10, 4, false));
+    ClientResult b = run(spec(10, 4, false));
+    assertThat(a.invalidReason()).isEqualTo("HTTP 503: no slot available");
+    assertThat(b.invalidReason()).isSameAs(a.invalidReason());
+    script = req -> sse(req.response(), chunk("a") + usage(10, 1));
+    ClientResult c = run(spec(10, 1, true));
+    ClientResult d = run(spec(10, 1, true));
+    assertThat(c.invalidReason()).isEqualTo("the stream ended without [DONE]");
+    assertThat(d.invalidReason()).isSameAs(c.invalidReason());
+  }
+
+  /**
+   * An engine's message that quotes the request (a validation error's rejected value) or what it
+   * generated (llama.cpp's {@code Invalid diff}) keeps neither: a run of 16 or more characters of
+   * the request's text becomes [prompt], a quoted span longer than 32 characters '…'. The model's
+   * name stays.
+   */
+  @Test
+  void aMessageQuotingThePromptOrTheCompletionKeepsNeither() throws Exception {
+    String prompt = "Tell me\\nabout the secret recipe of grandma's \\\"plum\\\" cake, please";
+    Buffer body =
+        Buffer.buffer(
+            "{\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"prompt\":\""
+                + prompt
+                + "\",\"max_tokens\":4,\"stream\":false}");
+    RequestSpec spec = new RequestSpec("/v1/completions", body, "b", 10, 4, false);
+    script =
+        req ->
+            req.response()
+                .setStatusCode(400)
+                .putHeader("content-type", "application/json")
+                .end(
+                    "{\"error\":{\"message\":\"model meta-llama/Llama-3.1-8B-Instruct rejects"
+                        + " input: Tell me about the secret recipe of grandma's \\\"plum\\\""
+                        + " cake (3 tokens too many)\"}}");
+    assertThat(run(spec).invalidReason())
+        .isEqualTo(
+            "HTTP 400: model meta-llama/Llama-3.1-8B-Instruct rejects input: [prompt] (3 tokens"
+                + " too many)");
+    String completion = "I cannot share the recipe, but here is one for an apple pie instead";
+    script =
+        req ->
+            sse(
+                req.response(),
+                chunk("a")
+                    + "data: {\"error\":{\"message\":\"Invalid diff: '"
+                    + completion
+                    + "' not found at start of 'I can'\"}}\n\n");
+    assertThat(run(spec(-1, 4, true)).invalidReason())
+        .isEqualTo("an error event: Invalid diff: '\u2026' not found at start of 'I can'");
   }
 
   @Test
