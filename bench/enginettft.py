@@ -3,6 +3,7 @@
 
     bench/enginettft.py --direct HOST:PORT --proxy HOST:PORT [--model M] [--rounds R]
                         [--per-round N] [--rate closed|REQ_PER_S] [--warmup W] [--json OUT]
+                        [--warm-proxy-s S] [--warm-proxy-max M]
 
 Every request goes on a fresh TCP connection (connect, one streamed /v1/completions, read to
 [DONE], close), as a client that does not keep connections would; its TTFT runs from before the
@@ -12,6 +13,12 @@ then N to the other (the order alternates per round); `closed` sends each as soo
 ended (concurrency 1), a rate spaces the sends evenly (a send that would be late goes at once).
 Each round's added TTFT is the proxy's p50 minus the direct p50; the median over rounds is the
 figure (docs/performance.md, "Engine reuse"). Python's collector is off while measuring.
+
+Before anything is counted the proxy's own request path is warmed, so that the rounds do not time
+a JVM still running it interpreted (at a few requests per second it never leaves the interpreter):
+up to M cheap requests (max_tokens 1, each on a fresh connection, back to back) for at most S
+seconds, to the proxy only; then W requests of the measured kind to each target. How many warm-up
+requests went is in the output.
 
 Prints one JSON object (also written to --json): per round p50s, the median added TTFT, p90s.
 """
@@ -121,6 +128,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--json")
+    ap.add_argument("--warm-proxy-s", type=float, default=0)
+    ap.add_argument("--warm-proxy-max", type=int, default=3000)
     a = ap.parse_args()
     clock = time.perf_counter_ns
     direct, proxy = target(a.direct), target(a.proxy)
@@ -129,6 +138,17 @@ def main():
     addrs = {"direct": direct, "proxy": proxy}
     interval = 0 if a.rate == "closed" else int(1e9 / float(a.rate))
     errors = {"direct": [], "proxy": []}
+    warmed, warm_errors, warm_from = 0, 0, clock()
+    until = warm_from + int(a.warm_proxy_s * 1e9)
+    cheap = lambda n: request_bytes(proxy[0], a.model, 1, "", n)  # noqa: E731
+    while a.warm_proxy_s > 0 and warmed < a.warm_proxy_max and clock() < until:
+        SEQ[0] += 1
+        warmed += 1
+        try:
+            one(proxy, cheap(SEQ[0]), clock)
+        except Exception:  # noqa: BLE001: counted in the output
+            warm_errors += 1
+    warm_s = (clock() - warm_from) / 1e9
     for name in ("direct", "proxy"):  # warm both paths (and the proxy's JIT), uncounted
         run_block(addrs[name], reqs[name], a.warmup, interval, clock, [])
     rounds = []
@@ -156,6 +176,8 @@ def main():
         "added_ttft_p50_median_ms": statistics.median(r["added_p50"] for r in rounds),
         "direct_ttft_p50_median_ms": statistics.median(r["direct_p50"] for r in rounds),
         "proxy_ttft_p50_median_ms": statistics.median(r["proxy_p50"] for r in rounds),
+        "proxy_warmup": {"requests": warmed, "errors": warm_errors,
+                         "seconds": round(warm_s, 1) if a.warm_proxy_s > 0 else 0},
         "errors": {k: len(v) for k, v in errors.items()},
         "first_errors": {k: v[:3] for k, v in errors.items()},
         "round_figures": rounds,

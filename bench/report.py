@@ -1083,6 +1083,10 @@ if os.path.isdir(edir):
               f"{fmt(e['proxy_ttft_p50_median_ms'], 2)} | {fmt(e['added_ttft_p50_median_ms'], 2)} | "
               f"{e['errors']['direct']} / {e['errors']['proxy']} |")
     print()
+    w = eng.get("llama-closed", {}).get("proxy_warmup")
+    if w and w.get("requests"):
+        print(f"The proxy's request path was warmed first, not counted: {w['requests']} requests of "
+              f"max_tokens 1 in {w['seconds']} s ({w['errors']} failed).\n")
     R["engine"] = eng
     for name, what in (("llama-closed", "back to back"), ("llama-4", "at 4 req/s")):
         if name in eng:

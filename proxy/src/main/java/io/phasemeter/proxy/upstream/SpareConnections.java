@@ -110,13 +110,20 @@ final class SpareConnections {
     fill();
   }
 
+  /** Spares being connected now. */
+  synchronized int connecting() {
+    return connecting;
+  }
+
   /** Spares open and waiting for a request now. */
   synchronized int ready() {
     return ready.size();
   }
 
   /**
-   * A spare connection, or null when none is open; another is opened in its place. The caller owns
+   * A spare connection, or null when none is open; another is opened in its place once the caller's
+   * current task is done (so after the request it sends now: a connect started here, a new channel
+   * set up and registered, came before the request's write, ~0.1 ms of it warm). The caller owns
    * the connection from here (it carries one request, then closes).
    */
   HttpClientConnection take() {
@@ -131,7 +138,9 @@ final class SpareConnections {
         got = s.connection;
       }
     }
-    fill();
+    // On the caller's context, so on its event loop: the replacement is opened where the next
+    // request will most likely run (the listener's one event loop), never a thread hop away.
+    vertx.runOnContext(v -> fill());
     return got;
   }
 

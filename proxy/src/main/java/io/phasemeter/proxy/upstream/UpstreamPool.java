@@ -714,6 +714,15 @@ public final class UpstreamPool implements MeterBinder {
     return n;
   }
 
+  /** Spare connections being connected now, over the pool's upstreams. */
+  int sparesConnecting() {
+    int n = 0;
+    for (SpareConnections s : spares.values()) {
+      n += s.connecting();
+    }
+    return n;
+  }
+
   /** Requests that found a spare connection open, since start. */
   public long sparesTaken() {
     return sparesTaken.get();

@@ -132,4 +132,52 @@ class UpstreamPoolTest {
     assertThat(failure).isInstanceOf(ConnectTimeoutException.class);
     assertThat(filling).isNotEmpty();
   }
+
+  @Test
+  void aTakenSpareIsReplacedOnlyAfterTheRequestsOwnTask() throws Exception {
+    // Accepts and reads nothing: the kernel completes each connect.
+    ServerSocket listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    closers.add(listener);
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {reuse: "off", preconnect: 1}
+                health: {path: null}
+            """
+                .formatted(listener.getLocalPort()),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    UpstreamHost host = pool.hosts().get(0);
+    pool.startHealthChecks();
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.sparesReady() == 1);
+
+    // The request's own task: it takes the spare and writes its request before anything else runs
+    // on its event loop; a replacement connecting inside that task would come before the write.
+    io.vertx.core.Context context = vertx.getOrCreateContext();
+    int[] connectingInTask = new int[1];
+    Future<HttpClientRequest> request =
+        Future.future(
+            p ->
+                context.runOnContext(
+                    v -> {
+                      Future<HttpClientRequest> opened = pool.open(host, "/v1/completions");
+                      connectingInTask[0] = pool.sparesConnecting();
+                      opened.onComplete(p);
+                    }));
+
+    assertThat(request.await(10, TimeUnit.SECONDS)).isNotNull();
+    assertThat(pool.sparesTaken()).isEqualTo(1);
+    assertThat(connectingInTask[0])
+        .as("no replacement connecting during the request's task")
+        .isZero();
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.sparesReady() == 1 && pool.preconnected() == 2);
+  }
 }
