@@ -118,8 +118,7 @@ class UpstreamReuseTest extends ProxyTestBase {
     for (String line : text.split("\n")) {
       if (line.startsWith(name + "{")
           && line.contains("llm_pool=\"default\"")
-          && (!name.equals("llm_upstream_connections_opened_total")
-              || line.contains("kind=\"slotted\""))) {
+          && (!line.contains("kind=") || line.contains("kind=\"slotted\""))) {
         return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
       }
     }
@@ -175,6 +174,7 @@ class UpstreamReuseTest extends ProxyTestBase {
         .atMost(Duration.ofSeconds(10))
         .until(() -> metric("llm_upstream_connections_spare") == 2.0);
     assertIdle();
+    assertOwnConnectionsClosed();
   }
 
   @Test
@@ -207,6 +207,7 @@ class UpstreamReuseTest extends ProxyTestBase {
     assertThat(up.getString("reuse")).isEqualTo("off");
     assertThat(up.getBoolean("single_use")).isTrue();
     assertIdle();
+    assertOwnConnectionsClosed();
   }
 
   @Test
@@ -236,5 +237,88 @@ class UpstreamReuseTest extends ProxyTestBase {
     assertThat(metric("llm_upstream_connections_preconnected_total")).isZero();
     assertThat(metric("llm_upstream_connections_spare")).isZero();
     assertIdle();
+  }
+
+  /**
+   * The slotted connections open settle at the spares: every connection of the proxy's own that
+   * carried (or was to carry) a request is closed again.
+   */
+  private void assertOwnConnectionsClosed() {
+    Awaitility.await()
+        .atMost(Duration.ofSeconds(10))
+        .untilAsserted(
+            () ->
+                assertThat(metric("llm_upstream_connections"))
+                    .as("slotted connections open: the spares only")
+                    .isEqualTo(metric("llm_upstream_connections_spare")));
+  }
+
+  @Test
+  void aClientThatCancelsWhileTheProxyConnectsLeavesNoConnectionOpen() throws Exception {
+    // A listener whose accept queue is full drops SYNs: the proxy's connect waits for the kernel
+    // to retransmit its SYN once the queue has room again.
+    java.net.ServerSocket listener =
+        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
+    List<java.net.Socket> fillers = new ArrayList<>();
+    try {
+      boolean hangs = false;
+      for (int i = 0; i < 8 && !hangs; i++) {
+        java.net.Socket s = new java.net.Socket();
+        fillers.add(s);
+        try {
+          s.connect(
+              new java.net.InetSocketAddress(listener.getInetAddress(), listener.getLocalPort()),
+              300);
+        } catch (java.net.SocketTimeoutException e) {
+          hangs = true;
+        }
+      }
+      assertThat(hangs).as("the kernel dropped the SYN of a full accept queue").isTrue();
+      startProxy(
+          config(
+              listener.getLocalPort(),
+              1,
+              "    timeouts: {connect: 30s}\n    connections: {reuse: off, preconnect: 0}\n"));
+
+      io.vertx.core.http.HttpClientRequest req = openChat();
+      req.send(chat("hi", true));
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(10))
+          .until(() -> metric("llm_upstream_connections_waiting") == 1.0);
+      req.connection().close(); // The client goes away while the proxy connects.
+      assertThat(awaitFinished(1).get(0).errorType()).isEqualTo("client_cancelled");
+
+      // Room in the queue: the proxy's connect completes, after its request was cancelled.
+      List<java.net.Socket> acceptedSockets = new CopyOnWriteArrayList<>();
+      Thread acceptor =
+          new Thread(
+              () -> {
+                try {
+                  while (true) {
+                    acceptedSockets.add(listener.accept());
+                  }
+                } catch (java.io.IOException e) {
+                  // closed
+                }
+              });
+      acceptor.start();
+      for (java.net.Socket s : fillers) {
+        s.close();
+      }
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(20))
+          .until(() -> metric("llm_upstream_connections_opened_total") == 1.0);
+      assertOwnConnectionsClosed();
+      assertIdle();
+      for (java.net.Socket accepted : acceptedSockets) {
+        accepted.setSoTimeout(10_000);
+        assertThat(accepted.getInputStream().read()).as("closed, nothing sent").isEqualTo(-1);
+      }
+    } finally {
+      listener.close();
+      for (java.net.Socket s : fillers) {
+        s.close();
+      }
+    }
   }
 }

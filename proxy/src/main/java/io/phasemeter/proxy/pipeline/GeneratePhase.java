@@ -269,7 +269,7 @@ final class GeneratePhase {
                 }
                 HttpClientRequest request = ar.result();
                 if (over || current != host) {
-                  request.reset();
+                  pool.abandon(request);
                   return;
                 }
                 upstreamRequest = request;
@@ -525,8 +525,9 @@ final class GeneratePhase {
         current = null;
       }
       if (upstreamRequest != null) {
-        // Cancels the upstream's work: on HTTP/1.1 this closes the connection vLLM is writing to.
-        upstreamRequest.reset();
+        // Cancels the upstream's work: on HTTP/1.1 this closes the connection vLLM is writing to
+        // (one of the pool's own is closed even when the request's head was never written).
+        pool.abandon(upstreamRequest);
         upstreamRequest = null;
       }
     }

@@ -373,7 +373,7 @@ public final class UpstreamPool implements MeterBinder {
     if (spare != null) {
       sparesTaken.incrementAndGet();
       takenSpares.add(spare);
-      return spare.request(options);
+      return closeOnFailure(spare, spare.request(options));
     }
     Future<io.vertx.core.http.HttpClientConnection> connecting;
     try {
@@ -387,8 +387,29 @@ public final class UpstreamPool implements MeterBinder {
         .compose(
             c -> {
               track(c, null);
-              return c.request(options);
+              return closeOnFailure(c, c.request(options));
             });
+  }
+
+  /** A connection of the pool's own making that could not carry its request is closed. */
+  private static Future<HttpClientRequest> closeOnFailure(
+      io.vertx.core.http.HttpClientConnection c, Future<HttpClientRequest> request) {
+    return request.onFailure(t -> c.close());
+  }
+
+  /**
+   * Gives up {@code request} before or while it is sent: resets it, and closes its connection when
+   * the connection is one of the pool's own making (a spare or one for a single request). Vert.x's
+   * HTTP/1.1 reset of a request whose head was never written only takes the stream off its
+   * connection; a pooled connection goes back to its pool, but one of the pool's own has no pool
+   * and no idle timeout, and stayed open (and counted) until the upstream closed it.
+   */
+  public void abandon(HttpClientRequest request) {
+    request.reset();
+    io.vertx.core.http.HttpConnection c = request.connection();
+    if (c != null && ownConnections.contains(c)) {
+      c.close();
+    }
   }
 
   /** A pooled slotted connection closed: right after its response, the upstream closed it so. */
