@@ -42,6 +42,17 @@ class UpstreamReuseTest extends ProxyTestBase {
    */
   private int rawUpstream(boolean closeAfter, List<Seen> seen, AtomicInteger accepted)
       throws Exception {
+    return rawUpstream(closeAfter, false, seen, accepted);
+  }
+
+  /**
+   * As {@link #rawUpstream(boolean, List, AtomicInteger)}; {@code closeReused}: a request that
+   * arrives on a connection that already carried one is not answered, its connection closed (an
+   * upstream whose idle timeout closed the connection as the request was on its way).
+   */
+  private int rawUpstream(
+      boolean closeAfter, boolean closeReused, List<Seen> seen, AtomicInteger accepted)
+      throws Exception {
     NetServer server =
         vertx
             .createNetServer()
@@ -50,6 +61,7 @@ class UpstreamReuseTest extends ProxyTestBase {
                   int id = accepted.incrementAndGet();
                   long acceptedAt = System.nanoTime();
                   Buffer[] buf = {Buffer.buffer()};
+                  int[] answered = {0};
                   socket.handler(
                       b -> {
                         buf[0].appendBuffer(b);
@@ -65,6 +77,10 @@ class UpstreamReuseTest extends ProxyTestBase {
                         }
                         buf[0] = Buffer.buffer(text.substring(end + 4 + length));
                         seen.add(new Seen(id, acceptedAt, System.nanoTime(), head));
+                        if (closeReused && answered[0]++ > 0) {
+                          socket.close();
+                          return;
+                        }
                         answer(socket, head, closeAfter);
                       });
                 })
@@ -320,5 +336,51 @@ class UpstreamReuseTest extends ProxyTestBase {
         s.close();
       }
     }
+  }
+
+  @Test
+  void staleRetriesLongAfterTheLastResponseDoNotMakeAutoStopReusing() throws Exception {
+    // An upstream that keeps connections alive but closes idle ones after a timeout: under sparse
+    // traffic a request now and then meets the close. The proxy's clock is moved on two seconds
+    // between requests (past the one-second window in which a close follows a response).
+    List<Seen> seen = new CopyOnWriteArrayList<>();
+    int port = rawUpstream(false, true, seen, new AtomicInteger());
+    java.util.concurrent.atomic.AtomicLong offset = new java.util.concurrent.atomic.AtomicLong();
+    io.phasemeter.core.NanoClock clock =
+        new io.phasemeter.core.NanoClock() {
+          @Override
+          public long nanoTime() {
+            return System.nanoTime() + offset.get();
+          }
+
+          @Override
+          public long toEpochNanos(long nanoTime) {
+            return io.phasemeter.core.NanoClock.system().toEpochNanos(nanoTime - offset.get());
+          }
+        };
+    proxy =
+        io.phasemeter.proxy.PhasemeterProxy.builder(vertx, config(port, 1, null))
+            .openTelemetry(otel)
+            .spanDeferral(EXPORT_EVERY_REQUEST)
+            .clock(clock)
+            .observer(ctx -> finished.add(snapshot(ctx)))
+            .start()
+            .await(10, TimeUnit.SECONDS);
+
+    int n = 12;
+    for (int i = 0; i < n; i++) {
+      offset.addAndGet(TimeUnit.SECONDS.toNanos(2));
+      Response r = call("/v1/chat/completions", chat("hi " + i, true));
+      assertThat(r.status()).as(r.text()).isEqualTo(200);
+    }
+    assertThat(awaitFinished(n)).allMatch(f -> f.outcome().equals("success"));
+
+    assertThat(metric("llm_upstream_stale_retries_total"))
+        .as("every other request met a closed connection and was sent again")
+        .isGreaterThanOrEqualTo(4);
+    assertThat(metric("llm_upstream_connections_closed_after_response_total")).isZero();
+    assertThat(metric("llm_upstream_connections_single_use")).isZero();
+    assertThat(metric("llm_upstream_connections_preconnected_total")).isZero();
+    assertIdle();
   }
 }

@@ -473,7 +473,7 @@ final class GeneratePhase {
         return false;
       }
       staleRetried = true;
-      pool.staleRetried(host);
+      pool.staleRetried(host, upstreamRequest);
       span.addEvent(
           "upstream.stale_connection_retry",
           Attributes.builder()

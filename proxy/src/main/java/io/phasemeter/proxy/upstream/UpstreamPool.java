@@ -75,7 +75,9 @@ public final class UpstreamPool implements MeterBinder {
   private final java.util.Set<io.vertx.core.http.HttpConnection> ownConnections =
       java.util.Collections.newSetFromMap(weakMap());
 
-  private record Responded(UpstreamHost host, long at) {}
+  // at: when the response ended; reusedAt: when the connection was given the next request (0: not
+  // yet).
+  private record Responded(UpstreamHost host, long at, long reusedAt) {}
 
   private static <V> java.util.Map<io.vertx.core.http.HttpConnection, V> weakMap() {
     return com.github.benmanes.caffeine.cache.Caffeine.newBuilder()
@@ -449,7 +451,7 @@ public final class UpstreamPool implements MeterBinder {
   public void responded(UpstreamHost host, HttpClientRequest request) {
     io.vertx.core.http.HttpConnection c = request.connection();
     if (c != null && !ownConnections.contains(c)) {
-      responded.put(c, new Responded(host, clock.nanoTime()));
+      responded.put(c, new Responded(host, clock.nanoTime(), 0));
     }
   }
 
@@ -503,18 +505,25 @@ public final class UpstreamPool implements MeterBinder {
     }
     Responded r = responded.remove(c);
     if (r != null) {
-      reusedAfter.put(c, r);
+      reusedAfter.put(c, new Responded(r.host(), r.at(), clock.nanoTime()));
     }
     return !used.add(c);
   }
 
   /**
-   * Counts a retry on a fresh connection after a reused one turned out closed: the upstream had
-   * closed it after its last response.
+   * Counts a retry on a fresh connection after {@code request}'s reused connection turned out
+   * closed. Only when that connection was reused soon after its last response ({@code
+   * closeWindowNanos}, as a close seen after a response) is this an upstream closing after its
+   * responses: one that closes idle connections after a timeout (uvicorn's 5 s) meets a request
+   * sent as it closes now and then under sparse traffic, and a spare may have waited any time.
    */
-  public void staleRetried(UpstreamHost host) {
+  public void staleRetried(UpstreamHost host, HttpClientRequest request) {
     staleRetries.incrementAndGet();
-    closedAfterResponse(host);
+    io.vertx.core.http.HttpConnection c = request == null ? null : request.connection();
+    Responded r = c == null ? null : reusedAfter.remove(c);
+    if (r != null && r.reusedAt() - r.at() <= closeWindowNanos) {
+      closedAfterResponse(host);
+    }
   }
 
   /** Retries on a fresh connection of the same upstream since start. */
