@@ -416,6 +416,9 @@ public final class UpstreamPool implements MeterBinder {
 
   /** A pooled slotted connection closed: right after its response, the upstream closed it so. */
   private void pooledClosed(io.vertx.core.http.HttpConnection connection) {
+    if (closed) {
+      return; // The proxy closes its connections as it stops.
+    }
     Responded r = responded.remove(connection);
     if (r != null && clock.nanoTime() - r.at() <= closeWindowNanos) {
       closedAfterResponse(r.host());

@@ -180,4 +180,28 @@ class UpstreamPoolTest {
         .atMost(10, TimeUnit.SECONDS)
         .until(() -> pool.sparesReady() == 1 && pool.preconnected() == 2);
   }
+
+  @Test
+  void closingThePoolIsNotTheUpstreamClosingAfterItsResponse() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger closedByPool =
+        new java.util.concurrent.atomic.AtomicInteger();
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(r -> r.response().end("{}"))
+            .connectionHandler(c -> c.closeHandler(v -> closedByPool.incrementAndGet()))
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    UpstreamPool pool = pool(server.actualPort());
+    UpstreamHost host = pool.hosts().get(0);
+    HttpClientRequest r = pool.open(host, "/v1/completions").await(10, TimeUnit.SECONDS);
+    r.send("{}").compose(resp -> resp.body()).await(10, TimeUnit.SECONDS);
+    pool.responded(host, r);
+    pool.ended(host);
+    // The pool closes its kept-alive connection right after a response: at shutdown.
+    pool.close().await(10, TimeUnit.SECONDS);
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> closedByPool.get() == 1);
+    assertThat(pool.closedAfterResponse()).isZero();
+  }
 }
