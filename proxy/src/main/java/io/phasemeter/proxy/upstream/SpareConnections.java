@@ -115,6 +115,11 @@ final class SpareConnections {
     return connecting;
   }
 
+  /** Failed connects, and spares hung up on at once, in a row: the backoff's exponent. */
+  synchronized int failuresInRow() {
+    return failuresInRow;
+  }
+
   /** Spares open and waiting for a request now. */
   synchronized int ready() {
     return ready.size();
@@ -136,6 +141,7 @@ final class SpareConnections {
           vertx.cancelTimer(s.idleTimer);
         }
         got = s.connection;
+        failuresInRow = 0; // It carries a request: the upstream takes connections again.
       }
     }
     // On the caller's context, so on its event loop: the replacement is opened where the next
@@ -191,7 +197,8 @@ final class SpareConnections {
       opened.incrementAndGet();
       closeIt = closed || ready.size() >= target;
       if (!closeIt) {
-        failuresInRow = 0;
+        // failuresInRow stays: an upstream that accepts then hangs up at once connects fine every
+        // time, and only a spare taken or outliving SHORT_LIVED_NANOS shows it takes them again.
         ready.addLast(s);
       }
     }
@@ -218,6 +225,7 @@ final class SpareConnections {
         return;
       }
       s.idleTimer = -1;
+      failuresInRow = 0; // It lived its keep_alive.
     }
     discard(s);
     fill();
@@ -239,6 +247,9 @@ final class SpareConnections {
       }
     }
     // Closed after waiting a while (an engine's own idle timeout): replaced at once.
+    synchronized (this) {
+      failuresInRow = 0;
+    }
     fill();
   }
 

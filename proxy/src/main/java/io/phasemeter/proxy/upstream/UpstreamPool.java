@@ -747,6 +747,15 @@ public final class UpstreamPool implements MeterBinder {
     return n;
   }
 
+  /** The longest run of failed preconnects (or spares hung up on at once) over the upstreams. */
+  int spareFailuresInRow() {
+    int n = 0;
+    for (SpareConnections s : spares.values()) {
+      n = Math.max(n, s.failuresInRow());
+    }
+    return n;
+  }
+
   /** Spare connections being connected now, over the pool's upstreams. */
   int sparesConnecting() {
     int n = 0;

@@ -204,4 +204,39 @@ class UpstreamPoolTest {
     Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> closedByPool.get() == 1);
     assertThat(pool.closedAfterResponse()).isZero();
   }
+
+  @Test
+  void anUpstreamThatAcceptsThenHangsUpAtOnceBacksOffLongerEachTime() throws Exception {
+    io.vertx.core.net.NetServer server =
+        vertx
+            .createNetServer()
+            // Hangs up 20 ms after accepting (well within the second that makes a spare
+            // short-lived), so that the close comes after the proxy has set up its connection.
+            .connectHandler(socket -> vertx.setTimer(20, id -> socket.close()))
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {reuse: "off", preconnect: 1}
+                health: {path: null}
+                ejection: {backoff: 10ms, max_backoff: 100ms}
+            """
+                .formatted(server.actualPort()),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    pool.startHealthChecks();
+
+    // Each connect succeeds and each spare is hung up on at once: the backoff's exponent grows
+    // (it was reset by every successful connect, so the backoff never doubled).
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.spareFailuresInRow() >= 4);
+    assertThat(pool.ejections()).as("a failed preconnect ejects nothing").isZero();
+  }
 }
