@@ -291,7 +291,7 @@ public final class UpstreamPool implements MeterBinder {
   public Future<HttpClientRequest> open(
       UpstreamHost host, HttpMethod method, String path, boolean slotted) {
     if (slotted && host.singleUse()) {
-      return openOwn(host, method, path);
+      return openOwn(host, method, path, true);
     }
     RequestOptions options = options(host.address(), method, path);
     if (config.connections().reuse() == ProxyConfig.Reuse.OFF) {
@@ -368,10 +368,11 @@ public final class UpstreamPool implements MeterBinder {
    * A request on a connection of its own, carrying {@code Connection: close}: a spare if one is
    * open, else one opened now. Counted as waiting while it connects.
    */
-  private Future<HttpClientRequest> openOwn(UpstreamHost host, HttpMethod method, String path) {
+  private Future<HttpClientRequest> openOwn(
+      UpstreamHost host, HttpMethod method, String path, boolean spareOk) {
     RequestOptions options = options(host.address(), method, path).putHeader("connection", "close");
     host.started(); // ended() follows whatever happens, failure included (GeneratePhase)
-    io.vertx.core.http.HttpClientConnection spare = spares.get(host).take();
+    io.vertx.core.http.HttpClientConnection spare = spareOk ? spares.get(host).take() : null;
     if (spare != null) {
       sparesTaken.incrementAndGet();
       takenSpares.add(spare);
@@ -490,7 +491,9 @@ public final class UpstreamPool implements MeterBinder {
 
   /** As {@link #openFresh(UpstreamHost, String)}, for a request of {@code method}. */
   public Future<HttpClientRequest> openFresh(UpstreamHost host, HttpMethod method, String path) {
-    return openOwn(host, method, path);
+    // Never a spare: spares opened together meet the upstream's idle timeout together, so one may
+    // be as stale as the connection this request just failed on.
+    return openOwn(host, method, path, false);
   }
 
   /**
