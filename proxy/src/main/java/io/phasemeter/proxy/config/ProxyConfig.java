@@ -657,7 +657,9 @@ public record ProxyConfig(
    * slotted requests go on connections of their own). {@code preconnect}: for an upstream whose
    * connections carry one request each ({@code off}, or {@code auto} once seen), that many spare
    * connections are kept open ahead of demand, as Envoy's preconnect policy does, so that a request
-   * finds one open; -1 (unset): {@link #DEFAULT_PRECONNECT}. Spares count towards {@code max}.
+   * finds one open; -1 (unset): {@link #DEFAULT_PRECONNECT}. Spares are opened only within {@code
+   * max} less the requests in flight; the requests' own connections (one each) are bounded by the
+   * slots, not by {@code max}.
    */
   public record Connections(
       int max, int unslotted, int waitQueue, Duration keepAlive, int preconnect, Reuse reuse) {
