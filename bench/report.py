@@ -1097,6 +1097,19 @@ if os.path.isdir(edir):
         a = eng["sim-auto-vs-on"]["added_ttft_p50_median_ms"]
         target("engine: reuse auto against reuse on before the simulator, TTFT p50 difference (ms)",
                a, "<= 0.5", a <= 0.5, "the simulator keeps connections: auto must not cost anything")
+    mpath = os.path.join(edir, "sim-auto-metrics.txt")
+    if os.path.exists(mpath):
+        # With an upstream that keeps its connections, auto must switch nothing: no upstream seen
+        # as single-use, no spare opened (a structural check, not a timing).
+        switched = preconnected = 0.0
+        for line in open(mpath):
+            if line.startswith("llm_upstreams_single_use{"):
+                switched += float(line.rsplit(" ", 1)[1])
+            elif line.startswith("llm_upstream_connections_preconnected_total{"):
+                preconnected += float(line.rsplit(" ", 1)[1])
+        target("engine: reuse auto before the simulator switches nothing (single-use upstreams + spares opened)",
+               switched + preconnected, "== 0", switched + preconnected == 0,
+               f"llm_upstreams_single_use {switched:g}, llm_upstream_connections_preconnected_total {preconnected:g}")
 
 # ---- verdicts ----------------------------------------------------------------------------------
 print("## Targets\n")

@@ -430,7 +430,7 @@ public final class ProxyMain implements Callable<Integer> {
   /**
    * How the pool's upstream connections are used, as configured: the start-up banner and {@code
    * --check} can only know the configuration; what {@code auto} found is in {@code /admin/stats}
-   * and {@code llm_upstream_connections_single_use}.
+   * and {@code llm_upstreams_single_use}.
    */
   static String reuse(ProxyConfig.Connections c) {
     int spares = c.spares();

@@ -162,7 +162,7 @@ class UpstreamReuseTest extends ProxyTestBase {
     // Seen closing after its responses (4 of the last 8), counted, and switched over.
     assertThat(metric("llm_upstream_connections_closed_after_response_total"))
         .isGreaterThanOrEqualTo(4);
-    assertThat(metric("llm_upstream_connections_single_use")).isEqualTo(1);
+    assertThat(metric("llm_upstreams_single_use")).isEqualTo(1);
     JsonObject stats = new JsonObject(admin("/admin/stats").body());
     JsonObject up = stats.getJsonArray("upstream_connections").getJsonObject(0);
     assertThat(up.getString("reuse")).isEqualTo("auto");
@@ -214,7 +214,7 @@ class UpstreamReuseTest extends ProxyTestBase {
     assertThat(seen).hasSize(4);
     assertThat(seen).allSatisfy(s -> assertThat(s.saysClose()).as(s.head()).isTrue());
     assertThat(seen.stream().map(Seen::connection).distinct()).hasSize(4);
-    assertThat(metric("llm_upstream_connections_single_use")).isEqualTo(1);
+    assertThat(metric("llm_upstreams_single_use")).isEqualTo(1);
     assertThat(metric("llm_upstream_connections_spare_taken_total")).isGreaterThanOrEqualTo(1);
     JsonObject up =
         new JsonObject(admin("/admin/stats").body())
@@ -249,7 +249,7 @@ class UpstreamReuseTest extends ProxyTestBase {
         .as("one kept-alive connection carried every request")
         .isEqualTo(1);
     assertThat(metric("llm_upstream_connections_closed_after_response_total")).isZero();
-    assertThat(metric("llm_upstream_connections_single_use")).isZero();
+    assertThat(metric("llm_upstreams_single_use")).isZero();
     assertThat(metric("llm_upstream_connections_preconnected_total")).isZero();
     assertThat(metric("llm_upstream_connections_spare")).isZero();
     assertIdle();
@@ -379,7 +379,7 @@ class UpstreamReuseTest extends ProxyTestBase {
         .as("every other request met a closed connection and was sent again")
         .isGreaterThanOrEqualTo(4);
     assertThat(metric("llm_upstream_connections_closed_after_response_total")).isZero();
-    assertThat(metric("llm_upstream_connections_single_use")).isZero();
+    assertThat(metric("llm_upstreams_single_use")).isZero();
     assertThat(metric("llm_upstream_connections_preconnected_total")).isZero();
     assertIdle();
   }

@@ -638,7 +638,8 @@ public final class UpstreamPool implements MeterBinder {
       Gauge.builder("llm.upstream.connections", c, x -> x.open.get())
           .tags(tags)
           .strongReference(true)
-          .description("Pooled connections open to the pool's upstreams")
+          .description(
+              "Connections open to the pool's upstreams: pooled ones, and with connections.reuse off or auto (once switched) spares and one-per-request connections")
           .register(registry);
       Gauge.builder("llm.upstream.connections.max", () -> max)
           .tags(tags)
@@ -677,7 +678,7 @@ public final class UpstreamPool implements MeterBinder {
             "Responses on pooled connections that the upstream followed by closing the connection"
                 + " (connections.reuse: auto stops reusing an upstream's connections on seeing it)")
         .register(registry);
-    Gauge.builder("llm.upstream.connections.single_use", this, UpstreamPool::singleUseCount)
+    Gauge.builder("llm.upstreams.single_use", this, UpstreamPool::singleUseCount)
         .tags(pool)
         .strongReference(true)
         .description(
