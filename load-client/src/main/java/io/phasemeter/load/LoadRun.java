@@ -2,6 +2,8 @@ package io.phasemeter.load;
 
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.load.http.CalibrationServer;
+import io.phasemeter.load.http.ClientFloor;
 import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
@@ -142,13 +144,14 @@ public final class LoadRun {
       WarmUp.Plan warm =
           new WarmUp.Plan(
               o.warmup(),
+              o.warmupTarget(),
               o.warmupDuration(),
               o.url(),
               o.timeout(),
               o.connectionReuse(),
               o.concurrency(),
               o.steps().isEmpty() ? o.rate() : o.steps().get(0));
-      WarmUp.oneByOne(vertx, warm, o.workload(), out);
+      selfWarmUpAndFloor(vertx, warm);
       WarmUp.atLoad(schedule, warm, workload, live, out);
       WarmUp.collectBeforeTheClock(conditions);
       runStart = System.nanoTime();
@@ -165,6 +168,34 @@ public final class LoadRun {
         join.close();
       }
       return finish(System.nanoTime());
+    }
+  }
+
+  /**
+   * The one-by-one warm-up, then the client's floor against its own endpoint (on the warm path),
+   * both recorded in the conditions; the endpoint is closed before anything is sent to the target.
+   */
+  private void selfWarmUpAndFloor(Vertx vertx, WarmUp.Plan warm) throws Exception {
+    boolean self = warm.requests() > 0 && warm.target() == WarmUp.Target.SELF;
+    CalibrationServer endpoint =
+        self || o.clientFloor() ? CalibrationServer.start(vertx).await() : null;
+    try {
+      int sent = WarmUp.oneByOne(vertx, warm, workload, endpoint, out);
+      conditions.put("warmup_requests", sent);
+      conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
+      if (o.clientFloor()) {
+        ClientFloor floor =
+            ClientFloor.measure(vertx, endpoint, n -> ClientFloor.forEndpoint(workload.request(n)));
+        floor.record(conditions);
+        String line = ClientFloor.line(conditions);
+        live.clientFloor(line);
+        out.println("phasemeter load: " + line);
+        out.flush();
+      }
+    } finally {
+      if (endpoint != null) {
+        endpoint.close().await();
+      }
     }
   }
 
@@ -223,6 +254,7 @@ public final class LoadRun {
     }
     conditions.put("seed", o.seed());
     conditions.put("warmup_requests", o.warmup());
+    conditions.put("warmup_target", o.warmup() == 0 ? null : o.warmupTarget().key());
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());

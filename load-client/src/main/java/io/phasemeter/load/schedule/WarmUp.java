@@ -1,11 +1,14 @@
 package io.phasemeter.load.schedule;
 
+import io.phasemeter.load.http.CalibrationServer;
+import io.phasemeter.load.http.ClientFloor;
 import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.report.LiveReport;
 import io.phasemeter.load.report.PhaseStats;
 import io.phasemeter.load.report.SlowThreshold;
 import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import java.io.PrintWriter;
@@ -19,10 +22,41 @@ import java.util.concurrent.TimeUnit;
 public final class WarmUp {
   private WarmUp() {}
 
+  /** Where the one-by-one warm-up goes ({@code --warmup-target}). */
+  public enum Target {
+    /** The client's own in-process endpoint: the target sees no extra request. */
+    SELF,
+    /** The target, as every counted request: its path and the connection are warmed too. */
+    SERVER;
+
+    /** {@code self} or {@code server}, for a flag. */
+    public static Target parse(String flag, String value) {
+      if ("self".equalsIgnoreCase(value)) {
+        return SELF;
+      }
+      if ("server".equalsIgnoreCase(value)) {
+        return SERVER;
+      }
+      throw new IllegalArgumentException(flag + " must be self or server, got '" + value + "'");
+    }
+
+    /** The flag's word. */
+    public String key() {
+      return name().toLowerCase(Locale.ROOT);
+    }
+  }
+
+  /**
+   * The longest the one-by-one warm-up against the client's own endpoint takes, whatever {@code
+   * --warmup} says: on a slow machine it stops there, and says how many it sent.
+   */
+  public static final Duration SELF_LIMIT = Duration.ofSeconds(3);
+
   /**
    * What the warm-up needs of the run's options.
    *
    * @param requests {@code --warmup}: requests sent one by one
+   * @param target {@code --warmup-target}: where they go
    * @param atLoad {@code --warmup-duration}: the first step's load, uncounted (zero for none)
    * @param url the target
    * @param timeout a request's timeout
@@ -32,6 +66,7 @@ public final class WarmUp {
    */
   public record Plan(
       int requests,
+      Target target,
       Duration atLoad,
       URI url,
       Duration timeout,
@@ -40,27 +75,57 @@ public final class WarmUp {
       double firstRate) {}
 
   /**
-   * Sends {@code --warmup} requests one by one before the clock starts, under a different trace-id
-   * prefix so their records are ignored: JIT and connection set-up stay out of the figures.
+   * Sends {@code --warmup} requests one by one before the clock starts, through the same client
+   * code as the run's (connection pool, exchange, parsing, validation) with the run's own request
+   * bodies, so that the JIT has compiled the client's request path before the first counted
+   * request, whatever the rate: at a few requests a second a run never sends enough requests for
+   * that, and its requests would be timed by an interpreter. To the target ({@link Target#SERVER}),
+   * under a different trace-id prefix so their records are ignored; or to the client's own
+   * in-process endpoint ({@code self}, bounded by {@link #SELF_LIMIT}), which the target never
+   * sees.
+   *
+   * @param self the client's own endpoint, for {@link Target#SELF}
+   * @return the requests sent
    */
-  public static void oneByOne(io.vertx.core.Vertx vertx, Plan o, Workload w, PrintWriter out)
+  public static int oneByOne(
+      io.vertx.core.Vertx vertx, Plan o, Workload w, CalibrationServer self, PrintWriter out)
       throws Exception {
     if (o.requests() <= 0) {
-      return;
+      return 0;
     }
+    boolean toSelf = o.target() == Target.SELF;
+    URI url = toSelf ? URI.create("http://127.0.0.1:" + self.port()) : o.url();
+    long limit = toSelf ? System.nanoTime() + SELF_LIMIT.toNanos() : Long.MAX_VALUE;
     TraceIds warm = TraceIds.random();
     RequestRunner warmRunner =
-        new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {}, o.connectionReuse());
+        new RequestRunner(vertx, url, 1, o.timeout(), gap -> {}, o.connectionReuse());
+    int sent = 0;
+    long t0 = System.nanoTime();
     try {
-      for (int i = 1; i <= o.requests(); i++) {
+      for (int i = 1; i <= o.requests() && System.nanoTime() < limit; i++) {
+        RequestSpec spec = w.request(-i);
         warmRunner
-            .run(-i, w.request(-i), warm.traceId(i), warm.traceparent(i), 0, System.nanoTime())
+            .run(
+                -i,
+                toSelf ? ClientFloor.forEndpoint(spec) : spec,
+                warm.traceId(i),
+                warm.traceparent(i),
+                0,
+                System.nanoTime())
             .await(o.timeout().toMillis() + 5000, TimeUnit.MILLISECONDS);
+        sent++;
       }
     } finally {
       warmRunner.close();
     }
-    out.println("phasemeter load: " + o.requests() + " warm-up requests sent (not counted)");
+    out.println(
+        "phasemeter load: "
+            + sent
+            + " warm-up requests sent one by one to "
+            + (toSelf ? "the client's own endpoint (--warmup-target self)" : "the target")
+            + String.format(
+                Locale.ROOT, " in %.1f s (not counted)", (System.nanoTime() - t0) / 1e9));
+    return sent;
   }
 
   /**
