@@ -22,6 +22,7 @@ import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import io.vertx.core.Vertx;
 import java.io.PrintWriter;
+import java.net.URI;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -153,6 +154,7 @@ public final class LoadRun {
               o.steps().isEmpty() ? o.rate() : o.steps().get(0));
       selfWarmUpAndFloor(vertx, warm);
       WarmUp.atLoad(schedule, warm, workload, live, out);
+      WarmUp.awaitQuietCompiler(conditions);
       WarmUp.collectBeforeTheClock(conditions);
       runStart = System.nanoTime();
       schedule.startTheClock();
@@ -180,12 +182,24 @@ public final class LoadRun {
     CalibrationServer endpoint =
         self || o.clientFloor() ? CalibrationServer.start(vertx).await() : null;
     try {
-      int sent = WarmUp.oneByOne(vertx, warm, workload, endpoint, out);
+      long sent = WarmUp.oneByOne(vertx, warm, workload, endpoint, out);
+      if (self && warm.atLoad().isZero()) {
+        // The run's own load, briefly, to the endpoint; --warmup-duration does it to the target.
+        try (StepRunner toSelf =
+            new StepRunner(
+                vertx,
+                URI.create("http://127.0.0.1:" + endpoint.port()),
+                o.maxInFlight(),
+                o.timeout(),
+                o.connectionReuse(),
+                1)) {
+          sent += WarmUp.atLoadAgainstSelf(toSelf, warm, workload, live, out);
+        }
+      }
       conditions.put("warmup_requests", sent);
       conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
       if (o.clientFloor()) {
-        ClientFloor floor =
-            ClientFloor.measure(vertx, endpoint, n -> ClientFloor.forEndpoint(workload.request(n)));
+        ClientFloor floor = ClientFloor.measure(vertx, endpoint, workload::request);
         floor.record(conditions);
         String line = ClientFloor.line(conditions);
         live.clientFloor(line);

@@ -19,15 +19,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * that costs nothing ({@link ClientFloor}). It also takes the warm-up when the target must not see
  * extra requests ({@code --warmup-target self}).
  *
- * <p>The request's lengths come in the {@link #LENGTHS_HEADER} header ({@code "<prompt tokens> <max
- * tokens>"}), sent only to this endpoint, so that nothing of the body needs parsing here; a
- * streamed answer is chosen by the request's {@code accept: text/event-stream}, its shape by the
- * path.
+ * <p>The usage it reports is read from the request body with a scan, not a JSON parse (the run's
+ * requests are sent unchanged): {@code max_tokens} (or {@code max_output_tokens}) and, for a
+ * token-id prompt or input ({@code [1,2,…]}), the number of ids; a streamed answer is chosen by the
+ * request's {@code accept: text/event-stream}, its shape by the path.
  */
 public final class CalibrationServer {
-  /** The header that carries the prompt and output lengths the answer's usage reports. */
-  public static final String LENGTHS_HEADER = "x-phasemeter-calibration";
-
   /** Content events a streamed answer carries at most (fewer when fewer tokens were asked for). */
   static final int EVENTS = 8;
 
@@ -64,14 +61,20 @@ public final class CalibrationServer {
 
   private void handle(HttpServerRequest req) {
     // Answered once the whole request is read, as a server would.
-    req.end()
+    req.body()
         .onComplete(
             ar -> {
               requests.incrementAndGet();
-              long[] lengths = lengths(req.getHeader(LENGTHS_HEADER));
+              Buffer body = ar.succeeded() ? ar.result() : Buffer.buffer();
               String accept = req.getHeader("accept");
               boolean stream = accept != null && accept.contains("text/event-stream");
-              answer(req.response(), Api.ofPath(req.path()), stream, lengths[0], lengths[1]);
+              Api api = Api.ofPath(req.path());
+              long prompt = tokenIds(body, api == Api.EMBEDDINGS ? "\"input\":" : "\"prompt\":");
+              long max = number(body, "\"max_tokens\":");
+              if (max < 0) {
+                max = number(body, "\"max_output_tokens\":");
+              }
+              answer(req.response(), api, stream, prompt, Math.max(1, max));
             });
   }
 
@@ -150,20 +153,74 @@ public final class CalibrationServer {
             + "}}");
   }
 
-  /** {@code "<prompt> <completion>"}; a missing or unreadable value is -1 (no usage checked). */
-  static long[] lengths(String header) {
-    long[] v = {-1, -1};
-    if (header == null) {
-      return v;
+  /** The whole number after {@code key} in {@code body}, or -1. */
+  static long number(Buffer body, String key) {
+    int i = indexOf(body, key);
+    if (i < 0) {
+      return -1;
     }
-    String[] parts = header.trim().split("\\s+");
-    for (int i = 0; i < Math.min(2, parts.length); i++) {
-      try {
-        v[i] = Long.parseLong(parts[i]);
-      } catch (NumberFormatException e) {
-        v[i] = -1;
+    int at = i + key.length();
+    while (at < body.length() && body.getByte(at) == ' ') {
+      at++;
+    }
+    long v = 0;
+    int digits = 0;
+    for (; at < body.length() && digits < 12; at++, digits++) {
+      byte b = body.getByte(at);
+      if (b < '0' || b > '9') {
+        break;
+      }
+      v = v * 10 + (b - '0');
+    }
+    return digits == 0 ? -1 : v;
+  }
+
+  /** How many numbers the array after {@code key} holds ({@code [1,2,3]}: 3), or -1 when none. */
+  static long tokenIds(Buffer body, String key) {
+    int i = indexOf(body, key);
+    if (i < 0) {
+      return -1;
+    }
+    int at = i + key.length();
+    while (at < body.length() && body.getByte(at) == ' ') {
+      at++;
+    }
+    if (at >= body.length() || body.getByte(at) != '[') {
+      return -1; // free text
+    }
+    long n = 0;
+    boolean digit = false;
+    for (at++; at < body.length(); at++) {
+      byte b = body.getByte(at);
+      if (b == ']') {
+        return n + (digit ? 1 : 0);
+      }
+      if (b == ',') {
+        if (!digit) {
+          return -1;
+        }
+        n++;
+        digit = false;
+      } else if (b >= '0' && b <= '9') {
+        digit = true;
+      } else if (b != ' ') {
+        return -1; // not a list of token ids
       }
     }
-    return v;
+    return -1;
+  }
+
+  private static int indexOf(Buffer body, String key) {
+    int n = body.length() - key.length();
+    outer:
+    for (int i = 0; i <= n; i++) {
+      for (int k = 0; k < key.length(); k++) {
+        if (body.getByte(i + k) != key.charAt(k)) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    return -1;
   }
 }

@@ -43,10 +43,10 @@ public record ClientFloor(
   public static final int SAMPLES = 40;
 
   /** Fresh connections opened before the connect samples, to warm the connect path. */
-  public static final int CONNECT_WARM_UP = 200;
+  public static final int CONNECT_WARM_UP = 100;
 
   /** The longest the measurement takes. */
-  public static final Duration BUDGET = Duration.ofMillis(800);
+  public static final Duration BUDGET = Duration.ofMillis(900);
 
   /**
    * Measures the floor.
@@ -70,8 +70,10 @@ public record ClientFloor(
     RequestRunner kept = new RequestRunner(vertx, url, 1, timeout, gap -> {}, true);
     RequestRunner fresh = new RequestRunner(vertx, url, 1, timeout, gap -> {}, false);
     try {
-      // The first request opens the kept-alive connection: not a TTFT sample.
-      for (int i = -1; i < SAMPLES && System.nanoTime() < deadline; i++) {
+      // The first request opens the kept-alive connection: not a TTFT sample. A third of the
+      // budget at most, so that the connects always get their share.
+      long keptDeadline = t0 + BUDGET.toNanos() / 3;
+      for (int i = -1; i < SAMPLES && System.nanoTime() < keptDeadline; i++) {
         List<Long> its = new ArrayList<>();
         ClientResult r = once(kept, request.apply(-(sent + 1)), its::add, deadline);
         sent++;
@@ -80,15 +82,20 @@ public record ClientFloor(
           gaps.addAll(its);
         }
       }
-      // The first CONNECT_WARM_UP fresh connections warm the connect path (a run that reuses its
-      // connections has hardly run it): not samples.
-      for (int i = -CONNECT_WARM_UP; i < SAMPLES && System.nanoTime() < deadline; i++) {
+      // Fresh connections until CONNECT_WARM_UP + SAMPLES or the deadline; the last SAMPLES of
+      // them are the samples (the first ones warm the connect path, which a run that reuses its
+      // connections has hardly run), or all of them when there were fewer.
+      long[] ring = new long[SAMPLES];
+      int connects = 0;
+      for (int i = 0; i < CONNECT_WARM_UP + SAMPLES && System.nanoTime() < deadline; i++) {
         ClientResult r = once(fresh, request.apply(-(sent + 1)), gap -> {}, deadline);
         sent++;
-        if (i >= 0 && r != null && r.ok() && r.transportSetupNanos() >= 0) {
-          connect[nConnect++] = r.transportSetupNanos();
+        if (r != null && r.ok() && r.transportSetupNanos() >= 0) {
+          ring[connects++ % SAMPLES] = r.transportSetupNanos();
         }
       }
+      nConnect = Math.min(connects, SAMPLES);
+      System.arraycopy(ring, 0, connect, 0, nConnect);
     } finally {
       kept.close();
       fresh.close();
@@ -115,14 +122,6 @@ public record ClientFloor(
     } catch (java.util.concurrent.TimeoutException e) {
       return null;
     }
-  }
-
-  /** {@code spec} with the lengths header the endpoint answers with. */
-  public static RequestSpec forEndpoint(RequestSpec spec) {
-    return spec.withHeaders(
-        Map.of(
-            CalibrationServer.LENGTHS_HEADER,
-            spec.promptTokens() + " " + (spec.api().generates() ? spec.maxTokens() : 0)));
   }
 
   /** Records the floor in a run's conditions ({@code client_floor_*}). */

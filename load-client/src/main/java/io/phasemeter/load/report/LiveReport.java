@@ -133,6 +133,12 @@ public final class LiveReport implements AutoCloseable {
         TimeUnit.NANOSECONDS);
   }
 
+  /** The line under a table's header that gives the client's floor; empty when none. */
+  private String floorLine() {
+    String floor = clientFloor;
+    return floor == null ? "" : "\n  " + floor;
+  }
+
   /** The client's floor in words, shown under every table's header line. */
   public void clientFloor(String line) {
     clientFloor = line;
@@ -223,7 +229,8 @@ public final class LiveReport implements AutoCloseable {
           "final (whole run):"
               + (suppressed > 0
                   ? "  (" + suppressed + " more slow/failed since the last table not printed)"
-                  : ""),
+                  : "")
+              + floorLine(),
           cumulative,
           cumulative,
           budgets.judgeLatency(model, cumulative, api).stream()
@@ -325,10 +332,7 @@ public final class LiveReport implements AutoCloseable {
                 : String.format(
                     Locale.ROOT, "%.1f%%", 100 * (Double.isNaN(coverage) ? 1.0 : coverage)),
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
-    String floor = clientFloor;
-    if (floor != null) {
-      header += "\n  " + floor;
-    }
+    header += floorLine();
     LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all), api);
   }
 }
