@@ -123,7 +123,7 @@ def main():
     results = asyncio.run(run(url, float(rate), float(secs), reuse == "on", model))
     gc.enable()
     time.sleep(0.5)  # the proxy's last records
-    ttft_env, net_env, setup = [], [], []
+    ttft_env, net_env, setup, server_ttft = [], [], [], []
     for trace_id, s, ttft, total in results:
         rec = record(admin, trace_id)
         if not rec or rec.get("server_ttft_ms") is None:
@@ -131,10 +131,11 @@ def main():
         ttft_env.append(ttft / 1e6 - rec["server_ttft_ms"])
         net_env.append(total / 1e6 - rec["root_ms"])
         setup.append(s / 1e6)
+        server_ttft.append(rec["server_ttft_ms"])
     summary = {"client": "refclient.py", "rate": float(rate), "reuse": reuse,
                "sent": int(float(secs) * float(rate)), "done": len(results),
                "ttft_envelope": quantiles(ttft_env), "network_envelope": quantiles(net_env),
-               "transport_setup": quantiles(setup)}
+               "transport_setup": quantiles(setup), "server_ttft": quantiles(server_ttft)}
     with open(out, "w") as f:
         json.dump(summary, f, indent=1)
     print(f"refclient {rate}/s reuse {reuse}: ttft_envelope p50 "
