@@ -183,7 +183,13 @@ class ApiKeyRunTest {
     requiredKey = canary;
     int code =
         run(
-            Map.of(VAR, canary), "--api-key-env", VAR, "--warmup", "2", "--warmup-target", "server");
+            Map.of(VAR, canary),
+            "--api-key-env",
+            VAR,
+            "--warmup",
+            "2",
+            "--warmup-target",
+            "server");
     assertThat(code).as(out + "\n" + err).isZero();
     JsonNode s = summary();
     long sent = s.path("requests").path("sent").asLong();

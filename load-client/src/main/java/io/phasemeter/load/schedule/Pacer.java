@@ -71,6 +71,10 @@ final class Pacer {
           return;
         }
         LockSupport.parkNanos(deadline - now - SPIN_NANOS);
+        // Spin only the last SPIN_NANOS: a park that returned early sleeps again instead.
+        if (deadline - System.nanoTime() > SPIN_NANOS) {
+          return;
+        }
         while (System.nanoTime() - deadline < 0) {
           Thread.onSpinWait();
         }
