@@ -42,6 +42,12 @@ public record ClientFloor(
   /** Requests of each kind (kept-alive, fresh connection), at most. */
   public static final int SAMPLES = 40;
 
+  /**
+   * Requests sent one by one to the endpoint before the floor when the run's warm-up went to the
+   * target (or there was none): the floor is the warm client's.
+   */
+  public static final int WARM_UP = 1000;
+
   /** Fresh connections opened before the connect samples, to warm the connect path. */
   public static final int CONNECT_WARM_UP = 100;
 
