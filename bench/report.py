@@ -524,6 +524,71 @@ if os.path.isdir(td):
               f"min {fmt(R['timing']['true_err_min'])} ms (loopback HTTP and the client's own work; "
               "a negative value would be a clock error)\n")
 
+# ---- client floor: the load client's envelopes against a reference client ----------------------
+cfroot = os.path.join(OUT, "clientfloor")
+if os.path.isdir(cfroot):
+    R["clientfloor"] = []
+    print("## The load client's own overhead (through Phasemeter to the simulator)\n")
+    print("Per-request envelopes after the join (ms), the load client as it ships (default warm-up to"
+          " its own endpoint) and bench/refclient.py (Python asyncio, raw sockets) on the same path at"
+          " the same rate, one after the other. The floor is what the load client measured against"
+          " its own in-process endpoint before its clock.\n")
+    print("| reuse | rate | client | ttft_envelope p50 / p99 | network_envelope p50 / p99 "
+          "| transport_setup p50 / p99 | schedule_lag p50 | server_ttft p50 | n | floor TTFT / connect |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for reuse in ("on", "off"):
+        for rate in ("4", "200"):
+            row = {"reuse": reuse, "rate": float(rate)}
+            sp = os.path.join(cfroot, f"lc-{reuse}-{rate}", "summary.json")
+            lc = {}
+            if os.path.isfile(sp):
+                sj = json.load(open(sp))
+                ph = sj.get("phases") or {}
+                for k in ("ttft_envelope", "network_envelope", "transport_setup", "schedule_lag",
+                          "server_ttft"):
+                    e = ph.get(k, {})
+                    lc[k] = {"p50_ms": e.get("p50_ms"), "p99_ms": e.get("p99_ms"), "n": e.get("count")}
+                lc["client_floor"] = sj.get("client_floor")
+            rp = os.path.join(cfroot, f"ref-{reuse}-{rate}.json")
+            ref = json.load(open(rp)) if os.path.isfile(rp) else {}
+            row["load_client"], row["reference"] = lc, ref
+            R["clientfloor"].append(row)
+            fl = lc.get("client_floor") or {}
+
+            def get(d, k, p):
+                return (d.get(k) or {}).get(p)
+
+            def cell(d, k):
+                e = d.get(k) or {}
+                return f"{fmt(e.get('p50_ms'))} / {fmt(e.get('p99_ms'))}"
+            print(f"| {reuse} | {rate} | load client | {cell(lc, 'ttft_envelope')} | {cell(lc, 'network_envelope')} "
+                  f"| {cell(lc, 'transport_setup')} | {fmt((lc.get('schedule_lag') or {}).get('p50_ms'))} "
+                  f"| {fmt(get(lc, 'server_ttft', 'p50_ms'))} | {(lc.get('ttft_envelope') or {}).get('n')} | {fmt(fl.get('ttft_ms'))} / {fmt(fl.get('connect_ms'))} |")
+            print(f"| {reuse} | {rate} | refclient.py | {cell(ref, 'ttft_envelope')} | {cell(ref, 'network_envelope')} "
+                  f"| {cell(ref, 'transport_setup')} | - | {fmt(get(ref, 'server_ttft', 'p50_ms'))} "
+                  f"| {(ref.get('ttft_envelope') or {}).get('n')} | - |")
+            # The two clients ran one after the other: when the proxy's own server_ttft differs
+            # much between them, the machine was not the same (another job took the cores), and
+            # the comparison says nothing.
+            s_lc, s_ref = get(lc, "server_ttft", "p50_ms"), get(ref, "server_ttft", "p50_ms")
+            bad = s_lc is None or s_ref is None or s_lc > 1.5 * s_ref + 1 or s_ref > 1.5 * s_lc + 1
+            row["invalid"] = bad
+            why = (f"; server_ttft p50 {fmt(s_lc)} ms under the load client, {fmt(s_ref)} ms under the"
+                   " reference: the machine changed between the two") if bad else ""
+            refnote = lambda k, p: f"reference client {fmt(get(ref, k, p))} ms{why}"
+            if reuse == "on":
+                for k in ("ttft_envelope", "network_envelope"):
+                    for p, lim in (("p50_ms", 0.5), ("p99_ms", 2.0)):
+                        m = get(lc, k, p)
+                        target(f"clientfloor: load client {k} {p[:3]} at {rate} req/s, keep-alive (ms)", m,
+                               f"<= {lim}", None if m is None else m <= lim, refnote(k, p), invalid=bad)
+            else:
+                m = get(lc, "transport_setup", "p50_ms")
+                target(f"clientfloor: load client transport_setup p50 at {rate} req/s, reuse off (ms)", m,
+                       "<= 0.3", None if m is None else m <= 0.3, refnote("transport_setup", "p50_ms"),
+                       invalid=bad)
+    print()
+
 # ---- streaming -------------------------------------------------------------------------------
 sroot = os.path.join(OUT, "streaming")
 confs = sorted(os.listdir(sroot), key=lambda c: -int(c.split("x")[0])) if os.path.isdir(sroot) else []

@@ -352,6 +352,8 @@ class AccuracySuiteTest {
                 "--join-sampled-only",
                 "--warmup",
                 "5",
+                "--warmup-target",
+                "server",
                 "--join-grace",
                 "1s",
                 "--report-interval",
@@ -403,6 +405,8 @@ class AccuracySuiteTest {
                 Integer.toString(OUTPUT_TOKENS),
                 "--warmup",
                 Integer.toString(warmup),
+                "--warmup-target",
+                "server",
                 "--join-grace",
                 "1s",
                 "--report-interval",
@@ -739,6 +743,43 @@ class AccuracySuiteTest {
             + " phase + 1 ms: the root ends when the proxy's `end()` completes, and on a loaded"
             + " host the client can read the last byte before that callback runs. With d > 0 every"
             + " envelope must be at least 2d, and none may be negative.\n\n");
+    JsonNode floorRun = sums.get("baseline");
+    if (floorRun != null && floorRun.path("client_floor").isObject()) {
+      JsonNode f = floorRun.path("client_floor");
+      md.append("## The client's floor\n\n")
+          .append(
+              "Before its clock, each run measured the load client's own floor against its"
+                  + " in-process endpoint on loopback (`--client-floor`, on by default): the same"
+                  + " connection pool, exchange, parsing and validation as the run's requests, the"
+                  + " run's own request bodies, and an endpoint that answers at once. Medians, in"
+                  + " the baseline run (d = 0):\n\n")
+          .append(
+              String.format(
+                  Locale.ROOT,
+                  "| floor TTFT | floor connect | floor per chunk | requests | took |"
+                      + " network_envelope p50 | ttft_envelope p50 |\n"
+                      + "|---:|---:|---:|---:|---:|---:|---:|\n"
+                      + "| %.3f ms | %.3f ms | %.3f ms | %d | %.0f ms | %.2f ms | %.2f ms |\n\n",
+                  f.path("ttft_ms").asDouble(Double.NaN),
+                  f.path("connect_ms").asDouble(Double.NaN),
+                  f.path("chunk_ms").asDouble(Double.NaN),
+                  f.path("requests").asLong(),
+                  f.path("took_ms").asDouble(Double.NaN),
+                  p50(floorRun, "network_envelope"),
+                  p50(floorRun, "ttft_envelope")))
+          .append(
+              "How to read it: the floor TTFT is what the client itself costs between starting a"
+                  + " request and seeing its first token when nothing else costs anything (its"
+                  + " send, loopback both ways, its read and parse); an envelope within a few"
+                  + " floors of it says the network and the proxy's two ends added almost"
+                  + " nothing, and an envelope far above it is theirs, not the client's. The"
+                  + " floor's connect is what `transport_setup` costs at the least with"
+                  + " `--connection-reuse off` on this machine. At d = 0 the envelope holds more"
+                  + " than the floor: the proxy's own work before its root starts and after it"
+                  + " writes, and waking idle threads on both sides of a loopback hop (hundreds of"
+                  + " microseconds each on a small VM at low rates; docs/performance.md, \"The"
+                  + " load client's own overhead\").\n\n");
+    }
     if (samplingBias != null) {
       md.append("## Sampling bias\n\n")
           .append(

@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.proxy.PhasemeterProxy;
 import io.phasemeter.proxy.budget.Budgets;
@@ -152,12 +153,14 @@ public final class Demo implements Callable<Integer> {
               Durations.parsePositive("--report-interval", reportInterval),
               Duration.ofSeconds(3),
               Api.COMPLETIONS,
-              5,
+              LoadOptions.DEFAULT_WARMUP,
               Duration.ZERO,
               false,
               true,
               null,
-              LoadOptions.DEFAULT_MAX_ERROR_RATE);
+              LoadOptions.DEFAULT_MAX_ERROR_RATE,
+              WarmUp.Target.SELF,
+              true);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {
         stdout.println(

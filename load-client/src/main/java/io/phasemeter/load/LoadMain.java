@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import java.io.PrintWriter;
@@ -315,10 +316,34 @@ public final class LoadMain implements Callable<Integer> {
     @Option(
         names = "--warmup",
         paramLabel = "N",
-        defaultValue = "0",
+        defaultValue = "" + LoadOptions.DEFAULT_WARMUP,
         description =
-            "requests sent one by one before the clock starts, not counted (default: ${DEFAULT-VALUE})")
+            "requests sent one by one before the clock starts, not counted, to --warmup-target:"
+                + " the JIT then has compiled the client's own request path before the first"
+                + " counted request, whatever the rate (default: ${DEFAULT-VALUE})")
     int warmup;
+
+    @Option(
+        names = "--warmup-target",
+        paramLabel = "self|server",
+        defaultValue = "self",
+        description =
+            "self: the --warmup requests go to the client's own in-process endpoint on loopback"
+                + " (at most 3 s of them), and the target sees none; server: to the target, as"
+                + " the run's (warms its path and the connection too; their records are ignored)"
+                + " (default: ${DEFAULT-VALUE})")
+    String warmupTarget;
+
+    @Option(
+        names = "--client-floor",
+        paramLabel = "on|off",
+        defaultValue = "on",
+        description =
+            "before the run, measure the client's own floor (TTFT, connect, per chunk) against its"
+                + " in-process endpoint with the run's requests and code path (under a second),"
+                + " and report it: summary.json client_floor, the live table's header, the report"
+                + " and its conditions (default: ${DEFAULT-VALUE})")
+    String clientFloor;
 
     @Option(
         names = "--warmup-duration",
@@ -389,7 +414,9 @@ public final class LoadMain implements Callable<Integer> {
           joinSampledOnly,
           onOff("--connection-reuse", connectionReuse),
           apiKeyEnv == null ? null : ApiKey.fromEnv("--api-key-env", apiKeyEnv, parent.env),
-          share("--max-error-rate", maxErrorRate));
+          share("--max-error-rate", maxErrorRate),
+          WarmUp.Target.parse("--warmup-target", warmupTarget),
+          onOff("--client-floor", clientFloor));
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

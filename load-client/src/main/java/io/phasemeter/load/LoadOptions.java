@@ -1,5 +1,6 @@
 package io.phasemeter.load;
 
+import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Arrivals;
@@ -25,6 +26,9 @@ import java.util.List;
  * @param connectionReuse false: a fresh connection per request ({@code --connection-reuse off})
  * @param apiKey sent as {@code Authorization: Bearer} on every request ({@code --api-key-env}), or
  *     null for none
+ * @param warmupTarget where the {@code --warmup} requests go ({@code --warmup-target})
+ * @param clientFloor whether the client measures its own floor before the run ({@code
+ *     --client-floor})
  * @param maxErrorRate the share of requests sent that may fail before the run is invalid ({@code
  *     --max-error-rate}, 0–1); a budgets file's {@code max_error_rate} wins where it gives one
  */
@@ -58,10 +62,19 @@ public record LoadOptions(
     boolean joinSampledOnly,
     boolean connectionReuse,
     ApiKey apiKey,
-    double maxErrorRate) {
+    double maxErrorRate,
+    WarmUp.Target warmupTarget,
+    boolean clientFloor) {
 
   /** {@code --max-error-rate} when none is given: 1 % of the requests sent. */
   public static final double DEFAULT_MAX_ERROR_RATE = 0.01;
+
+  /**
+   * {@code --warmup} when none is given: enough one-by-one requests for the JIT to compile the
+   * client's request path (docs/accuracy.md, "The client's floor"), sent to the client's own
+   * endpoint unless {@code --warmup-target server}.
+   */
+  public static final int DEFAULT_WARMUP = 2000;
 
   public LoadOptions {
     if (Double.isNaN(rate) || Double.isInfinite(rate)) {
@@ -90,6 +103,7 @@ public record LoadOptions(
     if (warmup < 0) {
       throw new IllegalArgumentException("--warmup must be 0 or more");
     }
+    warmupTarget = warmupTarget == null ? WarmUp.Target.SELF : warmupTarget;
     warmupDuration = warmupDuration == null ? Duration.ZERO : warmupDuration;
     if (warmupDuration.isNegative()) {
       throw new IllegalArgumentException("--warmup-duration must not be negative");

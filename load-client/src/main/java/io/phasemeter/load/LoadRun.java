@@ -2,6 +2,8 @@ package io.phasemeter.load;
 
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.load.http.CalibrationServer;
+import io.phasemeter.load.http.ClientFloor;
 import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
@@ -20,7 +22,9 @@ import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import io.vertx.core.Vertx;
 import java.io.PrintWriter;
+import java.net.URI;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -142,14 +146,16 @@ public final class LoadRun {
       WarmUp.Plan warm =
           new WarmUp.Plan(
               o.warmup(),
+              o.warmupTarget(),
               o.warmupDuration(),
               o.url(),
               o.timeout(),
               o.connectionReuse(),
               o.concurrency(),
               o.steps().isEmpty() ? o.rate() : o.steps().get(0));
-      WarmUp.oneByOne(vertx, warm, o.workload(), out);
+      selfWarmUpAndFloor(vertx, warm);
       WarmUp.atLoad(schedule, warm, workload, live, out);
+      WarmUp.awaitQuietCompiler(conditions);
       WarmUp.collectBeforeTheClock(conditions);
       runStart = System.nanoTime();
       schedule.startTheClock();
@@ -165,6 +171,64 @@ public final class LoadRun {
         join.close();
       }
       return finish(System.nanoTime());
+    }
+  }
+
+  /**
+   * The one-by-one warm-up, then the client's floor against its own endpoint (on the warm path),
+   * both recorded in the conditions; the endpoint is closed before anything is sent to the target.
+   */
+  private void selfWarmUpAndFloor(Vertx vertx, WarmUp.Plan warm) throws Exception {
+    boolean self = warm.requests() > 0 && warm.target() == WarmUp.Target.SELF;
+    CalibrationServer endpoint =
+        self || o.clientFloor() ? CalibrationServer.start(vertx).await() : null;
+    try {
+      long sent = WarmUp.oneByOne(vertx, warm, workload, endpoint, out);
+      if (self && warm.atLoad().isZero()) {
+        // The run's own load, briefly, to the endpoint; --warmup-duration does it to the target.
+        try (StepRunner toSelf =
+            new StepRunner(
+                vertx,
+                URI.create("http://127.0.0.1:" + endpoint.port()),
+                o.maxInFlight(),
+                o.timeout(),
+                o.connectionReuse(),
+                1)) {
+          sent += WarmUp.atLoadAgainstSelf(toSelf, warm, workload, live, out);
+        }
+      }
+      conditions.put("warmup_requests", sent);
+      conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
+      if (o.clientFloor()) {
+        if (!self) {
+          // The floor is the warm client's: a client that sent the target a few requests, or
+          // none, is still interpreted (a floor TTFT of 15 ms against a 7 ms envelope, measured).
+          WarmUp.oneByOne(
+              vertx,
+              new WarmUp.Plan(
+                  ClientFloor.WARM_UP,
+                  WarmUp.Target.SELF,
+                  Duration.ZERO,
+                  o.url(),
+                  o.timeout(),
+                  o.connectionReuse(),
+                  o.concurrency(),
+                  warm.firstRate()),
+              workload,
+              endpoint,
+              out);
+        }
+        ClientFloor floor = ClientFloor.measure(vertx, endpoint, workload::request);
+        floor.record(conditions);
+        String line = ClientFloor.line(conditions);
+        live.clientFloor(line);
+        out.println("phasemeter load: " + line);
+        out.flush();
+      }
+    } finally {
+      if (endpoint != null) {
+        endpoint.close().await();
+      }
     }
   }
 
@@ -223,6 +287,7 @@ public final class LoadRun {
     }
     conditions.put("seed", o.seed());
     conditions.put("warmup_requests", o.warmup());
+    conditions.put("warmup_target", o.warmup() == 0 ? null : o.warmupTarget().key());
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());

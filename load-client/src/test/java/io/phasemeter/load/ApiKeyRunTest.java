@@ -181,7 +181,15 @@ class ApiKeyRunTest {
   @Test
   void everyGenerationRequestCarriesTheKeyWarmUpIncluded() throws Exception {
     requiredKey = canary;
-    int code = run(Map.of(VAR, canary), "--api-key-env", VAR, "--warmup", "2");
+    int code =
+        run(
+            Map.of(VAR, canary),
+            "--api-key-env",
+            VAR,
+            "--warmup",
+            "2",
+            "--warmup-target",
+            "server");
     assertThat(code).as(out + "\n" + err).isZero();
     JsonNode s = summary();
     long sent = s.path("requests").path("sent").asLong();

@@ -3,6 +3,7 @@ package io.phasemeter.load.campaign;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Profile;
@@ -301,7 +302,10 @@ public final class CampaignRunner {
         plan.connectionReuse(),
         o.apiKey(),
         // Stricter still: Validity makes a run with any failed request invalid.
-        LoadOptions.DEFAULT_MAX_ERROR_RATE);
+        LoadOptions.DEFAULT_MAX_ERROR_RATE,
+        // The campaign's own warm-up runs warm the client (one JVM for every run).
+        WarmUp.Target.SERVER,
+        false);
   }
 
   static Map<String, Double> emptyMetrics() {

@@ -30,6 +30,9 @@ final class Exchange implements ConnectionPool.Waiter {
   // An error response's body is read for its message only; a longer one is not kept.
   private static final int MAX_ERROR_BODY_BYTES = 64 * 1024;
 
+  /** The furthest ahead of its intended start a request waits on the event loop (2 ms). */
+  static final long MAX_LEAD_NANOS = 2_000_000;
+
   private final RequestRunner runner;
   private final long seq;
   private final RequestSpec spec;
@@ -115,7 +118,16 @@ final class Exchange implements ConnectionPool.Waiter {
     for (Map.Entry<String, String> h : spec.headers().entrySet()) {
       options.putHeader(h.getKey(), h.getValue());
     }
-    actual = System.nanoTime();
+    long now = System.nanoTime();
+    // Handed out ahead of its time by a pacer that slept long (Pacer's lead): the event loop is
+    // awake now, and the request leaves at its intended start.
+    if (intended - now > 0 && intended - now <= MAX_LEAD_NANOS) {
+      while (intended - now > 0) {
+        Thread.onSpinWait();
+        now = System.nanoTime();
+      }
+    }
+    actual = now;
     timerId = runner.vertx.setTimer(runner.timeoutMs, id -> onTimeout());
     runner.pool.acquire(this);
   }

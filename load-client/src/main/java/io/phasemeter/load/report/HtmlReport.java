@@ -235,7 +235,31 @@ final class HtmlReport {
         .append(" successful requests that joined a proxy record (join coverage ")
         .append(Html.pct(coverage))
         .append("). Negative envelopes are counted and kept in every quantile, never clipped.")
-        .append("</p></section>");
+        .append("</p>");
+    clientFloor();
+    b.append("</section>");
+  }
+
+  /** One line: the client's own floor and the warm-up before it (conditions), when measured. */
+  private void clientFloor() {
+    String floor = io.phasemeter.load.http.ClientFloor.line(m.in.conditions());
+    Object warm = m.in.conditions().get("warmup_requests");
+    Object target = m.in.conditions().get("warmup_target");
+    if (floor == null && target == null) {
+      return;
+    }
+    b.append("<p class=\"muted\" id=\"client-floor\">")
+        .append(floor == null ? "" : Html.esc(floor) + ". ")
+        .append(
+            target == null
+                ? ""
+                : Html.esc(
+                    "Warm-up: "
+                        + warm
+                        + " requests one by one to "
+                        + ("self".equals(target) ? "the client's own endpoint" : "the target")
+                        + ", not counted."))
+        .append("</p>");
   }
 
   private void card(String key, String value, String sub) {

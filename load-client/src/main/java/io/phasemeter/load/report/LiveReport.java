@@ -51,6 +51,8 @@ public final class LiveReport implements AutoCloseable {
   private final Api api;
   private final Supplier<Status> status;
   private final Object statsLock = new Object();
+  // The client's own floor in words (ClientFloor.line), under every table's header; null: none.
+  private volatile String clientFloor;
 
   /** The whole run, with exact counts against every budget limit (what the verdict is on). */
   private final PhaseStats cumulative;
@@ -129,6 +131,17 @@ public final class LiveReport implements AutoCloseable {
         },
         delay.toNanos(),
         TimeUnit.NANOSECONDS);
+  }
+
+  /** The line under a table's header that gives the client's floor; empty when none. */
+  private String floorLine() {
+    String floor = clientFloor;
+    return floor == null ? "" : "\n  " + floor;
+  }
+
+  /** The client's floor in words, shown under every table's header line. */
+  public void clientFloor(String line) {
+    clientFloor = line;
   }
 
   /** The clock starts: a table every {@code interval} (at least a second) from now. */
@@ -216,7 +229,8 @@ public final class LiveReport implements AutoCloseable {
           "final (whole run):"
               + (suppressed > 0
                   ? "  (" + suppressed + " more slow/failed since the last table not printed)"
-                  : ""),
+                  : "")
+              + floorLine(),
           cumulative,
           cumulative,
           budgets.judgeLatency(model, cumulative, api).stream()
@@ -318,6 +332,7 @@ public final class LiveReport implements AutoCloseable {
                 : String.format(
                     Locale.ROOT, "%.1f%%", 100 * (Double.isNaN(coverage) ? 1.0 : coverage)),
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
+    header += floorLine();
     LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all), api);
   }
 }

@@ -51,6 +51,7 @@ final class SummaryJson {
       conns.put("closed_by_server_after_response", c.closedByServer());
       conns.put("stale_connection_retries", c.staleRetries());
     }
+    clientFloor(root, in.conditions());
     num(root, "join_coverage", m.joinCoverage());
     num(root, "engine_coverage", m.stats.engineCoverage());
     ObjectNode join = root.putObject("join");
@@ -194,6 +195,28 @@ final class SummaryJson {
     } else {
       o.putNull(field);
     }
+  }
+
+  /**
+   * {@code client_floor}: the client's own floor measured before the run (its conditions' {@code
+   * client_floor_*}), with the warm-up that preceded it; null when it was not measured.
+   */
+  private static void clientFloor(ObjectNode root, Map<String, Object> c) {
+    if (!(c.get("client_floor_requests") instanceof Number n)) {
+      root.putNull("client_floor");
+      return;
+    }
+    ObjectNode f = root.putObject("client_floor");
+    for (String k : new String[] {"ttft_ms", "connect_ms", "chunk_ms", "took_ms"}) {
+      Object v = c.get("client_floor_" + k);
+      num(f, k, v instanceof Number d ? d.doubleValue() : Double.NaN);
+    }
+    f.put("requests", n.longValue());
+    f.put("endpoint", "in-process, loopback");
+    Object warm = c.get("warmup_requests");
+    f.put("warmup_requests", warm instanceof Number w ? w.longValue() : 0);
+    Object target = c.get("warmup_target");
+    f.put("warmup_target", target == null ? null : target.toString());
   }
 
   /** NaN and infinities anywhere (conditions included) become null: JSON has no NaN. */

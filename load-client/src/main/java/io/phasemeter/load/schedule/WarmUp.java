@@ -1,11 +1,13 @@
 package io.phasemeter.load.schedule;
 
+import io.phasemeter.load.http.CalibrationServer;
 import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.report.LiveReport;
 import io.phasemeter.load.report.PhaseStats;
 import io.phasemeter.load.report.SlowThreshold;
 import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import java.io.PrintWriter;
@@ -19,10 +21,41 @@ import java.util.concurrent.TimeUnit;
 public final class WarmUp {
   private WarmUp() {}
 
+  /** Where the one-by-one warm-up goes ({@code --warmup-target}). */
+  public enum Target {
+    /** The client's own in-process endpoint: the target sees no extra request. */
+    SELF,
+    /** The target, as every counted request: its path and the connection are warmed too. */
+    SERVER;
+
+    /** {@code self} or {@code server}, for a flag. */
+    public static Target parse(String flag, String value) {
+      if ("self".equalsIgnoreCase(value)) {
+        return SELF;
+      }
+      if ("server".equalsIgnoreCase(value)) {
+        return SERVER;
+      }
+      throw new IllegalArgumentException(flag + " must be self or server, got '" + value + "'");
+    }
+
+    /** The flag's word. */
+    public String key() {
+      return name().toLowerCase(Locale.ROOT);
+    }
+  }
+
+  /**
+   * The longest the one-by-one warm-up against the client's own endpoint takes, whatever {@code
+   * --warmup} says: on a slow machine it stops there, and says how many it sent.
+   */
+  public static final Duration SELF_LIMIT = Duration.ofSeconds(3);
+
   /**
    * What the warm-up needs of the run's options.
    *
    * @param requests {@code --warmup}: requests sent one by one
+   * @param target {@code --warmup-target}: where they go
    * @param atLoad {@code --warmup-duration}: the first step's load, uncounted (zero for none)
    * @param url the target
    * @param timeout a request's timeout
@@ -32,6 +65,7 @@ public final class WarmUp {
    */
   public record Plan(
       int requests,
+      Target target,
       Duration atLoad,
       URI url,
       Duration timeout,
@@ -40,27 +74,51 @@ public final class WarmUp {
       double firstRate) {}
 
   /**
-   * Sends {@code --warmup} requests one by one before the clock starts, under a different trace-id
-   * prefix so their records are ignored: JIT and connection set-up stay out of the figures.
+   * Sends {@code --warmup} requests one by one before the clock starts, through the same client
+   * code as the run's (connection pool, exchange, parsing, validation) with the run's own request
+   * bodies, so that the JIT has compiled the client's request path before the first counted
+   * request, whatever the rate: at a few requests a second a run never sends enough requests for
+   * that, and its requests would be timed by an interpreter. To the target ({@link Target#SERVER}),
+   * under a different trace-id prefix so their records are ignored; or to the client's own
+   * in-process endpoint ({@code self}, bounded by {@link #SELF_LIMIT}), which the target never
+   * sees.
+   *
+   * @param self the client's own endpoint, for {@link Target#SELF}
+   * @return the requests sent
    */
-  public static void oneByOne(io.vertx.core.Vertx vertx, Plan o, Workload w, PrintWriter out)
+  public static int oneByOne(
+      io.vertx.core.Vertx vertx, Plan o, Workload w, CalibrationServer self, PrintWriter out)
       throws Exception {
     if (o.requests() <= 0) {
-      return;
+      return 0;
     }
+    boolean toSelf = o.target() == Target.SELF;
+    URI url = toSelf ? URI.create("http://127.0.0.1:" + self.port()) : o.url();
+    long limit = toSelf ? System.nanoTime() + SELF_LIMIT.toNanos() : Long.MAX_VALUE;
     TraceIds warm = TraceIds.random();
     RequestRunner warmRunner =
-        new RequestRunner(vertx, o.url(), 1, o.timeout(), gap -> {}, o.connectionReuse());
+        new RequestRunner(vertx, url, 1, o.timeout(), gap -> {}, o.connectionReuse());
+    int sent = 0;
+    long t0 = System.nanoTime();
     try {
-      for (int i = 1; i <= o.requests(); i++) {
+      for (int i = 1; i <= o.requests() && System.nanoTime() < limit; i++) {
+        RequestSpec spec = w.request(-i);
         warmRunner
-            .run(-i, w.request(-i), warm.traceId(i), warm.traceparent(i), 0, System.nanoTime())
+            .run(-i, spec, warm.traceId(i), warm.traceparent(i), 0, System.nanoTime())
             .await(o.timeout().toMillis() + 5000, TimeUnit.MILLISECONDS);
+        sent++;
       }
     } finally {
       warmRunner.close();
     }
-    out.println("phasemeter load: " + o.requests() + " warm-up requests sent (not counted)");
+    out.println(
+        "phasemeter load: "
+            + sent
+            + " warm-up requests sent one by one to "
+            + (toSelf ? "the client's own endpoint (--warmup-target self)" : "the target")
+            + String.format(
+                Locale.ROOT, " in %.1f s (not counted)", (System.nanoTime() - t0) / 1e9));
+    return sent;
   }
 
   /**
@@ -76,9 +134,77 @@ public final class WarmUp {
   public static void atLoad(
       StepRunner steps, Plan o, Workload workload, LiveReport live, PrintWriter out)
       throws Exception {
-    Duration d = o.atLoad();
-    if (d.isZero()) {
+    StepInfo s = atLoad(steps, o, o.atLoad(), workload, live);
+    if (s == null) {
       return;
+    }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: warm-up at load for %.1f s%s: %d requests sent, %d dropped (not"
+                + " counted)",
+            o.atLoad().toNanos() / 1e9,
+            o.concurrency() > 0
+                ? ""
+                : String.format(Locale.ROOT, " (rising to %.2f req/s)", o.firstRate()),
+            s.sent(),
+            s.dropped()));
+    out.flush();
+  }
+
+  /**
+   * The first step's load for {@link #SELF_AT_LOAD} against the client's own endpoint (a runner of
+   * its own), as {@link #atLoad} does against the target: after the one-by-one warm-up, which
+   * compiles one request at a time, this compiles what a run at its rate executes (the pacing, the
+   * requests in flight together, the bookkeeping of every result), which the one-by-one requests
+   * never reach; without it, the first seconds of a run at 200 req/s had envelopes of 6-13 ms
+   * against 0.6 ms later (measured in bench/run clientfloor). Nothing of it is counted or sent to
+   * the target.
+   *
+   * @param self a step runner whose requests go to the client's own endpoint
+   * @return requests sent
+   */
+  public static long atLoadAgainstSelf(
+      StepRunner self, Plan o, Workload workload, LiveReport live, PrintWriter out)
+      throws Exception {
+    // A low rate sends too few requests in that time to compile anything: at least SELF_MIN_RATE.
+    Plan p =
+        new Plan(
+            o.requests(),
+            o.target(),
+            SELF_AT_LOAD,
+            o.url(),
+            o.timeout(),
+            o.connectionReuse(),
+            o.concurrency(),
+            Math.max(SELF_MIN_RATE, o.firstRate()));
+    StepInfo s = atLoad(self, p, SELF_AT_LOAD, workload, live);
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: %d requests in %.1f s at the run's %s to the client's own endpoint"
+                + " (not counted)",
+            s.sent(),
+            SELF_AT_LOAD.toNanos() / 1e9,
+            o.concurrency() > 0
+                ? "concurrency"
+                : String.format(
+                    Locale.ROOT, "rate or more (rising to %.2f req/s)", p.firstRate())));
+    out.flush();
+    return s.sent();
+  }
+
+  /** The lowest rate {@link #atLoadAgainstSelf} rises to (req/s). */
+  public static final double SELF_MIN_RATE = 500;
+
+  /** How long the run's load goes to the client's own endpoint ({@link #atLoadAgainstSelf}). */
+  public static final Duration SELF_AT_LOAD = Duration.ofSeconds(2);
+
+  /** The first step's load for {@code d}, uncounted; null when {@code d} is zero. */
+  private static StepInfo atLoad(
+      StepRunner steps, Plan o, Duration d, Workload workload, LiveReport live) throws Exception {
+    if (d.isZero()) {
+      return null;
     }
     PhaseStats discarded = new PhaseStats();
     TraceIds ids = TraceIds.random();
@@ -98,26 +224,46 @@ public final class WarmUp {
               alone.alone(r);
             });
     live.rehearseAfter(Duration.ofNanos(d.toNanos() / 2), discarded);
-    StepInfo s;
-    double rate = 0;
     if (o.concurrency() > 0) {
-      s = steps.closed(warm, 0, o.concurrency(), d).await();
-    } else {
-      // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
-      // never starts the run already behind.
-      rate = o.firstRate();
-      s = steps.open(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
+      return steps.closed(warm, 0, o.concurrency(), d).await();
     }
-    out.println(
-        String.format(
-            Locale.ROOT,
-            "phasemeter load: warm-up at load for %.1f s%s: %d requests sent, %d dropped (not"
-                + " counted)",
-            d.toNanos() / 1e9,
-            rate > 0 ? String.format(Locale.ROOT, " (rising to %.2f req/s)", rate) : "",
-            s.sent(),
-            s.dropped()));
-    out.flush();
+    // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
+    // never starts the run already behind.
+    double rate = o.firstRate();
+    return steps.open(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
+  }
+
+  /** The longest {@link #awaitQuietCompiler} waits. */
+  public static final Duration COMPILER_WAIT_LIMIT = Duration.ofSeconds(5);
+
+  /**
+   * Waits, before the clock, until the JIT compiler has stopped compiling what the warm-up made hot
+   * (its total compilation time grew by under 2 ms in each of two consecutive 100 ms polls), at
+   * most {@link #COMPILER_WAIT_LIMIT}: the compiles a warm-up queues otherwise run in the first
+   * seconds of the run, on the cores the target shares on a small machine (on 2 cores, the first
+   * 1,000 requests at 200 req/s had ttft_envelope p50 4-38 ms and the proxy's own server_ttft 5-12
+   * ms, against 0.6 and 2 ms after, measured in bench/run clientfloor). How long it waited goes
+   * into the conditions ({@code client_jit_wait_ms}; null when the JVM does not say).
+   */
+  public static void awaitQuietCompiler(Map<String, Object> conditions)
+      throws InterruptedException {
+    java.lang.management.CompilationMXBean jit =
+        java.lang.management.ManagementFactory.getCompilationMXBean();
+    if (jit == null || !jit.isCompilationTimeMonitoringSupported()) {
+      conditions.put("client_jit_wait_ms", null);
+      return;
+    }
+    long t0 = System.nanoTime();
+    long deadline = t0 + COMPILER_WAIT_LIMIT.toNanos();
+    long last = jit.getTotalCompilationTime();
+    int quiet = 0;
+    while (quiet < 2 && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+      long now = jit.getTotalCompilationTime();
+      quiet = now - last < 2 ? quiet + 1 : 0;
+      last = now;
+    }
+    conditions.put("client_jit_wait_ms", Math.round((System.nanoTime() - t0) / 1e5) / 10.0);
   }
 
   /**
