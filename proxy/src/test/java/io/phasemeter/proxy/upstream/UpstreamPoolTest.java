@@ -239,4 +239,87 @@ class UpstreamPoolTest {
     Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.spareFailuresInRow() >= 4);
     assertThat(pool.ejections()).as("a failed preconnect ejects nothing").isZero();
   }
+
+  @Test
+  void aSpareTheUpstreamClosesBeforeItIsSetUpIsNeitherReadyNorCountedOpen() throws Exception {
+    // Hangs up the moment it accepts: the close may reach the proxy before the spare's close
+    // handler is set, which Vert.x then never calls.
+    io.vertx.core.net.NetServer server =
+        vertx
+            .createNetServer()
+            .connectHandler(socket -> socket.close())
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {reuse: "off", preconnect: 1}
+                health: {path: null}
+                ejection: {backoff: 1ms, max_backoff: 5ms}
+            """
+                .formatted(server.actualPort()),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    pool.startHealthChecks();
+
+    // Each spare is replaced after its backoff; one left ready while closed stopped that for good.
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.preconnected() >= 20 && pool.sparesReady() == 0);
+    server.close().await(10, TimeUnit.SECONDS);
+    // Nothing listens now: connects fail, and every spare opened is seen closed.
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.sparesReady() == 0 && pool.slottedOpen() == 0);
+    assertThat(pool.ejections()).as("a failed preconnect ejects nothing").isZero();
+  }
+
+  @Test
+  void aHealthCheckThatFindsTheUpstreamUpAgainOpensSparesAtOnce() throws Exception {
+    int port;
+    try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      port = free.getLocalPort();
+    }
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {reuse: "off", preconnect: 1}
+                health: {path: /health, interval: 50ms, timeout: 1s, failures: 1}
+                ejection: {backoff: 10m, max_backoff: 10m}
+            """
+                .formatted(port),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    UpstreamHost host = pool.hosts().get(0);
+    pool.startHealthChecks();
+    // Nothing listens: the preconnect fails and waits its 10 min backoff; the checks mark it down.
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.spareFailuresInRow() >= 1 && !host.healthy());
+
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(r -> r.response().end("{}"))
+            .listen(port, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    // The check that finds it up opens the spare, long before the backoff would have.
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(host::healthy);
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.sparesReady() == 1);
+    assertThat(pool.spareFailuresInRow()).isZero();
+  }
 }
