@@ -88,6 +88,11 @@ public final class UpstreamPool implements MeterBinder {
 
   // Pooled connections that have carried a request, so a second request on one is known to reuse
   // it. Held weakly: a connection the client's pool has let go of leaves the set with it.
+  // The request each pooled connection was last given (reused()): a response whose connection has
+  // since carried another request is not recorded as the last one on it.
+  private final java.util.Map<
+          io.vertx.core.http.HttpConnection, java.lang.ref.WeakReference<HttpClientRequest>>
+      carrying = weakMap();
   private final java.util.Set<io.vertx.core.http.HttpConnection> used =
       java.util.Collections.newSetFromMap(
           com.github.benmanes.caffeine.cache.Caffeine.newBuilder()
@@ -486,9 +491,17 @@ public final class UpstreamPool implements MeterBinder {
    */
   public void responded(UpstreamHost host, HttpClientRequest request) {
     io.vertx.core.http.HttpConnection c = request.connection();
-    if (c != null && !ownConnections.contains(c)) {
-      responded.put(c, new Responded(host, clock.nanoTime(), 0));
+    if (c == null || ownConnections.contains(c)) {
+      return;
     }
+    java.lang.ref.WeakReference<HttpClientRequest> last = carrying.get(c);
+    if (last != null && last.get() != request) {
+      // Vert.x gave the connection back to its pool once the response was in, before the paused
+      // client had read its end: another request took it, and a close now (that request's reset by
+      // the proxy, when its client leaves) says nothing about this response.
+      return;
+    }
+    responded.put(c, new Responded(host, clock.nanoTime(), 0));
   }
 
   /**
@@ -541,6 +554,7 @@ public final class UpstreamPool implements MeterBinder {
     if (takenSpares.remove(c)) {
       return true; // A spare waited idle: the upstream may have closed it meanwhile.
     }
+    carrying.put(c, new java.lang.ref.WeakReference<>(request));
     Responded r = responded.remove(c);
     if (r != null) {
       reusedAfter.put(c, new Responded(r.host(), r.at(), clock.nanoTime()));

@@ -334,4 +334,42 @@ class UpstreamPoolTest {
     Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.sparesReady() == 1);
     assertThat(pool.spareFailuresInRow()).isZero();
   }
+
+  @Test
+  void aResponseRecordedAfterItsConnectionCarriedAnotherRequestIsNotTheLastOnIt() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger connections =
+        new java.util.concurrent.atomic.AtomicInteger();
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .connectionHandler(c -> connections.incrementAndGet())
+            // Keeps each connection alive; answers the first request and holds the second.
+            .requestHandler(
+                r -> {
+                  if ("/first".equals(r.path())) {
+                    r.response().end("{}");
+                  }
+                })
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    UpstreamPool pool = pool(server.actualPort());
+    UpstreamHost host = pool.hosts().get(0);
+    HttpClientRequest first = pool.open(host, "/first").await(10, TimeUnit.SECONDS);
+    pool.reused(first);
+    first.send("{}").compose(resp -> resp.body()).await(10, TimeUnit.SECONDS);
+
+    // The pool hands the connection on before the first request's (paused) client has read the
+    // end: the second request takes it, and only then does the first one record its response.
+    HttpClientRequest second = pool.open(host, "/second").await(10, TimeUnit.SECONDS);
+    assertThat(pool.reused(second)).as("the same pooled connection").isTrue();
+    assertThat(connections.get()).isEqualTo(1);
+    pool.responded(host, first);
+    pool.ended(host);
+    second.setChunked(true).sendHead().await(10, TimeUnit.SECONDS);
+    // The second request's client leaves: the proxy's reset closes the connection.
+    second.reset();
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.slottedOpen() == 0);
+    assertThat(pool.closedAfterResponse()).as("the proxy's own close").isZero();
+  }
 }
