@@ -372,4 +372,23 @@ class UpstreamPoolTest {
     Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.slottedOpen() == 0);
     assertThat(pool.closedAfterResponse()).as("the proxy's own close").isZero();
   }
+
+  @Test
+  void aConnectionsChannelIsReadThroughVertxInternals() throws Exception {
+    // OpenConnections reads a private field of Vert.x 5.0.7's UnpooledHttpClientConnection: a
+    // Vert.x that moves it would quietly make every connection look open again.
+    ServerSocket listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    closers.add(listener);
+    io.vertx.core.http.HttpClientAgent client = vertx.createHttpClient();
+    io.vertx.core.http.HttpClientConnection c =
+        client
+            .connect(
+                new io.vertx.core.http.HttpConnectOptions()
+                    .setHost("127.0.0.1")
+                    .setPort(listener.getLocalPort()))
+            .await(10, TimeUnit.SECONDS);
+    assertThat(OpenConnections.open(c)).isTrue();
+    c.close().await(10, TimeUnit.SECONDS);
+    assertThat(OpenConnections.open(c)).isFalse();
+  }
 }
