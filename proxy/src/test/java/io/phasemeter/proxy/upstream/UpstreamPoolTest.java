@@ -353,7 +353,22 @@ class UpstreamPoolTest {
             .listen(0, "127.0.0.1")
             .await(10, TimeUnit.SECONDS);
     closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
-    UpstreamPool pool = pool(server.actualPort());
+    // One pooled connection: the second request gets the first one's, whenever it is handed back.
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {max: 1}
+                health: {path: null}
+            """
+                .formatted(server.actualPort()),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
     UpstreamHost host = pool.hosts().get(0);
     HttpClientRequest first = pool.open(host, "/first").await(10, TimeUnit.SECONDS);
     pool.reused(first);
