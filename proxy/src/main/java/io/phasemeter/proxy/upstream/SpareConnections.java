@@ -19,8 +19,10 @@ import java.util.function.IntSupplier;
  * closed and replaced; one the upstream closes is replaced at once, unless it lived less than a
  * second: that, or a failed connect, waits a backoff that doubles from {@code ejection.backoff} to
  * {@code ejection.max_backoff}, as it does while the upstream is ejected or down. So an upstream
- * that refuses, or accepts and hangs up, costs one attempt a backoff, never a loop. A failed
- * preconnect ejects nothing: only a request's own connect failure counts towards ejection.
+ * that refuses, or accepts and hangs up, costs one attempt a backoff, never a loop; a health check
+ * that finds the upstream up again (after down or ejected) ends the backoff ({@link #upAgain}). A
+ * failed preconnect ejects nothing: only a request's own connect failure counts towards ejection. A
+ * spare found closed is dropped, never handed out (see {@link OpenConnections}).
  *
  * <p>Every event loop takes from it: state is guarded by the instance's lock; connects and timers
  * run outside it.
@@ -52,6 +54,7 @@ final class SpareConnections {
     final long openedAt;
     long idleTimer = -1;
     boolean taken;
+    boolean gone; // Closed by the upstream (its close handler ran).
 
     Spare(HttpClientConnection connection, long openedAt) {
       this.connection = connection;
@@ -133,16 +136,27 @@ final class SpareConnections {
    */
   HttpClientConnection take() {
     HttpClientConnection got = null;
+    java.util.List<Spare> dead = new java.util.ArrayList<>();
     synchronized (this) {
-      Spare s = ready.pollFirst();
-      if (s != null) {
-        s.taken = true;
+      Spare s;
+      while (got == null && (s = ready.pollFirst()) != null) {
         if (s.idleTimer >= 0) {
           vertx.cancelTimer(s.idleTimer);
+          s.idleTimer = -1;
         }
+        if (!OpenConnections.open(s.connection)) {
+          // Closed by the upstream, its close handler not run yet: dropped, never handed out.
+          s.gone = true;
+          dead.add(s);
+          continue;
+        }
+        s.taken = true;
         got = s.connection;
         failuresInRow = 0; // It carries a request: the upstream takes connections again.
       }
+    }
+    for (Spare s : dead) {
+      lost(s);
     }
     // On the caller's context, so on its event loop: the replacement is opened where the next
     // request will most likely run (the listener's one event loop), never a thread hop away.
@@ -190,11 +204,17 @@ final class SpareConnections {
       return;
     }
     Spare s = new Spare(c, clock.nanoTime());
+    // Runs the close handler at once when the upstream closed the connection already (it may have,
+    // before this future's handler ran): s is then gone, never ready while closed.
     track.accept(c, () -> closedByUpstream(s));
     boolean closeIt;
     synchronized (this) {
       connecting--;
       opened.incrementAndGet();
+      if (s.gone) {
+        failed(); // Hung up on at once: a backoff, then a replacement.
+        return;
+      }
       closeIt = closed || ready.size() >= target;
       if (!closeIt) {
         // failuresInRow stays: an upstream that accepts then hangs up at once connects fine every
@@ -209,7 +229,7 @@ final class SpareConnections {
     if (keepAliveMs > 0) {
       long t = vertx.setTimer(keepAliveMs, id -> expired(s));
       synchronized (this) {
-        if (!s.taken) {
+        if (!s.taken && !s.gone) {
           s.idleTimer = t;
         } else {
           vertx.cancelTimer(t);
@@ -232,14 +252,23 @@ final class SpareConnections {
   }
 
   private void closedByUpstream(Spare s) {
-    boolean shortLived;
     synchronized (this) {
-      if (s.taken || !ready.remove(s)) {
-        return;
+      boolean wasGone = s.gone;
+      s.gone = true;
+      if (wasGone || s.taken || !ready.remove(s)) {
+        return; // Not published yet (connected() sees gone), taken, or dropped by take().
       }
       if (s.idleTimer >= 0) {
         vertx.cancelTimer(s.idleTimer);
       }
+    }
+    lost(s);
+  }
+
+  /** A spare the upstream closed, out of {@code ready}: replaced, at once or after a backoff. */
+  private void lost(Spare s) {
+    boolean shortLived;
+    synchronized (this) {
       shortLived = clock.nanoTime() - s.openedAt < SHORT_LIVED_NANOS;
       if (shortLived) {
         failed();
@@ -248,6 +277,24 @@ final class SpareConnections {
     }
     // Closed after waiting a while (an engine's own idle timeout): replaced at once.
     synchronized (this) {
+      failuresInRow = 0;
+    }
+    fill();
+  }
+
+  /**
+   * The upstream is up again (a health check found it so after it was down or ejected): the backoff
+   * waiting is cancelled, the failures in a row forgotten, and spares opened at once.
+   */
+  void upAgain() {
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      if (retryTimer >= 0) {
+        vertx.cancelTimer(retryTimer);
+        retryTimer = -1;
+      }
       failuresInRow = 0;
     }
     fill();

@@ -88,6 +88,11 @@ public final class UpstreamPool implements MeterBinder {
 
   // Pooled connections that have carried a request, so a second request on one is known to reuse
   // it. Held weakly: a connection the client's pool has let go of leaves the set with it.
+  // The request each pooled connection was last given (reused()): a response whose connection has
+  // since carried another request is not recorded as the last one on it.
+  private final java.util.Map<
+          io.vertx.core.http.HttpConnection, java.lang.ref.WeakReference<HttpClientRequest>>
+      carrying = weakMap();
   private final java.util.Set<io.vertx.core.http.HttpConnection> used =
       java.util.Collections.newSetFromMap(
           com.github.benmanes.caffeine.cache.Caffeine.newBuilder()
@@ -195,10 +200,14 @@ public final class UpstreamPool implements MeterBinder {
                   return;
                 }
                 boolean ok = ar.succeeded() && ar.result() == null;
-                if (ok && h.singleUse()) {
-                  spares.get(h).fill(); // back up after a backoff: spares again
+                boolean wasAvailable = h.available(clock.nanoTime());
+                boolean changed = h.checked(ok, config.health().failures());
+                if (ok && !wasAvailable && h.available(clock.nanoTime())) {
+                  // Up again after down or ejected (checked() marked it so): spares at once, not
+                  // after the backoff their last failure started.
+                  spares.get(h).upAgain();
                 }
-                if (h.checked(ok, config.health().failures())) {
+                if (changed) {
                   LOG.warn(
                       "pool {}: upstream {} is now {} (active health check {}{})",
                       config.name(),
@@ -355,13 +364,24 @@ public final class UpstreamPool implements MeterBinder {
     ownConnections.add(connection);
     slottedConnections.open.incrementAndGet();
     slottedConnections.opened.incrementAndGet();
-    connection.closeHandler(
+    java.util.concurrent.atomic.AtomicBoolean gone =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    io.vertx.core.Handler<Void> closed =
         v -> {
+          if (!gone.compareAndSet(false, true)) {
+            return;
+          }
           slottedConnections.open.decrementAndGet();
           if (onClose != null) {
             onClose.run();
           }
-        });
+        };
+    connection.closeHandler(closed);
+    // The upstream's close may have come before this handler was set (an upstream that accepts and
+    // hangs up at once): Vert.x never calls a handler set after the close, so it runs here.
+    if (!OpenConnections.open(connection)) {
+      closed.handle(null);
+    }
   }
 
   /**
@@ -376,8 +396,25 @@ public final class UpstreamPool implements MeterBinder {
     if (spare != null) {
       sparesTaken.incrementAndGet();
       takenSpares.add(spare);
-      return closeOnFailure(spare, spare.request(options));
+      return spare
+          .request(options)
+          .recover(
+              t -> {
+                // The spare closed under it (the upstream's idle timeout, or its close not seen
+                // yet): stale, as a reused connection found closed. Sent on a connection of its
+                // own,
+                // counted as a stale retry and never towards ejection (a failed preconnect ejects
+                // nothing); a failure of that connect is the request's own and does count.
+                spare.close();
+                staleRetries.incrementAndGet();
+                return connectOwn(host, options);
+              });
     }
+    return connectOwn(host, options);
+  }
+
+  /** Connects a connection of its own for {@code options}' request (counted as waiting). */
+  private Future<HttpClientRequest> connectOwn(UpstreamHost host, RequestOptions options) {
     Future<io.vertx.core.http.HttpClientConnection> connecting;
     try {
       connecting = freshClient.connect(spares.get(host).connectOptions());
@@ -454,9 +491,17 @@ public final class UpstreamPool implements MeterBinder {
    */
   public void responded(UpstreamHost host, HttpClientRequest request) {
     io.vertx.core.http.HttpConnection c = request.connection();
-    if (c != null && !ownConnections.contains(c)) {
-      responded.put(c, new Responded(host, clock.nanoTime(), 0));
+    if (c == null || ownConnections.contains(c)) {
+      return;
     }
+    java.lang.ref.WeakReference<HttpClientRequest> last = carrying.get(c);
+    if (last != null && last.get() != request) {
+      // Vert.x gave the connection back to its pool once the response was in, before the paused
+      // client had read its end: another request took it, and a close now (that request's reset by
+      // the proxy, when its client leaves) says nothing about this response.
+      return;
+    }
+    responded.put(c, new Responded(host, clock.nanoTime(), 0));
   }
 
   /**
@@ -509,6 +554,7 @@ public final class UpstreamPool implements MeterBinder {
     if (takenSpares.remove(c)) {
       return true; // A spare waited idle: the upstream may have closed it meanwhile.
     }
+    carrying.put(c, new java.lang.ref.WeakReference<>(request));
     Responded r = responded.remove(c);
     if (r != null) {
       reusedAfter.put(c, new Responded(r.host(), r.at(), clock.nanoTime()));
@@ -758,6 +804,11 @@ public final class UpstreamPool implements MeterBinder {
       n = Math.max(n, s.failuresInRow());
     }
     return n;
+  }
+
+  /** Slotted connections open now (pooled ones, spares and one-per-request ones). */
+  int slottedOpen() {
+    return slottedConnections.open.get();
   }
 
   /** Spare connections being connected now, over the pool's upstreams. */

@@ -239,4 +239,171 @@ class UpstreamPoolTest {
     Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.spareFailuresInRow() >= 4);
     assertThat(pool.ejections()).as("a failed preconnect ejects nothing").isZero();
   }
+
+  @Test
+  void aSpareTheUpstreamClosesBeforeItIsSetUpIsNeitherReadyNorCountedOpen() throws Exception {
+    // Hangs up the moment it accepts: the close may reach the proxy before the spare's close
+    // handler is set, which Vert.x then never calls (with epoll, the proxy's transport, the connect
+    // and the hang-up can come in one wake-up, the close handled before the connect's future).
+    Vertx proxyVertx = Vertx.vertx(new io.vertx.core.VertxOptions().setPreferNativeTransport(true));
+    closers.add(() -> proxyVertx.close().await(10, TimeUnit.SECONDS));
+    ServerSocket listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    closers.add(listener);
+    Thread hangUp =
+        new Thread(
+            () -> {
+              while (!listener.isClosed()) {
+                try {
+                  listener.accept().close();
+                } catch (java.io.IOException e) {
+                  return; // Closed by the test.
+                }
+              }
+            });
+    hangUp.setDaemon(true);
+    hangUp.start();
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {reuse: "off", preconnect: 1}
+                health: {path: null}
+                ejection: {backoff: 1ms, max_backoff: 5ms}
+            """
+                .formatted(listener.getLocalPort()),
+            "test");
+    UpstreamPool pool =
+        new UpstreamPool(proxyVertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    pool.startHealthChecks();
+
+    // Each spare is replaced after its backoff; one left ready while closed stopped that for good.
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.preconnected() >= 3 && pool.sparesReady() == 0);
+    listener.close();
+    // Nothing listens now: connects fail, and every spare opened is seen closed.
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.sparesReady() == 0 && pool.slottedOpen() == 0);
+    assertThat(pool.ejections()).as("a failed preconnect ejects nothing").isZero();
+  }
+
+  @Test
+  void aHealthCheckThatFindsTheUpstreamUpAgainOpensSparesAtOnce() throws Exception {
+    int port;
+    try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      port = free.getLocalPort();
+    }
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {reuse: "off", preconnect: 1}
+                health: {path: /health, interval: 50ms, timeout: 1s, failures: 1}
+                ejection: {backoff: 10m, max_backoff: 10m}
+            """
+                .formatted(port),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    UpstreamHost host = pool.hosts().get(0);
+    pool.startHealthChecks();
+    // Nothing listens: the preconnect fails and waits its 10 min backoff; the checks mark it down.
+    Awaitility.await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> pool.spareFailuresInRow() >= 1 && !host.healthy());
+
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .requestHandler(r -> r.response().end("{}"))
+            .listen(port, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    // The check that finds it up opens the spare, long before the backoff would have.
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(host::healthy);
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.sparesReady() == 1);
+    assertThat(pool.spareFailuresInRow()).isZero();
+  }
+
+  @Test
+  void aResponseRecordedAfterItsConnectionCarriedAnotherRequestIsNotTheLastOnIt() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger connections =
+        new java.util.concurrent.atomic.AtomicInteger();
+    HttpServer server =
+        vertx
+            .createHttpServer()
+            .connectionHandler(c -> connections.incrementAndGet())
+            // Keeps each connection alive; answers the first request and holds the second.
+            .requestHandler(
+                r -> {
+                  if ("/first".equals(r.path())) {
+                    r.response().end("{}");
+                  }
+                })
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    closers.add(() -> server.close().await(10, TimeUnit.SECONDS));
+    // One pooled connection: the second request gets the first one's, whenever it is handed back.
+    ProxyConfig config =
+        ConfigLoader.parse(
+            """
+            pools:
+              - name: p
+                models: [m]
+                upstreams: [http://127.0.0.1:%d]
+                slots: 1
+                connections: {max: 1}
+                health: {path: null}
+            """
+                .formatted(server.actualPort()),
+            "test");
+    UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), NanoClock.system(), null);
+    closers.add(() -> pool.close().await(10, TimeUnit.SECONDS));
+    UpstreamHost host = pool.hosts().get(0);
+    HttpClientRequest first = pool.open(host, "/first").await(10, TimeUnit.SECONDS);
+    pool.reused(first);
+    first.send("{}").compose(resp -> resp.body()).await(10, TimeUnit.SECONDS);
+
+    // The pool hands the connection on before the first request's (paused) client has read the
+    // end: the second request takes it, and only then does the first one record its response.
+    HttpClientRequest second = pool.open(host, "/second").await(10, TimeUnit.SECONDS);
+    assertThat(pool.reused(second)).as("the same pooled connection").isTrue();
+    assertThat(connections.get()).isEqualTo(1);
+    pool.responded(host, first);
+    pool.ended(host);
+    second.setChunked(true).sendHead().await(10, TimeUnit.SECONDS);
+    // The second request's client leaves: the proxy's reset closes the connection.
+    second.reset();
+    Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> pool.slottedOpen() == 0);
+    assertThat(pool.closedAfterResponse()).as("the proxy's own close").isZero();
+  }
+
+  @Test
+  void aConnectionsChannelIsReadThroughVertxInternals() throws Exception {
+    // OpenConnections reads a private field of Vert.x 5.0.7's UnpooledHttpClientConnection: a
+    // Vert.x that moves it would quietly make every connection look open again.
+    ServerSocket listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    closers.add(listener);
+    io.vertx.core.http.HttpClientAgent client = vertx.createHttpClient();
+    io.vertx.core.http.HttpClientConnection c =
+        client
+            .connect(
+                new io.vertx.core.http.HttpConnectOptions()
+                    .setHost("127.0.0.1")
+                    .setPort(listener.getLocalPort()))
+            .await(10, TimeUnit.SECONDS);
+    assertThat(OpenConnections.open(c)).isTrue();
+    c.close().await(10, TimeUnit.SECONDS);
+    assertThat(OpenConnections.open(c)).isFalse();
+  }
 }
