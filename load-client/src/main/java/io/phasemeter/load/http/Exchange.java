@@ -30,9 +30,6 @@ final class Exchange implements ConnectionPool.Waiter {
   // An error response's body is read for its message only; a longer one is not kept.
   private static final int MAX_ERROR_BODY_BYTES = 64 * 1024;
 
-  /** The furthest ahead of its intended start a request waits on the event loop (2 ms). */
-  static final long MAX_LEAD_NANOS = 2_000_000;
-
   private final RequestRunner runner;
   private final long seq;
   private final RequestSpec spec;
@@ -118,14 +115,27 @@ final class Exchange implements ConnectionPool.Waiter {
     for (Map.Entry<String, String> h : spec.headers().entrySet()) {
       options.putHeader(h.getKey(), h.getValue());
     }
+    leave();
+  }
+
+  /**
+   * Sends the request at its intended start, never before. One handed out ahead of its time (the
+   * pacer's lead after a long gap, {@link RequestRunner#HAND_OUT_LEAD_NANOS}) is re-posted on the
+   * event loop until it is due: the loop is never blocked, and the other streams' reads run in
+   * between (they would be stamped late behind a spin). Anything further ahead than the lead, which
+   * the pacer does not do, waits on a timer first.
+   */
+  private void leave() {
     long now = System.nanoTime();
-    // Handed out ahead of its time by a pacer that slept long (Pacer's lead): the event loop is
-    // awake now, and the request leaves at its intended start.
-    if (intended - now > 0 && intended - now <= MAX_LEAD_NANOS) {
-      while (intended - now > 0) {
-        Thread.onSpinWait();
-        now = System.nanoTime();
+    long early = intended - now;
+    if (early > 0) {
+      if (early > RequestRunner.HAND_OUT_LEAD_NANOS) {
+        runner.vertx.setTimer(
+            Math.max(1, (early - RequestRunner.HAND_OUT_LEAD_NANOS) / 1_000_000), id -> leave());
+      } else {
+        runner.context.runOnContext(v -> leave());
       }
+      return;
     }
     actual = now;
     timerId = runner.vertx.setTimer(runner.timeoutMs, id -> onTimeout());
