@@ -209,11 +209,13 @@ public final class LoadRun {
     if (!self && !o.clientFloor()) {
       return false;
     }
+    // The same requests, but not the API key: a dummy of its length.
+    Workload own = workload.forOwnEndpoint();
     CalibrationServer endpoint = CalibrationServer.start(vertx).await();
     try {
       long sent = 0;
       if (self) {
-        sent = WarmUp.oneByOne(vertx, warm, workload, endpoint, out);
+        sent = WarmUp.oneByOne(vertx, warm, own, endpoint, out);
         if (warm.atLoad().isZero()) {
           // The run's own load, briefly, to the endpoint; --warmup-duration does it to the target.
           try (StepRunner toSelf =
@@ -224,7 +226,7 @@ public final class LoadRun {
                   o.timeout(),
                   o.connectionReuse(),
                   1)) {
-            sent += WarmUp.atLoadAgainstSelf(toSelf, warm, workload, live, out);
+            sent += WarmUp.atLoadAgainstSelf(toSelf, warm, own, live, out);
           }
         }
         conditions.put("warmup_requests", sent);
@@ -247,7 +249,7 @@ public final class LoadRun {
                       o.connectionReuse(),
                       o.concurrency(),
                       warm.firstRate()),
-                  workload,
+                  own,
                   endpoint,
                   out,
                   "for the client's floor (--client-floor on)");
@@ -255,7 +257,7 @@ public final class LoadRun {
         }
         out.println("phasemeter load: measuring the client's floor on its own endpoint ...");
         out.flush();
-        ClientFloor floor = ClientFloor.measure(vertx, endpoint, workload::request);
+        ClientFloor floor = ClientFloor.measure(vertx, endpoint, own::request);
         floor.record(conditions);
         String line = ClientFloor.line(conditions);
         live.clientFloor(line);
