@@ -17,6 +17,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.LongConsumer;
 
@@ -120,21 +121,20 @@ final class Exchange implements ConnectionPool.Waiter {
 
   /**
    * Sends the request at its intended start, never before. One handed out ahead of its time (the
-   * pacer's lead after a long gap, {@link RequestRunner#HAND_OUT_LEAD_NANOS}) is re-posted on the
-   * event loop until it is due: the loop is never blocked, and the other streams' reads run in
-   * between (they would be stamped late behind a spin). Anything further ahead than the lead, which
-   * the pacer does not do, waits on a timer first.
+   * pacer's lead after a long gap, {@link RequestRunner#HAND_OUT_LEAD_NANOS}) checks again from a
+   * timer due at once, without blocking the event loop: Netty fetches a due timer only after its
+   * next poll for I/O (a non-blocking one, as the timer is due), so the other streams' reads run
+   * between two checks and are stamped on time. A task posted with {@code runOnContext} instead
+   * would run in the same batch of tasks, with no I/O in between: a spin by another name. Anything
+   * further ahead than the lead, which the pacer does not do, waits on a timer for the rest first.
    */
   private void leave() {
     long now = System.nanoTime();
     long early = intended - now;
     if (early > 0) {
-      if (early > RequestRunner.HAND_OUT_LEAD_NANOS) {
-        runner.vertx.setTimer(
-            Math.max(1, (early - RequestRunner.HAND_OUT_LEAD_NANOS) / 1_000_000), id -> leave());
-      } else {
-        runner.context.runOnContext(v -> leave());
-      }
+      long wait =
+          early > RequestRunner.HAND_OUT_LEAD_NANOS ? early - RequestRunner.HAND_OUT_LEAD_NANOS : 1;
+      runner.vertx.timer(wait, TimeUnit.NANOSECONDS).onComplete(v -> leave());
       return;
     }
     actual = now;

@@ -19,10 +19,11 @@ import java.util.function.LongSupplier;
  *
  * <p>An arrival that follows a long gap ({@link #LEAD_FROM_NANOS}: below 50 req/s) is handed out
  * {@link #LEAD_NANOS} ahead of its time, and the exchange waits for the time itself without
- * blocking the event loop (it re-posts itself until its intended start, never leaving before): an
- * event loop that sat idle for a quarter of a second takes a quarter of a millisecond to wake up on
- * a 2-core VM (measured: 0.23-0.30 ms at the median, 0.04 ms after 5 ms idle), which would be
- * schedule lag in every latency of a low-rate run.
+ * blocking the event loop (it checks again from a timer due at once, so the loop polls for I/O in
+ * between, and never leaves before its intended start): an event loop that sat idle for a quarter
+ * of a second takes a quarter of a millisecond to wake up on a 2-core VM (measured: 0.23-0.30 ms at
+ * the median, 0.04 ms after 5 ms idle), which would be schedule lag in every latency of a low-rate
+ * run.
  */
 final class Pacer {
   /** Waits until a deadline on the clock's scale; may return early (the pacer checks again). */
