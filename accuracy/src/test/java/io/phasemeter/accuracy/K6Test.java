@@ -266,7 +266,7 @@ class K6Test {
             work,
             "load");
     processes.add(load);
-    awaitLine(work.resolve("load.out"), "phasemeter load: warm-up at load", load);
+    awaitLine(work.resolve("load.out"), "phasemeter load: clock starts", load);
     K6Run run = finish(startK6("envelope", SIM_MODEL, 5, "10s", Map.of()));
     assertThat(load.waitFor(120, TimeUnit.SECONDS)).as("load client finished").isTrue();
     assertThat(load.exitValue()).as("load client exit code (see %s)", work).isZero();

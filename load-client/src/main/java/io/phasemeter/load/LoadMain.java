@@ -320,7 +320,9 @@ public final class LoadMain implements Callable<Integer> {
         description =
             "requests sent one by one before the clock starts, not counted, to --warmup-target:"
                 + " the JIT then has compiled the client's own request path before the first"
-                + " counted request, whatever the rate (default: ${DEFAULT-VALUE})")
+                + " counted request, whatever the rate; the client then waits for the JIT compiler"
+                + " (at most 5 s). Nothing before the clock at all: --warmup 0 --client-floor off"
+                + " (default: ${DEFAULT-VALUE})")
     int warmup;
 
     @Option(
@@ -329,7 +331,8 @@ public final class LoadMain implements Callable<Integer> {
         defaultValue = "self",
         description =
             "self: the --warmup requests go to the client's own in-process endpoint on loopback"
-                + " (at most 3 s of them), and the target sees none; server: to the target, as"
+                + " (at most 3 s of them), then the run's load for 2 s (unless --warmup-duration),"
+                + " and the target sees none; server: to the target, as"
                 + " the run's (warms its path and the connection too; their records are ignored)"
                 + " (default: ${DEFAULT-VALUE})")
     String warmupTarget;
@@ -340,7 +343,8 @@ public final class LoadMain implements Callable<Integer> {
         defaultValue = "on",
         description =
             "before the run, measure the client's own floor (TTFT, connect, per chunk) against its"
-                + " in-process endpoint with the run's requests and code path (under a second),"
+                + " in-process endpoint with the run's requests and code path (about a second, plus"
+                + " up to 3 s of warm-up there when --warmup 0 or --warmup-target server),"
                 + " and report it: summary.json client_floor, the live table's header, the report"
                 + " and its conditions (default: ${DEFAULT-VALUE})")
     String clientFloor;

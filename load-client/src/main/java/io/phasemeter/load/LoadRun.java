@@ -153,10 +153,27 @@ public final class LoadRun {
               o.connectionReuse(),
               o.concurrency(),
               o.steps().isEmpty() ? o.rate() : o.steps().get(0));
-      selfWarmUpAndFloor(vertx, warm);
-      WarmUp.atLoad(schedule, warm, workload, live, out);
-      WarmUp.awaitQuietCompiler(conditions);
+      // The client's own warm-up and floor first, then the target's warm-up, then the clock: the
+      // target's warmed connections do not idle behind the client's own (vLLM closes an idle
+      // keep-alive connection after 5 s).
+      boolean warmedTheClient = selfWarmUpAndFloor(vertx, warm);
+      double jitWaitMs = warmedTheClient ? WarmUp.awaitQuietCompiler(out) : 0;
+      if (warm.target() == WarmUp.Target.SERVER && warm.requests() > 0) {
+        long sent = WarmUp.oneByOne(vertx, warm, workload, null, out);
+        conditions.put("warmup_requests", sent);
+        conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
+      }
+      if (WarmUp.atLoad(schedule, warm, workload, live, out)) {
+        // The compiles the target's load queued, as after the client's own.
+        double more = WarmUp.awaitQuietCompiler(out);
+        jitWaitMs = jitWaitMs < 0 || more < 0 ? -1 : jitWaitMs + more;
+      }
+      // Null when the JVM does not say; 0 when nothing warmed the client (nothing to wait for).
+      conditions.put("client_jit_wait_ms", jitWaitMs < 0 ? null : jitWaitMs);
       WarmUp.collectBeforeTheClock(conditions);
+      // bench/run and the accuracy suite's K6Test wait for this line: keep its words.
+      out.println("phasemeter load: clock starts");
+      out.flush();
       runStart = System.nanoTime();
       schedule.startTheClock();
       live.start(runStart, o.reportInterval());
@@ -175,60 +192,81 @@ public final class LoadRun {
   }
 
   /**
-   * The one-by-one warm-up, then the client's floor against its own endpoint (on the warm path),
-   * both recorded in the conditions; the endpoint is closed before anything is sent to the target.
+   * The client's own warm-up, against its own endpoint: the one-by-one requests and the run's load
+   * briefly ({@code --warmup-target self}), then the client's floor (after a warm-up of its own
+   * when nothing warmed the client yet), all recorded in the conditions; the endpoint is closed
+   * before anything is sent to the target. The target's warm-up ({@code --warmup-target server})
+   * comes after, in {@link #run}.
+   *
+   * @return whether anything was sent to the client's own endpoint (the JIT then has compiles to
+   *     finish)
    */
-  private void selfWarmUpAndFloor(Vertx vertx, WarmUp.Plan warm) throws Exception {
+  private boolean selfWarmUpAndFloor(Vertx vertx, WarmUp.Plan warm) throws Exception {
     boolean self = warm.requests() > 0 && warm.target() == WarmUp.Target.SELF;
-    CalibrationServer endpoint =
-        self || o.clientFloor() ? CalibrationServer.start(vertx).await() : null;
+    conditions.put("warmup_requests", 0L);
+    conditions.put("warmup_target", null);
+    conditions.put("client_floor_warmup_requests", 0L);
+    if (!self && !o.clientFloor()) {
+      return false;
+    }
+    // The same requests, but not the API key: a dummy of its length.
+    Workload own = workload.forOwnEndpoint();
+    CalibrationServer endpoint = CalibrationServer.start(vertx).await();
     try {
-      long sent = WarmUp.oneByOne(vertx, warm, workload, endpoint, out);
-      if (self && warm.atLoad().isZero()) {
-        // The run's own load, briefly, to the endpoint; --warmup-duration does it to the target.
-        try (StepRunner toSelf =
-            new StepRunner(
-                vertx,
-                URI.create("http://127.0.0.1:" + endpoint.port()),
-                o.maxInFlight(),
-                o.timeout(),
-                o.connectionReuse(),
-                1)) {
-          sent += WarmUp.atLoadAgainstSelf(toSelf, warm, workload, live, out);
+      long sent = 0;
+      if (self) {
+        sent = WarmUp.oneByOne(vertx, warm, own, endpoint, out);
+        if (warm.atLoad().isZero()) {
+          // The run's own load, briefly, to the endpoint; --warmup-duration does it to the target.
+          try (StepRunner toSelf =
+              new StepRunner(
+                  vertx,
+                  URI.create("http://127.0.0.1:" + endpoint.port()),
+                  o.maxInFlight(),
+                  o.timeout(),
+                  o.connectionReuse(),
+                  1)) {
+            sent += WarmUp.atLoadAgainstSelf(toSelf, warm, own, live, out);
+          }
         }
+        conditions.put("warmup_requests", sent);
+        conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
       }
-      conditions.put("warmup_requests", sent);
-      conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
       if (o.clientFloor()) {
         if (!self) {
           // The floor is the warm client's: a client that sent the target a few requests, or
           // none, is still interpreted (a floor TTFT of 15 ms against a 7 ms envelope, measured).
-          WarmUp.oneByOne(
-              vertx,
-              new WarmUp.Plan(
-                  ClientFloor.WARM_UP,
-                  WarmUp.Target.SELF,
-                  Duration.ZERO,
-                  o.url(),
-                  o.timeout(),
-                  o.connectionReuse(),
-                  o.concurrency(),
-                  warm.firstRate()),
-              workload,
-              endpoint,
-              out);
+          // These requests are the floor's own, recorded as such (client_floor_warmup_requests).
+          long floorWarm =
+              WarmUp.oneByOne(
+                  vertx,
+                  new WarmUp.Plan(
+                      ClientFloor.WARM_UP,
+                      WarmUp.Target.SELF,
+                      Duration.ZERO,
+                      o.url(),
+                      o.timeout(),
+                      o.connectionReuse(),
+                      o.concurrency(),
+                      warm.firstRate()),
+                  own,
+                  endpoint,
+                  out,
+                  "for the client's floor (--client-floor on)");
+          conditions.put("client_floor_warmup_requests", floorWarm);
         }
-        ClientFloor floor = ClientFloor.measure(vertx, endpoint, workload::request);
+        out.println("phasemeter load: measuring the client's floor on its own endpoint ...");
+        out.flush();
+        ClientFloor floor = ClientFloor.measure(vertx, endpoint, own::request);
         floor.record(conditions);
         String line = ClientFloor.line(conditions);
         live.clientFloor(line);
         out.println("phasemeter load: " + line);
         out.flush();
       }
+      return true;
     } finally {
-      if (endpoint != null) {
-        endpoint.close().await();
-      }
+      endpoint.close().await();
     }
   }
 

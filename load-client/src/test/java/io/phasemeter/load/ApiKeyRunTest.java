@@ -126,7 +126,7 @@ class ApiKeyRunTest {
 
   private int execute(Map<String, String> env, String... args) {
     return LoadMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true), env)
-        .execute(args);
+        .execute(RunArgs.quiet(args));
   }
 
   private int run(Map<String, String> env, String... extra) {

@@ -92,7 +92,7 @@ class ApiProxyJoinTest {
     args.addAll(Arrays.asList(extra));
     int code =
         LoadMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
-            .execute(args.toArray(String[]::new));
+            .execute(RunArgs.quiet(args));
     assertThat(code).as(out + "\n" + err).isZero();
     return JSON.readTree(dir.resolve("summary.json").toFile());
   }

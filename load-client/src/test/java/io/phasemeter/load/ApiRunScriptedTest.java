@@ -141,7 +141,7 @@ class ApiRunScriptedTest {
                 "1s"));
     args.addAll(Arrays.asList(extra));
     return LoadMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
-        .execute(args.toArray(String[]::new));
+        .execute(RunArgs.quiet(args));
   }
 
   private JsonNode summary() throws Exception {

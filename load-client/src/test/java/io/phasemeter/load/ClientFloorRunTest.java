@@ -150,6 +150,12 @@ class ClientFloorRunTest {
     double networkEnvelope = s.path("phases").path("network_envelope").path("p50_ms").asDouble();
     assertThat(floor.path("ttft_ms").asDouble()).isLessThan(ttftEnvelope);
     assertThat(floor.path("ttft_ms").asDouble()).isLessThan(networkEnvelope);
+    // Not the relay's: below half of its 25 ms each way, whatever the machine's speed.
+    assertThat(floor.path("ttft_ms").asDouble()).isLessThan(12.5);
+    // Nothing of the warm-ups or the floor was counted or joined: one pairs.csv row per request.
+    long sent = s.path("requests").path("sent").asLong();
+    assertThat(sent).isPositive();
+    assertThat(Files.readAllLines(dir.resolve("pairs.csv"))).hasSize((int) sent + 1);
     // The warm-up: how many, and where.
     assertThat(floor.path("warmup_target").asText()).isEqualTo("self");
     assertThat(floor.path("warmup_requests").asLong()).isGreaterThanOrEqualTo(200);
@@ -238,6 +244,99 @@ class ClientFloorRunTest {
     assertThat(s.path("conditions").path("warmup_requests").asLong()).isEqualTo(30);
     assertThat(s.path("conditions").path("warmup_target").asText()).isEqualTo("server");
     assertThat(out.toString()).doesNotContain("client floor:");
+  }
+
+  @Test
+  void theClientsOwnWarmUpAndFloorComeBeforeTheTargetsWarmUpAndAreRecorded() throws Exception {
+    CalibrationServer target = CalibrationServer.start(servers).await(10, TimeUnit.SECONDS);
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + target.port(),
+            "--model",
+            "m",
+            "--rate",
+            "5",
+            "--arrival",
+            "constant",
+            "--duration",
+            "1s",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+            "--warmup",
+            "20",
+            "--warmup-target",
+            "server",
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    // The target got its 20 and the run's; the floor's warm-up went to the client's endpoint.
+    assertThat(target.requests()).isEqualTo(20 + s.path("requests").path("sent").asLong());
+    JsonNode c = s.path("conditions");
+    assertThat(c.path("client_floor_warmup_requests").asLong()).isPositive();
+    assertThat(s.path("client_floor").path("floor_warmup_requests").asLong())
+        .isEqualTo(c.path("client_floor_warmup_requests").asLong());
+    assertThat(c.path("warmup_requests").asLong()).isEqualTo(20);
+    String o = out.toString();
+    assertThat(o)
+        .contains("to the client's own endpoint for the client's floor (--client-floor on)")
+        .doesNotContain("(--warmup-target self)");
+    // The client's own endpoint first, then the target's warm-up, then the clock: the target's
+    // warmed connection does not idle behind the floor and the JIT wait.
+    int floor = o.indexOf("client floor: TTFT");
+    int jit = o.indexOf("for the JIT compiler (limit 5 s)");
+    int toTarget = o.indexOf("requests sent one by one to the target");
+    int clock = o.indexOf("phasemeter load: clock starts");
+    assertThat(floor).as(o).isNotNegative();
+    assertThat(jit).as(o).isGreaterThan(floor);
+    assertThat(toTarget).as(o).isGreaterThan(jit);
+    assertThat(clock).as(o).isGreaterThan(toTarget);
+  }
+
+  @Test
+  void noWarmUpAndNoFloorSendNothingBeforeTheClockAndSkipTheJitWait() throws Exception {
+    CalibrationServer target = CalibrationServer.start(servers).await(10, TimeUnit.SECONDS);
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + target.port(),
+            "--model",
+            "m",
+            "--rate",
+            "5",
+            "--arrival",
+            "constant",
+            "--duration",
+            "1s",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+            "--warmup",
+            "0",
+            "--client-floor",
+            "off",
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    assertThat(target.requests()).isEqualTo(s.path("requests").path("sent").asLong());
+    JsonNode c = s.path("conditions");
+    assertThat(c.path("warmup_requests").asLong()).isZero();
+    assertThat(c.path("client_floor_warmup_requests").asLong()).isZero();
+    assertThat(c.path("client_jit_wait_ms").asDouble()).isZero();
+    assertThat(s.path("client_floor").isNull()).isTrue();
+    // No endpoint of its own, no warm-up, no wait: straight to the clock.
+    assertThat(out.toString())
+        .doesNotContain("own endpoint")
+        .doesNotContain("warming up")
+        .doesNotContain("JIT compiler")
+        .contains("phasemeter load: clock starts");
   }
 
   @Test

@@ -130,7 +130,7 @@ class FailureReasonRunTest {
                 "1s"));
     args.addAll(Arrays.asList(extra));
     return LoadMain.commandLine(new PrintWriter(this.out, true), new PrintWriter(err, true))
-        .execute(args.toArray(String[]::new));
+        .execute(RunArgs.quiet(args));
   }
 
   /** pairs.csv's class and invalid_reason of every row; each row must be one line. */

@@ -85,7 +85,7 @@ class LoadRunTest {
 
   private int run(String... args) {
     return LoadMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
-        .execute(args);
+        .execute(RunArgs.quiet(args));
   }
 
   private JsonNode summary() throws Exception {
@@ -99,6 +99,45 @@ class LoadRunTest {
 
   private static double p50(JsonNode s, String phase) {
     return s.path("phases").path(phase).path("p50_ms").asDouble(Double.NaN);
+  }
+
+  @Test
+  void atALowRateNoRequestLeavesBeforeItsIntendedStart() throws Exception {
+    startProxy(16);
+    // 20 req/s: every arrival follows a 50 ms gap, so each is handed out ahead of its time
+    // (Pacer.LEAD_NANOS) and must wait for it on the event loop, never leave early.
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + proxy.port(),
+            "--admin",
+            "http://127.0.0.1:" + proxy.adminPort(),
+            "--model",
+            "sim-llama",
+            "--rate",
+            "20",
+            "--duration",
+            "1s",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "3",
+            "--out",
+            dir.toString(),
+            "--report-interval",
+            "1s");
+    assertThat(code).as(out + "\n" + err).isZero();
+    java.util.List<java.util.List<String>> rows =
+        java.nio.file.Files.readAllLines(dir.resolve("pairs.csv")).stream()
+            .map(io.phasemeter.load.report.RunMerge::splitCsv)
+            .toList();
+    int lag = rows.get(0).indexOf("schedule_lag_ms");
+    assertThat(lag).isNotNegative();
+    assertThat(rows.subList(1, rows.size()))
+        .hasSizeGreaterThanOrEqualTo(10)
+        .allSatisfy(
+            r -> assertThat(Double.parseDouble(r.get(lag))).as(r.toString()).isNotNegative());
   }
 
   @Test

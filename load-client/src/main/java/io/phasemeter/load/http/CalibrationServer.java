@@ -28,6 +28,9 @@ public final class CalibrationServer {
   /** Content events a streamed answer carries at most (fewer when fewer tokens were asked for). */
   static final int EVENTS = 8;
 
+  /** The longest request body it reads (as the exchange's response bodies): 413 past it. */
+  static final int MAX_BODY_BYTES = 64 * 1024 * 1024;
+
   private final HttpServer server;
   private final AtomicLong requests = new AtomicLong();
 
@@ -60,22 +63,45 @@ public final class CalibrationServer {
   }
 
   private void handle(HttpServerRequest req) {
-    // Answered once the whole request is read, as a server would.
-    req.body()
-        .onComplete(
-            ar -> {
-              requests.incrementAndGet();
-              Buffer body = ar.succeeded() ? ar.result() : Buffer.buffer();
-              String accept = req.getHeader("accept");
-              boolean stream = accept != null && accept.contains("text/event-stream");
-              Api api = Api.ofPath(req.path());
-              long prompt = tokenIds(body, api == Api.EMBEDDINGS ? "\"input\":" : "\"prompt\":");
-              long max = number(body, "\"max_tokens\":");
-              if (max < 0) {
-                max = number(body, "\"max_output_tokens\":");
-              }
-              answer(req.response(), api, stream, prompt, Math.max(1, max));
-            });
+    // Answered once the whole request is read, as a server would; a body past MAX_BODY_BYTES is
+    // not kept: 413, and the connection closes.
+    Buffer body = Buffer.buffer();
+    boolean[] tooLarge = {false};
+    req.handler(
+        chunk -> {
+          if (tooLarge[0]) {
+            return;
+          }
+          if ((long) body.length() + chunk.length() > MAX_BODY_BYTES) {
+            tooLarge[0] = true;
+            requests.incrementAndGet();
+            req.response()
+                .setStatusCode(413)
+                .putHeader("connection", "close")
+                .putHeader("content-type", "application/json")
+                .end("{\"error\":{\"message\":\"request body too large\"}}")
+                .onComplete(v -> req.connection().close());
+            return;
+          }
+          body.appendBuffer(chunk);
+        });
+    req.exceptionHandler(e -> tooLarge[0] = true);
+    req.endHandler(
+        v -> {
+          if (tooLarge[0]) {
+            return;
+          }
+          requests.incrementAndGet();
+          String accept = req.getHeader("accept");
+          boolean stream = accept != null && accept.contains("text/event-stream");
+          Api api = Api.ofPath(req.path());
+          long prompt = tokenIds(body, api == Api.EMBEDDINGS ? "\"input\":" : "\"prompt\":");
+          long max = number(body, "\"max_tokens\":");
+          if (max < 0) {
+            max = number(body, "\"max_output_tokens\":");
+          }
+          answer(req.response(), api, stream, prompt, Math.max(1, max));
+        });
   }
 
   private static void answer(

@@ -17,6 +17,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.LongConsumer;
 
@@ -29,9 +30,6 @@ final class Exchange implements ConnectionPool.Waiter {
   private static final int MAX_BODY_BYTES = 64 * 1024 * 1024;
   // An error response's body is read for its message only; a longer one is not kept.
   private static final int MAX_ERROR_BODY_BYTES = 64 * 1024;
-
-  /** The furthest ahead of its intended start a request waits on the event loop (2 ms). */
-  static final long MAX_LEAD_NANOS = 2_000_000;
 
   private final RequestRunner runner;
   private final long seq;
@@ -118,14 +116,26 @@ final class Exchange implements ConnectionPool.Waiter {
     for (Map.Entry<String, String> h : spec.headers().entrySet()) {
       options.putHeader(h.getKey(), h.getValue());
     }
+    leave();
+  }
+
+  /**
+   * Sends the request at its intended start, never before. One handed out ahead of its time (the
+   * pacer's lead after a long gap, {@link RequestRunner#HAND_OUT_LEAD_NANOS}) checks again from a
+   * timer due at once, without blocking the event loop: Netty fetches a due timer only after its
+   * next poll for I/O (a non-blocking one, as the timer is due), so the other streams' reads run
+   * between two checks and are stamped on time. A task posted with {@code runOnContext} instead
+   * would run in the same batch of tasks, with no I/O in between: a spin by another name. Anything
+   * further ahead than the lead, which the pacer does not do, waits on a timer for the rest first.
+   */
+  private void leave() {
     long now = System.nanoTime();
-    // Handed out ahead of its time by a pacer that slept long (Pacer's lead): the event loop is
-    // awake now, and the request leaves at its intended start.
-    if (intended - now > 0 && intended - now <= MAX_LEAD_NANOS) {
-      while (intended - now > 0) {
-        Thread.onSpinWait();
-        now = System.nanoTime();
-      }
+    long early = intended - now;
+    if (early > 0) {
+      long wait =
+          early > RequestRunner.HAND_OUT_LEAD_NANOS ? early - RequestRunner.HAND_OUT_LEAD_NANOS : 1;
+      runner.vertx.timer(wait, TimeUnit.NANOSECONDS).onComplete(v -> leave());
+      return;
     }
     actual = now;
     timerId = runner.vertx.setTimer(runner.timeoutMs, id -> onTimeout());

@@ -256,8 +256,10 @@ final class HtmlReport {
                 : Html.esc(
                     "Warm-up: "
                         + warm
-                        + " requests one by one to "
-                        + ("self".equals(target) ? "the client's own endpoint" : "the target")
+                        + ("self".equals(target)
+                            ? " requests to the client's own endpoint (one by one, then at the"
+                                + " run's load unless --warmup-duration)"
+                            : " requests one by one to the target")
                         + ", not counted."))
         .append("</p>");
   }

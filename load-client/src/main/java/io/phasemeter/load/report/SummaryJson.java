@@ -217,6 +217,9 @@ final class SummaryJson {
     f.put("warmup_requests", warm instanceof Number w ? w.longValue() : 0);
     Object target = c.get("warmup_target");
     f.put("warmup_target", target == null ? null : target.toString());
+    // The floor's own warm-up to the client's endpoint, when nothing else warmed the client.
+    Object floorWarm = c.get("client_floor_warmup_requests");
+    f.put("floor_warmup_requests", floorWarm instanceof Number w ? w.longValue() : 0);
   }
 
   /** NaN and infinities anywhere (conditions included) become null: JSON has no NaN. */

@@ -1,5 +1,6 @@
 package io.phasemeter.load.schedule;
 
+import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.workload.Arrivals;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.LongSupplier;
@@ -17,10 +18,12 @@ import java.util.function.LongSupplier;
  * actual start when the request leaves, and latencies run from the intended start.
  *
  * <p>An arrival that follows a long gap ({@link #LEAD_FROM_NANOS}: below 50 req/s) is handed out
- * {@link #LEAD_NANOS} ahead of its time, and the event loop waits for the time itself (the exchange
- * spins until its intended start): an event loop that sat idle for a quarter of a second takes a
- * quarter of a millisecond to wake up on a 2-core VM (measured: 0.23-0.30 ms at the median, 0.04 ms
- * after 5 ms idle), which would be schedule lag in every latency of a low-rate run.
+ * {@link #LEAD_NANOS} ahead of its time, and the exchange waits for the time itself without
+ * blocking the event loop (it checks again from a timer due at once, so the loop polls for I/O in
+ * between, and never leaves before its intended start): an event loop that sat idle for a quarter
+ * of a second takes a quarter of a millisecond to wake up on a 2-core VM (measured: 0.23-0.30 ms at
+ * the median, 0.04 ms after 5 ms idle), which would be schedule lag in every latency of a low-rate
+ * run.
  */
 final class Pacer {
   /** Waits until a deadline on the clock's scale; may return early (the pacer checks again). */
@@ -44,8 +47,11 @@ final class Pacer {
     default void prepare() {}
   }
 
-  /** How far ahead of its time an arrival after a long gap is handed out. */
-  static final long LEAD_NANOS = 1_000_000;
+  /**
+   * How far ahead of its time an arrival after a long gap is handed out: the exchange's own
+   * tolerance, one value ({@link RequestRunner#HAND_OUT_LEAD_NANOS}, 0.4 ms).
+   */
+  static final long LEAD_NANOS = RequestRunner.HAND_OUT_LEAD_NANOS;
 
   /** The shortest gap after which the next arrival is handed out ahead (20 ms: below 50 req/s). */
   static final long LEAD_FROM_NANOS = 20_000_000;

@@ -89,10 +89,44 @@ public final class WarmUp {
   public static int oneByOne(
       io.vertx.core.Vertx vertx, Plan o, Workload w, CalibrationServer self, PrintWriter out)
       throws Exception {
+    return oneByOne(
+        vertx,
+        o,
+        w,
+        self,
+        out,
+        o.target() == Target.SELF ? "(--warmup-target self)" : "(--warmup-target server)");
+  }
+
+  /**
+   * {@link #oneByOne(io.vertx.core.Vertx, Plan, Workload, CalibrationServer, PrintWriter)}, saying
+   * why in the lines it prints.
+   *
+   * @param why what the requests are for, in the printed lines
+   */
+  public static int oneByOne(
+      io.vertx.core.Vertx vertx,
+      Plan o,
+      Workload w,
+      CalibrationServer self,
+      PrintWriter out,
+      String why)
+      throws Exception {
     if (o.requests() <= 0) {
       return 0;
     }
     boolean toSelf = o.target() == Target.SELF;
+    String where = toSelf ? "the client's own endpoint" : "the target";
+    out.println(
+        "phasemeter load: warming up: up to "
+            + o.requests()
+            + " requests one by one to "
+            + where
+            + (toSelf ? String.format(Locale.ROOT, " (at most %d s)", SELF_LIMIT.toSeconds()) : "")
+            + " "
+            + why
+            + " ...");
+    out.flush();
     URI url = toSelf ? URI.create("http://127.0.0.1:" + self.port()) : o.url();
     long limit = toSelf ? System.nanoTime() + SELF_LIMIT.toNanos() : Long.MAX_VALUE;
     TraceIds warm = TraceIds.random();
@@ -115,7 +149,9 @@ public final class WarmUp {
         "phasemeter load: "
             + sent
             + " warm-up requests sent one by one to "
-            + (toSelf ? "the client's own endpoint (--warmup-target self)" : "the target")
+            + where
+            + " "
+            + why
             + String.format(
                 Locale.ROOT, " in %.1f s (not counted)", (System.nanoTime() - t0) / 1e9));
     return sent;
@@ -131,13 +167,20 @@ public final class WarmUp {
    * of {@link #collectBeforeTheClock} (tens of milliseconds); warm-up requests still in flight then
    * finish uncounted.
    */
-  public static void atLoad(
+  public static boolean atLoad(
       StepRunner steps, Plan o, Workload workload, LiveReport live, PrintWriter out)
       throws Exception {
-    StepInfo s = atLoad(steps, o, o.atLoad(), workload, live);
-    if (s == null) {
-      return;
+    if (o.atLoad().isZero()) {
+      return false;
     }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: warming up: the first step's load for %.1f s to the target"
+                + " (--warmup-duration) ...",
+            o.atLoad().toNanos() / 1e9));
+    out.flush();
+    StepInfo s = atLoad(steps, o, o.atLoad(), workload, live);
     out.println(
         String.format(
             Locale.ROOT,
@@ -150,6 +193,7 @@ public final class WarmUp {
             s.sent(),
             s.dropped()));
     out.flush();
+    return true;
   }
 
   /**
@@ -178,6 +222,13 @@ public final class WarmUp {
             o.connectionReuse(),
             o.concurrency(),
             Math.max(SELF_MIN_RATE, o.firstRate()));
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: warming up: the run's load for %.1f s to the client's own endpoint"
+                + " ...",
+            SELF_AT_LOAD.toNanos() / 1e9));
+    out.flush();
     StepInfo s = atLoad(self, p, SELF_AT_LOAD, workload, live);
     out.println(
         String.format(
@@ -242,17 +293,23 @@ public final class WarmUp {
    * most {@link #COMPILER_WAIT_LIMIT}: the compiles a warm-up queues otherwise run in the first
    * seconds of the run, on the cores the target shares on a small machine (on 2 cores, the first
    * 1,000 requests at 200 req/s had ttft_envelope p50 4-38 ms and the proxy's own server_ttft 5-12
-   * ms, against 0.6 and 2 ms after, measured in bench/run clientfloor). How long it waited goes
-   * into the conditions ({@code client_jit_wait_ms}; null when the JVM does not say).
+   * ms, against 0.6 and 2 ms after, measured in bench/run clientfloor). Says how long it waited;
+   * the caller puts it into the conditions ({@code client_jit_wait_ms}).
+   *
+   * @return milliseconds waited, or -1 when the JVM does not say
    */
-  public static void awaitQuietCompiler(Map<String, Object> conditions)
-      throws InterruptedException {
+  public static double awaitQuietCompiler(PrintWriter out) throws InterruptedException {
     java.lang.management.CompilationMXBean jit =
         java.lang.management.ManagementFactory.getCompilationMXBean();
     if (jit == null || !jit.isCompilationTimeMonitoringSupported()) {
-      conditions.put("client_jit_wait_ms", null);
-      return;
+      return -1;
     }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: waiting for the JIT compiler to finish (at most %d s) ...",
+            COMPILER_WAIT_LIMIT.toSeconds()));
+    out.flush();
     long t0 = System.nanoTime();
     long deadline = t0 + COMPILER_WAIT_LIMIT.toNanos();
     long last = jit.getTotalCompilationTime();
@@ -263,7 +320,15 @@ public final class WarmUp {
       quiet = now - last < 2 ? quiet + 1 : 0;
       last = now;
     }
-    conditions.put("client_jit_wait_ms", Math.round((System.nanoTime() - t0) / 1e5) / 10.0);
+    double ms = Math.round((System.nanoTime() - t0) / 1e5) / 10.0;
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "phasemeter load: waited %.1f s for the JIT compiler (limit %d s)",
+            ms / 1000,
+            COMPILER_WAIT_LIMIT.toSeconds()));
+    out.flush();
+    return ms;
   }
 
   /**

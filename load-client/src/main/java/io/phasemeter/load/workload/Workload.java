@@ -85,6 +85,23 @@ public final class Workload {
     return new Workload(model, api, mix, stream, seed, maxTokens, all);
   }
 
+  /**
+   * These requests for the client's own endpoint: an {@code Authorization} header keeps its length
+   * (the same bytes to write and parse) but not the key, which has no business there.
+   */
+  public Workload forOwnEndpoint() {
+    Map<String, String> all = new HashMap<>();
+    for (Map.Entry<String, String> h : headers.entrySet()) {
+      String v = h.getValue();
+      if (h.getKey().equalsIgnoreCase("authorization") && v != null) {
+        int keep = v.regionMatches(true, 0, "Bearer ", 0, 7) ? 7 : 0;
+        v = v.substring(0, keep) + "x".repeat(v.length() - keep);
+      }
+      all.put(h.getKey(), v);
+    }
+    return new Workload(model, api, mix, stream, seed, maxTokens, all);
+  }
+
   /** Exact-length requests of one profile. */
   public static Workload completions(String model, Profile profile, boolean stream, long seed) {
     return completions(model, Mix.of(Objects.requireNonNull(profile, "profile")), stream, seed);

@@ -2,6 +2,7 @@ package io.phasemeter.load.schedule;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.workload.Arrivals;
 import java.util.ArrayList;
 import java.util.List;
@@ -109,5 +110,31 @@ class PacerTest {
     Recorder r = new Recorder(t);
     assertThat(t.pacer().run(Arrivals.constant(1000), 10 * MS, 10 * MS, r)).containsExactly(0, 0);
     assertThat(r.launched).isEmpty();
+  }
+
+  @Test
+  void belowFiftyPerSecondEachArrivalIsHandedOutTheLeadAheadAndKeepsItsIntendedTime() {
+    FakeTime t = new FakeTime();
+    Recorder r = new Recorder(t);
+    long[] counts = t.pacer().run(Arrivals.constant(10), 0, 500 * MS, r);
+    assertThat(counts).containsExactly(5, 0);
+    for (int i = 0; i < 5; i++) {
+      long[] l = r.launched.get(i);
+      // The schedule is unchanged: 100 ms apart from the start.
+      assertThat(l[0]).isEqualTo(i * 100 * MS);
+      if (i > 0) {
+        // Handed out ahead (the first one has no gap before it), by the exchange's tolerance.
+        assertThat(l[1]).isEqualTo(l[0] - Pacer.LEAD_NANOS);
+      }
+    }
+    assertThat(Pacer.LEAD_NANOS).isEqualTo(RequestRunner.HAND_OUT_LEAD_NANOS);
+  }
+
+  @Test
+  void aboveFiftyPerSecondNothingIsHandedOutAhead() {
+    FakeTime t = new FakeTime();
+    Recorder r = new Recorder(t);
+    t.pacer().run(Arrivals.constant(100), 0, 100 * MS, r);
+    assertThat(r.launched).hasSize(10).allSatisfy(l -> assertThat(l[1]).isEqualTo(l[0]));
   }
 }
