@@ -150,8 +150,6 @@ class ClientFloorRunTest {
     double networkEnvelope = s.path("phases").path("network_envelope").path("p50_ms").asDouble();
     assertThat(floor.path("ttft_ms").asDouble()).isLessThan(ttftEnvelope);
     assertThat(floor.path("ttft_ms").asDouble()).isLessThan(networkEnvelope);
-    // Not the relay's: below half of its 25 ms each way, whatever the machine's speed.
-    assertThat(floor.path("ttft_ms").asDouble()).isLessThan(12.5);
     // Nothing of the warm-ups or the floor was counted or joined: one pairs.csv row per request.
     long sent = s.path("requests").path("sent").asLong();
     assertThat(sent).isPositive();
