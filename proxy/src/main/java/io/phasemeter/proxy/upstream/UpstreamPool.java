@@ -63,7 +63,14 @@ public final class UpstreamPool implements MeterBinder {
       new java.util.IdentityHashMap<>();
   private final AtomicLong sparesTaken = new AtomicLong();
   private final AtomicLong preconnected = new AtomicLong();
+
   // How soon after a response's end the upstream's close counts as closing after the response.
+  /**
+   * A close this soon after a response (or a reuse this soon that found it closed) is the
+   * upstream's way.
+   */
+  static final long CLOSE_WINDOW_NANOS = 250_000_000L;
+
   private final long closeWindowNanos;
   // Pooled connections whose last response ended, with when, until they carry another request or
   // close; and those that went on to carry one, until it is answered. Held weakly, as used is.
@@ -153,10 +160,11 @@ public final class UpstreamPool implements MeterBinder {
             new PoolOptions().setHttp1MaxSize(2));
     this.freshClient = vertx.httpClientBuilder().with(new HttpClientOptions(options)).build();
     long keepAlive = connections.keepAlive().toNanos();
+    // An engine that closes after its responses does so at once (llama.cpp's server: FIN 0.03-0.08
+    // ms after the last byte); a wider window would also count an engine that stops or restarts
+    // with connections that carried a response a moment before (seen in the demo with a second).
     this.closeWindowNanos =
-        keepAlive > 0
-            ? Math.min(StaleConnections.WINDOW_NANOS, keepAlive / 2)
-            : StaleConnections.WINDOW_NANOS;
+        keepAlive > 0 ? Math.min(CLOSE_WINDOW_NANOS, keepAlive / 2) : CLOSE_WINDOW_NANOS;
     for (UpstreamHost h : hosts) {
       spares.put(
           h,
