@@ -811,7 +811,7 @@ class LoadRunTest {
         assertThat(b.path("breached").asBoolean())
             .as(b.toString())
             .isEqualTo(
-                io.phasemeter.proxy.budget.Budget.breached(
+                io.phasemeter.core.budget.LatencyLimit.breached(
                     0.5, b.path("at_or_below").asLong(), b.path("count").asLong()));
         assertThat(b.path("over_limit_share").isNumber()).as(b.toString()).isTrue();
       }

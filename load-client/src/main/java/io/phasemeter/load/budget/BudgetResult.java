@@ -10,7 +10,7 @@ package io.phasemeter.load.budget;
  * @param observedMs the observed quantile (for rate gates: the rate); NaN when nothing observed
  * @param breached whether the observation is over the limit (under it, for join coverage); for a
  *     latency budget with {@code counts}, whether more than {@code 1 − quantile} of the values were
- *     above the limit (the proxy's {@code Budget.breached})
+ *     above the limit ({@code core.budget.LatencyLimit.breached}, the proxy's rule too)
  * @param counts for a latency budget judged exactly, the values at or below the limit and all the
  *     values; null when it was judged by comparing the quantile with the limit (rate gates, or a
  *     merge that had only histograms for the phase)

@@ -4,9 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Phases;
+import io.phasemeter.core.budget.LatencyLimit;
 import io.phasemeter.load.report.PhaseStats;
 import io.phasemeter.load.workload.Api;
-import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -29,8 +29,9 @@ import java.util.TreeSet;
  * <p>A latency budget is judged as the proxy and the generated rules judge it: breached when more
  * than {@code 1 − quantile} of the phase's values were above the limit, counted exactly against the
  * limit in whole nanoseconds ({@link #limitsNanos}, {@link PhaseStats#withLimits}) and decided by
- * the proxy's own {@code Budget.breached}. The quantile is shown beside the verdict; it decides
- * only where no exact counts exist (a merge of runs that had only histograms for the phase).
+ * {@link LatencyLimit#breached}, the proxy's rule too. The quantile is shown beside the verdict; it
+ * decides only where no exact counts exist (a merge of runs that had only histograms for the
+ * phase).
  */
 public final class ClientBudgets {
   /** The keys limits_ms may name, for the error message. */
@@ -170,7 +171,7 @@ public final class ClientBudgets {
   }
 
   /**
-   * The limits, in whole nanoseconds ({@code BucketLayout.limitNanos}), that the budgets for {@code
+   * The limits, in whole nanoseconds ({@link LatencyLimit#nanos}), that the budgets for {@code
    * model} put on each phase, by canonical phase key ({@code ttft} counts as {@code server_ttft},
    * {@code total} as {@code server_root}): what {@link PhaseStats#withLimits} must count.
    */
@@ -179,7 +180,7 @@ public final class ClientBudgets {
     for (Budget b : forModel(model)) {
       for (Map.Entry<String, Double> e : b.limitsMs().entrySet()) {
         out.computeIfAbsent(canonicalKey(e.getKey()), k -> new TreeSet<>())
-            .add(BucketLayout.limitNanos(e.getValue()));
+            .add(LatencyLimit.nanos(e.getValue()));
       }
     }
     return out;
@@ -227,9 +228,9 @@ public final class ClientBudgets {
 
   /**
    * The latency budgets judged on {@code exact} where it has the phase's counts for the limit (the
-   * proxy's {@code Budget.breached}: more than {@code 1 − quantile} of the values above the limit),
-   * else on the quantile of {@code stats} compared with the limit; {@code observed} is always the
-   * quantile of {@code stats}.
+   * one rule, {@link LatencyLimit#breached}: more than {@code 1 − quantile} of the values above the
+   * limit), else on the quantile of {@code stats} compared with the limit; {@code observed} is
+   * always the quantile of {@code stats}.
    */
   public List<BudgetResult> judgeLatency(String model, PhaseStats stats, ExactCounts exact) {
     List<BudgetResult> out = new ArrayList<>();
@@ -237,7 +238,7 @@ public final class ClientBudgets {
       for (Map.Entry<String, Double> e : b.limitsMs().entrySet()) {
         String phase = canonicalKey(e.getKey());
         double observed = stats.quantileMs(phase, b.quantile());
-        long[] c = exact.counts(phase, BucketLayout.limitNanos(e.getValue()));
+        long[] c = exact.counts(phase, LatencyLimit.nanos(e.getValue()));
         if (c != null) {
           out.add(
               new BudgetResult(
@@ -245,7 +246,7 @@ public final class ClientBudgets {
                   e.getKey(),
                   e.getValue(),
                   observed,
-                  breached(b.quantile(), c[0], c[1]),
+                  LatencyLimit.breached(b.quantile(), c[0], c[1]),
                   new BudgetResult.Counts(c[0], c[1])));
         } else {
           boolean breached = !Double.isNaN(observed) && observed > e.getValue();
@@ -254,15 +255,6 @@ public final class ClientBudgets {
       }
     }
     return out;
-  }
-
-  /**
-   * The one definition of a breached latency budget, shared with the proxy's live verdict and the
-   * generated Prometheus rules: {@link io.phasemeter.proxy.budget.Budget#breached(double, long,
-   * long)}.
-   */
-  public static boolean breached(double quantile, long atOrBelow, long total) {
-    return io.phasemeter.proxy.budget.Budget.breached(quantile, atOrBelow, total);
   }
 
   /** The canonical phase key a {@code limits_ms} key names ({@code ttft}: server_ttft). */

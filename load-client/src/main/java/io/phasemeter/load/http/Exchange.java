@@ -1,8 +1,8 @@
 package io.phasemeter.load.http;
 
+import io.phasemeter.core.net.StaleConnections;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.RequestSpec;
-import io.phasemeter.proxy.upstream.StaleConnections;
 import io.vertx.core.AsyncResult;
 import io.vertx.core.Handler;
 import io.vertx.core.buffer.Buffer;

@@ -1,7 +1,7 @@
 package io.phasemeter.load.http;
 
 import io.netty.channel.ConnectTimeoutException;
-import io.phasemeter.proxy.upstream.StaleConnections;
+import io.phasemeter.core.net.StaleConnections;
 import io.vertx.core.buffer.Buffer;
 import java.net.ConnectException;
 import java.net.NoRouteToHostException;

@@ -6,8 +6,8 @@ import java.util.Arrays;
  * One phase's exact counts beside its histogram: how many values were recorded and how many of them
  * were at or below each budget limit on the phase (docs/design.md §6). A value is compared in whole
  * nanoseconds, as recorded ({@code Math.round(ms × 1e6)}), with the limit's nanoseconds ({@code
- * BucketLayout.limitNanos}): at or below when {@code nanos ≤ limit}, so a negative envelope is
- * always at or below. Memory: two longs per limit, bounded by the budgets file.
+ * core.budget.LatencyLimit.nanos}): at or below when {@code nanos ≤ limit}, so a negative envelope
+ * is always at or below. Memory: two longs per limit, bounded by the budgets file.
  *
  * <p>Not thread-safe; {@link PhaseStats} guards it.
  */

@@ -35,7 +35,8 @@ import org.HdrHistogram.Histogram;
  * <p>An instance made {@link #withLimits with budget limits} also counts, beside the histograms and
  * exactly, each limited phase's values and those at or below each of its limits (in whole
  * nanoseconds, see {@link LimitCounts}): what the budgets are judged on, as the proxy judges them
- * ({@code Budget.breached}). The histograms give the quantile shown beside the verdict.
+ * ({@code core.budget.LatencyLimit.breached}). The histograms give the quantile shown beside the
+ * verdict.
  *
  * <p>Thread-safe: every method holds the instance's lock briefly.
  */

@@ -6,10 +6,10 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.phasemeter.core.budget.LatencyLimit;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
 import io.phasemeter.load.workload.Api;
-import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStream;
@@ -248,9 +248,7 @@ public final class RunMerge {
           !r.applicable()
               ? NOT_APPLICABLE
               : basisOf.get(
-                  key(
-                      ClientBudgets.canonicalKey(r.phase()),
-                      BucketLayout.limitNanos(r.limitMs()))));
+                  key(ClientBudgets.canonicalKey(r.phase()), LatencyLimit.nanos(r.limitMs()))));
     }
     List<String> notApplicable = runApi == null ? List.of() : runApi.notApplicable();
 
@@ -361,7 +359,7 @@ public final class RunMerge {
         continue;
       }
       out.put(
-          key(phase, BucketLayout.limitNanos(o.path("limit_ms").asDouble())),
+          key(phase, LatencyLimit.nanos(o.path("limit_ms").asDouble())),
           new long[] {o.path("at_or_below").asLong(), o.path("count").asLong()});
     }
     return out;

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.core.budget.LatencyLimit;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
 import java.io.PrintStream;
@@ -127,7 +128,7 @@ class RunMergeExactTest {
     // The merged quantile reads above the limit; the exact verdict holds, as the proxy's would.
     assertThat(queue.observedMs()).isGreaterThan(250);
     assertThat(queue.breached()).isFalse();
-    assertThat(queue.breached()).isEqualTo(ClientBudgets.breached(0.95, 96, 100));
+    assertThat(queue.breached()).isEqualTo(LatencyLimit.breached(0.95, 96, 100));
 
     // itl: only histograms hold it, so the quantile decides, and the summary says so.
     BudgetResult itl = r.budgets().get(1);

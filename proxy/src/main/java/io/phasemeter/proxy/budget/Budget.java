@@ -1,5 +1,6 @@
 package io.phasemeter.proxy.budget;
 
+import io.phasemeter.core.budget.LatencyLimit;
 import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.math.BigDecimal;
 import java.time.Duration;
@@ -23,7 +24,8 @@ import java.util.regex.Pattern;
  * file and the budget in front of it.
  *
  * <p>A limit holds when at most {@code 1 − quantile} of the requests took longer than it; see
- * {@link #breached}, the one definition that the live verdict and the alert rules share.
+ * {@link LatencyLimit#breached}, the one definition that the live verdict, the alert rules and the
+ * load client share.
  *
  * @param limitsMs phase key to limit in milliseconds, in the order of the file
  * @param sloPeriod the error budget period ({@code slo_period}), or null: with one, the alert rules
@@ -107,7 +109,7 @@ public record Budget(
           "min_join_coverage: " + minJoinCoverage + " is not a share between 0 and 1, e.g. 0.95");
     }
     for (Map.Entry<String, Double> e : limitsMs.entrySet()) {
-      if (BucketLayout.limitNanos(e.getValue()) < 1) {
+      if (LatencyLimit.nanos(e.getValue()) < 1) {
         throw new IllegalArgumentException(
             "limits_ms." + e.getKey() + ": " + e.getValue() + " is under a nanosecond");
       }
@@ -145,24 +147,11 @@ public record Budget(
 
   /**
    * The budget's verdict on one phase, from counts: breached when the share of values above the
-   * limit, {@code 1 − atOrBelow / total}, is more than {@code 1 − quantile}. This is the arithmetic
-   * of the generated rule ({@code 1 − rate(bucket{le=limit}) / rate(count) > (1 − quantile)}; there
-   * {@code rate()} scales both counts first, so an exact tie may tip either way) and of the live
-   * verdict. It equals "the quantile is above the limit", the quantile taken as the smallest value
-   * with at least {@code quantile × total} values at or below it: both sides are computed as {@code
-   * 1 − x} (exact for x in [0.5, 2]), so a share of exactly {@code 1 − quantile} holds, where
-   * {@code 1 − 95/100 > 0.05} would not. No data: no breach.
+   * limit is more than {@code 1 − quantile} ({@link LatencyLimit#breached}, the one definition,
+   * which the generated rules and the load client's verdict share).
    */
   public boolean breached(long atOrBelow, long total) {
-    return breached(quantile, atOrBelow, total);
-  }
-
-  /**
-   * {@link #breached(long, long)} for a budget at {@code quantile}: the one definition, which the
-   * load client's verdict (ClientBudgets, over a run) calls too.
-   */
-  public static boolean breached(double quantile, long atOrBelow, long total) {
-    return total > 0 && 1 - (double) atOrBelow / total > 1 - quantile;
+    return LatencyLimit.breached(quantile, atOrBelow, total);
   }
 
   /** Whether alerts for this budget burn an error budget ({@code slo_period} is set). */
@@ -172,7 +161,7 @@ public record Budget(
 
   /** The limit of {@code phase} in whole nanoseconds: its bucket boundary (BucketLayout). */
   public long limitNanos(BudgetPhase phase) {
-    return BucketLayout.limitNanos(limitMs(phase));
+    return LatencyLimit.nanos(limitMs(phase));
   }
 
   /** The {@code le} label of {@code phase}'s limit, as {@code /metrics} prints it. */

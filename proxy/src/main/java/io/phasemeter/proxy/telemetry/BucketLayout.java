@@ -71,14 +71,6 @@ public final class BucketLayout {
   }
 
   /**
-   * A limit in milliseconds as the boundary it becomes, in whole nanoseconds (the unit the timers
-   * record in): the same rounding for the proxy's histograms, its live verdict and the alert rules.
-   */
-  public static long limitNanos(double limitMs) {
-    return Math.round(limitMs * 1e6);
-  }
-
-  /**
    * The {@code le} label of the boundary at {@code nanos}, exactly as {@code /metrics} prints it
    * (Micrometer converts to seconds by dividing by 1e9; the Prometheus client prints the double
    * with {@link Double#toString}): 250 ms is {@code "0.25"}, 1.2 s {@code "1.2"}, 6 s {@code

@@ -1,6 +1,5 @@
-package io.phasemeter.proxy.upstream;
+package io.phasemeter.core.net;
 
-import io.vertx.core.http.HttpClosedException;
 import java.io.IOException;
 import java.nio.channels.ClosedChannelException;
 
@@ -14,18 +13,33 @@ public final class StaleConnections {
   /** How soon after sending a close counts as a stale connection rather than a failure. */
   public static final long WINDOW_NANOS = 1_000_000_000L;
 
+  /**
+   * Vert.x's exception for a closed HTTP connection, matched by name so that core needs no Vert.x
+   * (both sides run on Vert.x 5; the proxy's StaleConnectionsVertxTest checks the name).
+   */
+  static final String VERTX_HTTP_CLOSED = "io.vertx.core.http.HttpClosedException";
+
   private StaleConnections() {}
 
   /** Whether {@code t} says the connection was closed (not a decode, TLS or timeout failure). */
   public static boolean closedConnection(Throwable t) {
     for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof HttpClosedException || c instanceof ClosedChannelException) {
+      if (isVertxHttpClosed(c) || c instanceof ClosedChannelException) {
         return true;
       }
       String m = c.getMessage();
       if (c instanceof IOException
           && m != null
           && (m.contains("Connection reset") || m.contains("Broken pipe"))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean isVertxHttpClosed(Throwable t) {
+    for (Class<?> k = t.getClass(); k != null; k = k.getSuperclass()) {
+      if (VERTX_HTTP_CLOSED.equals(k.getName())) {
         return true;
       }
     }
