@@ -33,8 +33,7 @@ class ObjectivesTest {
   @Test
   void colonAndBareMillisecondsAsVllm() {
     assertThat(Objectives.parse("--slo", "ttft:500,tpot:50.5"))
-        .isEqualTo(
-            Objectives.parse("--slo", "ttft=0.5s, tpot = 50500us".replace("50500us", "50.5ms")));
+        .isEqualTo(Objectives.parse("--slo", "ttft=0.5s, tpot = 50.5ms"));
     assertThat(Objectives.parse("--slo", "e2el:1m30s").list().get(0).limitNanos())
         .isEqualTo(90_000_000_000L);
   }
