@@ -315,6 +315,72 @@ class GoodputRunTest {
     assertThat(out.toString()).doesNotContain("goodput");
   }
 
+  private int simRun(Path out, String... more) {
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                "run",
+                "--url",
+                "http://127.0.0.1:" + sim.port(),
+                "--model",
+                "sim-llama",
+                "--rate",
+                "10",
+                "--duration",
+                "500ms",
+                "--mix",
+                "16:2=0.5,16:60=0.5",
+                "--out",
+                out.toString()));
+    args.addAll(List.of(more));
+    return run(args.toArray(String[]::new));
+  }
+
+  @Test
+  void mergeSumsGoodputOfRunsWithTheSameObjectivesAndRefusesDifferentOnes() throws Exception {
+    startSim(0);
+    Path a = dir.resolve("a");
+    Path b = dir.resolve("b");
+    Path c = dir.resolve("c");
+    assertThat(simRun(a, "--slo", "e2el=300ms", "--seed", "1")).as(out + "\n" + err).isZero();
+    assertThat(simRun(b, "--slo", "e2el=300", "--seed", "2")).as(out + "\n" + err).isZero();
+    assertThat(simRun(c, "--slo", "e2el=400ms", "--seed", "3")).as(out + "\n" + err).isZero();
+    JsonNode ga = JSON.readTree(a.resolve("summary.json").toFile()).path("goodput");
+    JsonNode gb = JSON.readTree(b.resolve("summary.json").toFile()).path("goodput");
+
+    Path merged = dir.resolve("ab");
+    assertThat(run("merge", a.toString(), b.toString(), "--out", merged.toString()))
+        .as(out + "\n" + err)
+        .isZero();
+    JsonNode g = JSON.readTree(merged.resolve("summary.json").toFile()).path("goodput");
+    long sent = ga.path("sent").asLong() + gb.path("sent").asLong();
+    long good = ga.path("good").asLong() + gb.path("good").asLong();
+    assertThat(g.path("sent").asLong()).isEqualTo(sent);
+    assertThat(g.path("good").asLong()).isEqualTo(good).isPositive();
+    assertThat(g.path("attainment").asDouble()).isEqualTo((double) good / sent);
+    assertThat(g.path("missed").path("client_total").asLong())
+        .isEqualTo(
+            ga.path("missed").path("client_total").asLong()
+                + gb.path("missed").path("client_total").asLong())
+        .isPositive();
+    // The merged pairs.csv's good column says the same.
+    List<String> lines = Files.readAllLines(merged.resolve("pairs.csv"));
+    int goodColumn = RunMerge.splitCsv(lines.get(0)).indexOf("good");
+    assertThat(
+            lines.subList(1, lines.size()).stream()
+                .filter(l -> RunMerge.splitCsv(l).get(goodColumn).equals("true"))
+                .count())
+        .isEqualTo(good);
+
+    Path mixed = dir.resolve("ac");
+    assertThat(run("merge", a.toString(), c.toString(), "--out", mixed.toString()))
+        .as(out + "\n" + err)
+        .isZero();
+    JsonNode m = JSON.readTree(mixed.resolve("summary.json").toFile());
+    assertThat(m.path("goodput").isNull()).isTrue();
+    assertThat(m.path("goodput_note").asText()).startsWith("not merged: the runs' goodput");
+  }
+
   @Test
   void objectivesThatCouldNeverBeJudgedAreRefusedAtStart() {
     String url = "http://127.0.0.1:9"; // never reached: refused before the run
