@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
@@ -97,6 +98,11 @@ public final class LoadMain implements Callable<Integer> {
         "Sends load to an OpenAI-compatible URL, joins each request with the proxy's record (with"
             + " --admin), prints a live table and writes summary.json, pairs.csv, HdrHistogram logs"
             + " and report.html.",
+        "",
+        "Goodput (--slo, or a budget's slo_ms): a request is good when it succeeded and met every"
+            + " objective; attainment = good / requests sent. Reported in the live table,"
+            + " summary.json (goodput), pairs.csv (good, slo_missed) and the report; not a gate"
+            + " of the exit code.",
         "",
         "Exit codes: 0 every budget holds; 3 a budget is breached (the phase is named); 2 bad usage"
             + " or config; 4 the run is invalid (dropped iterations, no success, an error rate above"
@@ -280,6 +286,21 @@ public final class LoadMain implements Callable<Integer> {
     Path budgets;
 
     @Option(
+        names = "--slo",
+        paramLabel = "OBJ=LIMIT,…",
+        description =
+            "goodput's per-request objectives, e.g. ttft=500ms,tpot=50ms,e2el=10s: a request is"
+                + " good when it succeeded and each figure is at or below its limit (vLLM's"
+                + " --goodput). Names: ttft (= client_ttft), tpot, e2el (= client_total), as vLLM's,"
+                + " or any phase of the catalogue (queue, network_envelope, server_ttft, gateway,"
+                + " …; those of the proxy's record need --admin, and a request not joined is not"
+                + " good). Limits: 500ms, 10s, 1m, or a bare number of milliseconds; '=' or ':'."
+                + " A request with one output token meets tpot. Wins over the budgets file's slo_ms"
+                + " for --model. Reported (attainment = good / requests sent, failures included),"
+                + " never a gate of the exit code (phasemeter load search gates on it)")
+    String slo;
+
+    @Option(
         names = "--out",
         paramLabel = "DIR",
         description = "where the report goes (default: phasemeter-out/run-<time>)")
@@ -420,7 +441,8 @@ public final class LoadMain implements Callable<Integer> {
           apiKeyEnv == null ? null : ApiKey.fromEnv("--api-key-env", apiKeyEnv, parent.env),
           share("--max-error-rate", maxErrorRate),
           WarmUp.Target.parse("--warmup-target", warmupTarget),
-          onOff("--client-floor", clientFloor));
+          onOff("--client-floor", clientFloor),
+          slo == null ? null : Objectives.parse("--slo", slo));
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

@@ -9,6 +9,7 @@ import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.join.ProxyJoin;
 import io.phasemeter.load.report.Connections;
+import io.phasemeter.load.report.Goodput;
 import io.phasemeter.load.report.LiveReport;
 import io.phasemeter.load.report.LiveTable;
 import io.phasemeter.load.report.ReportInput;
@@ -51,6 +52,7 @@ public final class LoadRun {
   private final LoadOptions o;
   private final PrintWriter out;
   private final ClientBudgets budgets;
+  private final Goodput goodput;
   private final TraceIds ids = TraceIds.random();
   private final String prefix = String.format("%016x", ids.instanceId());
   private final Workload workload;
@@ -64,10 +66,11 @@ public final class LoadRun {
   private final ProxyJoin join;
   private long runStart;
 
-  LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets) {
+  LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets, Goodput goodput) {
     this.o = o;
     this.out = out;
     this.budgets = budgets;
+    this.goodput = goodput;
     this.workload = o.workload();
     this.schedule =
         new StepRunner(
@@ -77,7 +80,7 @@ public final class LoadRun {
             o.timeout(),
             o.connectionReuse(),
             o.steps().isEmpty() ? 1 : o.steps().size());
-    this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status);
+    this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status, goodput);
     this.joiner = new Joiner(prefix, 100_000, live::add);
     this.join =
         new ProxyJoin(
@@ -94,8 +97,13 @@ public final class LoadRun {
   /** Runs with a Vert.x of its own and returns the exit code. */
   public static int execute(LoadOptions o, PrintWriter out, PrintWriter err) {
     ClientBudgets budgets;
+    Goodput goodput;
     try {
       budgets = o.budgets() == null ? ClientBudgets.none() : ClientBudgets.load(o.budgets());
+      goodput = Goodput.of(o.slo(), budgets, o.model());
+      if (goodput != null) {
+        goodput.check(o.api(), o.stream(), o.admin() != null);
+      }
       o.workload();
       for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
         if (o.concurrency() == 0) {
@@ -108,7 +116,7 @@ public final class LoadRun {
     }
     Vertx vertx = Vertx.vertx();
     try {
-      return new LoadRun(vertx, o, out, budgets).run(vertx, err);
+      return new LoadRun(vertx, o, out, budgets, goodput).run(vertx, err);
     } catch (Exception e) {
       err.println("phasemeter load: the run failed: " + e);
       return INVALID_RUN;
@@ -329,6 +337,9 @@ public final class LoadRun {
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());
+    // Goodput's objectives (catalogue names) and where they came from: --slo wins over slo_ms.
+    conditions.put("slo", goodput == null ? null : goodput.objectives().toString());
+    conditions.put("slo_source", goodput == null ? null : goodput.source());
     conditions.put("trace_id_prefix", prefix);
     conditions.put("started_at", java.time.Instant.now().toString());
   }
@@ -375,7 +386,8 @@ public final class LoadRun {
             live.cumulative(),
             schedule.connections(),
             o.api(),
-            join.feedCounts()));
+            join.feedCounts(),
+            goodput));
     live.printFinal();
     out.println(
         String.format(

@@ -122,7 +122,11 @@ final class CampaignHtml {
           plan.points().stream().filter(p -> p.open() && p.profile().equals(prof)).toList();
       if (closed.size() > 0) {
         h.append("<h3>").append(esc(prof.name())).append(": metric vs concurrency</h3>");
-        for (String m : VS_CONCURRENCY) {
+        List<String> vsConcurrency = new ArrayList<>(VS_CONCURRENCY);
+        if (plan.slo() != null) {
+          vsConcurrency.add("request_goodput");
+        }
+        for (String m : vsConcurrency) {
           h.append(
               chart(
                   m + " vs concurrency",
@@ -141,6 +145,21 @@ final class CampaignHtml {
         }
         h.append(chart("TTFT and queue vs rate", "offered rate (req/s)", "ms", ttft));
         h.append(chart("total (E2EL) vs rate", "offered rate (req/s)", "ms", total));
+        if (plan.slo() != null) {
+          h.append(
+              chart(
+                  "goodput vs rate (" + plan.slo() + ")",
+                  "offered rate (req/s)",
+                  "good requests per second",
+                  List.of(
+                      series("request_goodput", open, stats, Plan.Point::rate, "request_goodput"),
+                      series(
+                          "request_throughput",
+                          open,
+                          stats,
+                          Plan.Point::rate,
+                          "request_throughput"))));
+        }
       }
     }
 

@@ -90,6 +90,8 @@ public final class CampaignReport {
     p.put("arrival", plan.arrival());
     p.put("stream", plan.stream());
     p.put("api", plan.api().key());
+    // Goodput's objectives, catalogue names (each run's summary.json has them too); null: none.
+    p.put("slo", plan.slo() == null ? null : plan.slo().toString());
     p.put("max_in_flight", plan.maxInFlight());
     p.put("timeout_s", plan.timeout().toMillis() / 1000.0);
     if (plan.apiKeyEnv() != null) {

@@ -305,7 +305,8 @@ public final class CampaignRunner {
         LoadOptions.DEFAULT_MAX_ERROR_RATE,
         // The campaign's own warm-up runs warm the client (one JVM for every run).
         WarmUp.Target.SERVER,
-        false);
+        false,
+        plan.slo());
   }
 
   static Map<String, Double> emptyMetrics() {

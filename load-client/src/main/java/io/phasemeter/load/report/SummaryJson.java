@@ -74,6 +74,13 @@ final class SummaryJson {
       root.putNull("total_output_tokens");
     }
     num(root, "duration_s", in.durationSeconds());
+    if (m.goodput == null) {
+      root.putNull("goodput");
+    } else {
+      // Same time base as request_throughput; attainment over requests sent.
+      m.goodput.write(
+          root.putObject("goodput"), in.sent(), in.ok(), in.durationSeconds(), in.generates());
+    }
 
     ObjectNode phases = root.putObject("phases");
     for (String name : PhaseStats.NAMES) {
