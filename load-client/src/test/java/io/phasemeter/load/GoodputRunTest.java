@@ -138,7 +138,8 @@ class GoodputRunTest {
     long shortOk = 0;
     long longOk = 0;
     long failed = 0;
-    long notJoined = 0;
+    long notJoinedShort = 0;
+    long notJoinedLong = 0;
     for (List<String> r : rows.subList(1, rows.size())) {
       boolean ok = r.get(cls).equals("NONE");
       boolean isLong = r.get(bucket).endsWith("120");
@@ -147,8 +148,14 @@ class GoodputRunTest {
         assertThat(r.get(good)).isEqualTo("false");
         assertThat(r.get(missed)).isEqualTo("error");
       } else if (!r.get(joined).equals("true")) {
-        notJoined++;
+        // Unjudged on queue; a long one misses client_total first (e2el comes before queue).
         assertThat(r.get(good)).isEqualTo("false");
+        assertThat(r.get(missed)).isEqualTo(isLong ? "client_total" : "queue");
+        if (isLong) {
+          notJoinedLong++;
+        } else {
+          notJoinedShort++;
+        }
       } else if (isLong) {
         longOk++;
         assertThat(r.get(good)).as(r.toString()).isEqualTo("false");
@@ -159,6 +166,7 @@ class GoodputRunTest {
         assertThat(r.get(missed)).isEmpty();
       }
     }
+    long notJoined = notJoinedShort + notJoinedLong;
     assertThat(failed).as("the fault injection failed some").isPositive();
     assertThat(shortOk).isPositive();
     assertThat(longOk).isPositive();
@@ -182,17 +190,22 @@ class GoodputRunTest {
     assertThat(g.path("output_token_goodput").asDouble())
         .isCloseTo(2.0 * shortOk / s.path("duration_s").asDouble(), within(1e-9));
     assertThat(g.path("missed").toString())
-        .isEqualTo("{\"client_ttft\":0,\"tpot\":0,\"client_total\":" + longOk + ",\"queue\":0}");
+        .isEqualTo(
+            "{\"client_ttft\":0,\"tpot\":0,\"client_total\":"
+                + (longOk + notJoinedLong)
+                + ",\"queue\":0}");
     assertThat(g.path("first_missed").toString())
         .isEqualTo(
             "{\"client_ttft\":0,\"tpot\":0,\"client_total\":"
-                + longOk
+                + (longOk + notJoinedLong)
                 + ",\"queue\":"
-                + notJoined
+                + notJoinedShort
                 + ",\"error\":"
                 + failed
                 + "}");
     assertThat(g.path("unjudged").toString()).isEqualTo("{\"queue\":" + notJoined + "}");
+    // Judged on every objective, or failed: all but the requests not joined.
+    assertThat(g.path("judged").asLong()).isEqualTo(sent - notJoined);
     assertThat(s.path("conditions").path("slo").asText())
         .isEqualTo("client_ttft=1s,tpot=50ms,client_total=600ms,queue=1s");
     assertThat(s.path("conditions").path("slo_source").asText()).isEqualTo("--slo");
@@ -466,6 +479,125 @@ class GoodputRunTest {
         .isEqualTo(2);
     assertThat(err.toString())
         .contains("phasemeter load: --slo: ttfx: unknown objective (known: ttft, tpot, e2el,");
+    // Only the sampled requests would be joined: the others would all count as not good.
+    assertThat(
+            run(
+                "run",
+                "--url",
+                url,
+                "--admin",
+                url,
+                "--join-sampled-only",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--slo",
+                "e2el=10s,queue=250ms",
+                "--out",
+                dir.toString()))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains(
+            "phasemeter load: --slo: queue: a figure of the proxy's record, joined per request:"
+                + " with --join-sampled-only only the sampled requests are joined");
+  }
+
+  /** A budgets file shared by runs of every kind: objectives on client_ttft and queue. */
+  private Path sharedBudgets() throws Exception {
+    Path budgets = dir.resolve("shared-budgets.yaml");
+    Files.writeString(
+        budgets,
+        "budgets:\n  - name: chat\n    limits_ms: {client_total: 60000}\n"
+            + "    slo_ms: {client_ttft: 500, queue: 250}\n");
+    return budgets;
+  }
+
+  @Test
+  void aBudgetsFilesObjectivesAnEmbeddingsRunCannotJudgeAreDroppedAndGoodputIsNull()
+      throws Exception {
+    startSim(0);
+    Path budgets = sharedBudgets();
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + sim.port(),
+            "--model",
+            "sim-llama",
+            "--api",
+            "embeddings",
+            "--rate",
+            "10",
+            "--duration",
+            "500ms",
+            "--input-tokens",
+            "16",
+            "--budgets",
+            budgets.toString(),
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    assertThat(s.path("goodput").isNull()).isTrue();
+    assertThat(s.path("goodput_note").asText())
+        .isEqualTo(
+            "not judged: no objective of budgets: chat can be judged in this run"
+                + " (conditions.slo_skipped says why)");
+    JsonNode skipped = s.path("conditions").path("slo_skipped");
+    assertThat(skipped.fieldNames()).toIterable().containsExactly("client_ttft", "queue");
+    assertThat(skipped.path("client_ttft").asText())
+        .startsWith("not applicable to --api embeddings");
+    assertThat(skipped.path("queue").asText()).contains("it needs --admin");
+    assertThat(s.path("conditions").path("slo").isNull()).isTrue();
+    assertThat(s.path("conditions").path("slo_source").asText()).isEqualTo("budgets: chat");
+    assertThat(out.toString())
+        .contains(
+            "note: slo_ms of budget 'chat': not judged in this run; client_ttft: not applicable"
+                + " to --api embeddings")
+        .contains("(no objective left: goodput is null)");
+  }
+
+  @Test
+  void aBudgetsFilesQueueObjectiveIsDroppedWithoutAdminAndTheRestJudged() throws Exception {
+    startSim(0);
+    Path budgets = sharedBudgets();
+    int code =
+        run(
+            "run",
+            "--url",
+            "http://127.0.0.1:" + sim.port(),
+            "--model",
+            "sim-llama",
+            "--rate",
+            "10",
+            "--duration",
+            "500ms",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "2",
+            "--budgets",
+            budgets.toString(),
+            "--out",
+            dir.toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    JsonNode s = summary();
+    JsonNode g = s.path("goodput");
+    assertThat(g.path("objectives_ms").toString()).isEqualTo("{\"client_ttft\":500.0}");
+    assertThat(g.path("source").asText()).isEqualTo("budgets: chat");
+    assertThat(g.path("good").asLong()).isEqualTo(g.path("sent").asLong()).isPositive();
+    assertThat(g.path("judged").asLong()).isEqualTo(g.path("sent").asLong());
+    assertThat(s.has("goodput_note")).isFalse();
+    assertThat(s.path("conditions").path("slo").asText()).isEqualTo("client_ttft=500ms");
+    assertThat(s.path("conditions").path("slo_skipped").fieldNames())
+        .toIterable()
+        .containsExactly("queue");
+    assertThat(out.toString())
+        .contains("note: slo_ms of budget 'chat': not judged in this run; queue: a figure of the")
+        .doesNotContain("goodput is null");
   }
 
   @Test

@@ -189,11 +189,19 @@ public final class ClientBudgets {
    * the file among those.
    */
   public Budget sloBudget(String model) {
-    List<Budget> withSlo = forModel(model).stream().filter(b -> !b.slo().isEmpty()).toList();
+    List<Budget> withSlo = sloBudgets(model);
     return withSlo.stream()
         .filter(b -> b.model().equals(model))
         .findFirst()
         .orElse(withSlo.isEmpty() ? null : withSlo.get(0));
+  }
+
+  /**
+   * Every budget that applies to {@code model} and gives {@code slo_ms}, in the file's order: more
+   * than one, and {@link #sloBudget} takes one and ignores the others (a note names them).
+   */
+  public List<Budget> sloBudgets(String model) {
+    return forModel(model).stream().filter(b -> !b.slo().isEmpty()).toList();
   }
 
   /** The budgets that apply to {@code model}. */

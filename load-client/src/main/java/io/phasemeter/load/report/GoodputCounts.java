@@ -18,6 +18,10 @@ public final class GoodputCounts {
   private long good;
   private long failed;
   private long goodOutputTokens;
+
+  /** Requests that succeeded and had a figure for every objective: judged on each. */
+  private long judgedOk;
+
   private final long[] missed;
   private final long[] firstMissed;
   private final long[] unjudged;
@@ -47,6 +51,9 @@ public final class GoodputCounts {
   /** Counts one finished request judged {@code v}. */
   public synchronized void add(Pair pair, Verdict v) {
     finished++;
+    if (!Verdict.ERROR.equals(v.firstMissed()) && v.unjudged().isEmpty()) {
+      judgedOk++;
+    }
     if (v.good()) {
       good++;
       long tokens = pair.client().usageCompletionTokens();
@@ -105,6 +112,9 @@ public final class GoodputCounts {
     o.put("good", good);
     long notOk = Math.max(0, sent - ok);
     o.put("failed", notOk);
+    // Requests judged on every objective (a figure for each), or that failed (a failure needs no
+    // figure to be not good): sent - judged requests were not good for want of a figure.
+    o.put("judged", judgedOk + notOk);
     num(o, "attainment", sent == 0 ? Double.NaN : (double) good / sent);
     num(o, "request_goodput", good / seconds);
     if (generates) {
@@ -164,6 +174,35 @@ public final class GoodputCounts {
       sb.append(sb.length() == 0 ? "" : ", ").append("error ").append(failed);
     }
     return sb.length() == 0 ? "" : "; first missed: " + sb;
+  }
+
+  /**
+   * The final line's tail: {@code ; N unjudged (...)} when requests that succeeded lacked a figure,
+   * and a warning for each objective no request that succeeded could be judged on (an engine phase
+   * without the proxy's engine spans, a server figure of a run whose records never joined); empty
+   * when neither.
+   */
+  public synchronized String unjudgedText() {
+    StringBuilder sb = new StringBuilder();
+    long unjudgedRequests = finished - failed - judgedOk;
+    if (unjudgedRequests > 0) {
+      sb.append("; ")
+          .append(unjudgedRequests)
+          .append(" succeeded but unjudged (a figure absent: not good)");
+    }
+    long succeeded = finished - failed;
+    for (int i = 0; i < objectives.size(); i++) {
+      if (succeeded > 0 && unjudged[i] == succeeded) {
+        Objective o = objectives.get(i);
+        sb.append("; warning: no request could be judged on ").append(o.key());
+        sb.append(
+            o.phase().source() == io.phasemeter.core.Phases.Source.ENGINE
+                ? " (the engine's phases need the proxy's engine spans:"
+                    + " telemetry.engine_spans.enabled, and a pool that is not external)"
+                : " (none of the proxy's records joined)");
+      }
+    }
+    return sb.toString();
   }
 
   /** Per objective, in order: requests that missed it. */

@@ -35,7 +35,7 @@ final class GoodputHtml {
         .append(Html.trim(seconds))
         .append(" s (the time base of request throughput).</p>");
     b.append("<table><tr><th class=\"l\">objective</th><th>limit</th><th>missed</th>")
-        .append("<th>first missed</th><th>unjudged (not joined)</th></tr>");
+        .append("<th>first missed</th><th>unjudged (figure absent)</th></tr>");
     List<Objective> objectives = g.goodput().objectives().list();
     long[] missed = g.missed();
     long[] first = g.firstMissed();
@@ -47,7 +47,12 @@ final class GoodputHtml {
       td(b, "", Html.msUnit(o.limitMs()));
       td(b, "", Long.toString(missed[i]));
       td(b, "", Long.toString(first[i]));
-      td(b, "", Goodput.needsTheJoin(o.phase()) ? Long.toString(unjudged[i]) : "\u2013");
+      td(
+          b,
+          "",
+          Goodput.needsTheJoin(o.phase()) || unjudged[i] > 0
+              ? Long.toString(unjudged[i])
+              : "\u2013");
       b.append("</tr>");
     }
     long failed = Math.max(0, in.sent() - in.ok());
@@ -59,8 +64,10 @@ final class GoodputHtml {
     td(b, "", "\u2013");
     b.append("</tr></table>");
     b.append("<p class=\"muted\">A failed request is never good; a request with one output")
-        .append(" token meets TPOT (vLLM's convention); a figure of the proxy's record absent")
-        .append(" because the request was not joined leaves it unjudged, and not good. One")
+        .append(" token meets TPOT (vLLM's convention), one with more but no TPOT (not streamed")
+        .append(" as SSE, every token in one chunk) is unjudged on it; a figure of the proxy's")
+        .append(" record absent because the request was not joined (or, for the engine's phases,")
+        .append(" had no engine span) leaves it unjudged, and not good. One")
         .append(" request may miss several objectives; \u201cfirst missed\u201d counts each")
         .append(" request once, at the first objective it missed in the order given. Attainment is")
         .append(" reported, not a gate of the run.</p>");

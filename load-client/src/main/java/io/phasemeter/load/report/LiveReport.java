@@ -281,7 +281,8 @@ public final class LiveReport implements AutoCloseable {
             sent == 0 ? "-" : String.format(Locale.ROOT, "%.1f%%", 100.0 * good / sent),
             good,
             sent)
-        + goodput.firstMissedText();
+        + goodput.firstMissedText()
+        + goodput.unjudgedText();
   }
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */
