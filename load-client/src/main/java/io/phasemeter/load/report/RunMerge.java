@@ -340,9 +340,9 @@ public final class RunMerge {
   /**
    * {@code goodput} of the merged run: the instances' counts summed, attainment recomputed over the
    * summed requests sent, good requests and tokens per second summed (the instances ran at the same
-   * time, as {@code achieved_rate}); null with a {@code goodput_note} when the instances'
-   * objectives differ or only some had any (never a number over different definitions); null when
-   * none had any.
+   * time, as {@code achieved_rate}: runs one after another give a sum no instance saw); null with a
+   * {@code goodput_note} when the instances' objectives differ or only some had any (never a number
+   * over different definitions); null when none had any.
    */
   static void mergeGoodput(ObjectNode root, List<JsonNode> goodputs) {
     boolean none = goodputs.stream().allMatch(g -> g.isMissingNode() || g.isNull());
@@ -373,6 +373,11 @@ public final class RunMerge {
     g.put("sent", sent);
     g.put("good", good);
     g.put("failed", sum(goodputs, "failed"));
+    if (goodputs.stream().allMatch(x -> x.path("judged").isNumber())) {
+      g.put("judged", sum(goodputs, "judged"));
+    } else {
+      g.putNull("judged"); // a summary written before judged was counted
+    }
     putNumber(g, "attainment", sent == 0 ? Double.NaN : (double) good / sent);
     for (String rate : List.of("request_goodput", "output_token_goodput")) {
       boolean all = goodputs.stream().allMatch(x -> x.path(rate).isNumber());
