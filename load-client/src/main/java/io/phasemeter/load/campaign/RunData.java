@@ -12,6 +12,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * What one run left behind, read back from its own files: the counts of summary.json and the class
@@ -39,6 +40,16 @@ public record RunData(JsonNode summary, List<Request> requests) {
           "request_goodput",
           "output_token_goodput",
           "attainment");
+
+  /**
+   * Goodput's metrics: their statistics take every measured run that sent its load, failed requests
+   * included ({@link Validity#loadSent}), the others only valid runs.
+   */
+  public static final Set<String> GOODPUT =
+      Set.of("request_goodput", "output_token_goodput", "attainment");
+
+  /** A share, between 0 and 1: its interval is shown clamped to [0, 1]. */
+  public static final String ATTAINMENT = "attainment";
 
   /** One request as pairs.csv tells it. */
   public record Request(String errorClass, String invalidReason, double tpotMs) {}

@@ -110,6 +110,57 @@ class GoodputCampaignTest {
   }
 
   @Test
+  void goodputTakesTheRunsWithFailedRequestsTheOtherMetricsLeaveOut() throws Exception {
+    // A quarter of the requests fail: every run is invalid (a failed request), yet it sent its
+    // load, and attainment (good / sent, failures included) is what goodput is about.
+    servers.close().await(10, TimeUnit.SECONDS);
+    servers = Vertx.vertx();
+    sim =
+        Simulator.start(
+                servers,
+                SimulatorConfig.defaults()
+                    .withPort(0)
+                    .withSlots(16)
+                    .withDecodeStepMs(10)
+                    .withDecodeStepGrowth(0)
+                    .withPrefillTokensPerSecond(10_000_000)
+                    .withErrorRate(0.25)
+                    .withSeed(5))
+            .await(10, TimeUnit.SECONDS);
+    Path outDir = dir.resolve("f");
+    int code =
+        campaign(
+            "model: sim-llama\nrepeats: 3\nseed: 3\nduration: 1s\nwarmup_duration: 200ms\n"
+                + "profiles: [16:2]\nrates: [12]\narrival: constant\nslo: e2el=300ms\n",
+            outDir);
+    assertThat(code).as(out.toString()).isNotEqualTo(2);
+    JsonNode c = JSON.readTree(outDir.resolve("campaign.json").toFile());
+    JsonNode p = c.path("points").get(0);
+    assertThat(p.path("valid_runs").asInt()).as(out.toString()).isZero();
+    assertThat(p.path("goodput_runs").asInt()).isEqualTo(3);
+    JsonNode m = p.path("metrics");
+    assertThat(m.path("ttft_p50_ms").path("n").asInt()).as("valid runs only").isZero();
+    JsonNode att = m.path("attainment");
+    assertThat(att.path("n").asInt()).isEqualTo(3);
+    assertThat(att.path("mean").asDouble()).isGreaterThan(0).isLessThan(1);
+    assertThat(att.path("ci95_low").asDouble()).isGreaterThanOrEqualTo(0);
+    assertThat(att.path("ci95_high").asDouble()).isLessThanOrEqualTo(1);
+    // Each run's own attainment, as its summary.json says.
+    assertThat(att.path("runs").size()).isEqualTo(3);
+    for (JsonNode run : c.path("runs")) {
+      if (!run.path("warmup").asBoolean()) {
+        JsonNode g =
+            JSON.readTree(outDir.resolve(run.path("dir").asText()).resolve("summary.json").toFile())
+                .path("goodput");
+        assertThat(g.path("failed").asLong()).isPositive();
+        assertThat(run.path("metrics").path("attainment").asDouble())
+            .isEqualTo(g.path("attainment").asDouble());
+      }
+    }
+    assertThat(m.path("request_goodput").path("n").asInt()).isEqualTo(3);
+  }
+
+  @Test
   void objectivesNoRunCouldBeJudgedOnAreRefusedAtStart() throws Exception {
     String base = "model: sim-llama\nrepeats: 3\nduration: 1s\nprofiles: [16:2]\nrates: [4]\n";
     assertThat(campaign(base + "api: embeddings\nslo: ttft=1s\n", dir.resolve("e"))).isEqualTo(2);
