@@ -288,6 +288,7 @@ public final class LoadMain implements Callable<Integer> {
     @Option(
         names = "--slo",
         paramLabel = "OBJ=LIMIT,…",
+        arity = "1..*",
         description =
             "goodput's per-request objectives, e.g. ttft=500ms,tpot=50ms,e2el=10s: a request is"
                 + " good when it succeeded and each figure is at or below its limit (vLLM's"
@@ -295,9 +296,17 @@ public final class LoadMain implements Callable<Integer> {
                 + " or any phase of the catalogue (queue, network_envelope, server_ttft, gateway,"
                 + " …; those of the proxy's record need --admin, and a request not joined is not"
                 + " good). Limits: 500ms, 10s, 1m, or a bare number of milliseconds; '=' or ':'."
-                + " A request with one output token meets tpot. Wins over the budgets file's slo_ms"
+                + " Separated by commas or spaces: vLLM's --goodput ttft:500 tpot:50 e2el:10000"
+                + " pastes as is. A request with one output token meets tpot; engine_queue,"
+                + " prefill and decode are judged only on requests with the engine's spans"
+                + " (telemetry.engine_spans). Wins over the budgets file's slo_ms"
                 + " for --model. Reported (attainment = good / requests sent, failures included),"
                 + " never a gate of the exit code (phasemeter load search gates on it)")
+    void slo(List<String> objectives) {
+      slo = String.join(" ", objectives);
+    }
+
+    /** {@code --slo}'s objectives as given, several arguments joined by a space; null: none. */
     String slo;
 
     @Option(

@@ -479,6 +479,46 @@ class GoodputRunTest {
         .isEqualTo(2);
     assertThat(err.toString())
         .contains("phasemeter load: --slo: ttfx: unknown objective (known: ttft, tpot, e2el,");
+    // vLLM's form, several arguments: the second one is read (and refused without --admin).
+    assertThat(
+            run(
+                "run",
+                "--url",
+                url,
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--slo",
+                "e2el:10000",
+                "queue:250",
+                "--out",
+                dir.toString()))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("phasemeter load: --slo: queue: a figure of the proxy's");
+    // And one quoted argument.
+    assertThat(
+            run(
+                "run",
+                "--url",
+                url,
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--duration",
+                "1s",
+                "--api",
+                "embeddings",
+                "--slo",
+                "e2el:10000 ttft:500",
+                "--out",
+                dir.toString()))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains("phasemeter load: --slo: client_ttft: not applicable to --api embeddings");
     // Only the sampled requests would be joined: the others would all count as not good.
     assertThat(
             run(

@@ -2,6 +2,7 @@ package io.phasemeter.core.slo;
 
 import io.phasemeter.core.Durations;
 import io.phasemeter.core.Phases;
+import io.phasemeter.core.budget.LatencyLimit;
 import java.math.BigDecimal;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -87,7 +88,8 @@ public record Objectives(List<Objective> list) {
   }
 
   /**
-   * Parses the command-line form {@code ttft=500ms,tpot=50ms,e2el=10s} ({@code --slo}).
+   * Parses the command-line form {@code ttft=500ms,tpot=50ms,e2el=10s} ({@code --slo}); the
+   * objectives may also be separated by spaces, as vLLM's {@code --goodput ttft:500 tpot:50}.
    *
    * @param flag the flag or key, named in every error
    * @throws IllegalArgumentException one line naming {@code flag}, the objective and the known
@@ -99,7 +101,8 @@ public record Objectives(List<Objective> list) {
           flag + ": give objectives such as ttft=500ms,tpot=50ms,e2el=10s");
     }
     Map<String, Object> entries = new LinkedHashMap<>();
-    for (String part : text.split(",", -1)) {
+    String joined = text.trim().replaceAll("\\s*([=:])\\s*", "$1");
+    for (String part : joined.split("\\s*,\\s*|\\s+", -1)) {
       String item = part.trim();
       int eq = firstOf(item, '=', ':');
       if (eq <= 0 || eq == item.length() - 1) {
@@ -301,10 +304,17 @@ public record Objectives(List<Objective> list) {
   private static long limit(String at, Object value, boolean unitsAllowed) {
     double nanos;
     String text = String.valueOf(value).trim();
+    double ms = 0;
+    boolean inMs = true;
     if (value instanceof Number n) {
-      nanos = n.doubleValue() * 1e6;
+      ms = n.doubleValue();
     } else if (BARE_NUMBER.matcher(text).matches()) {
-      nanos = Double.parseDouble(text) * 1e6;
+      ms = Double.parseDouble(text);
+    } else {
+      inMs = false;
+    }
+    if (inMs) {
+      nanos = ms * 1e6;
     } else if (unitsAllowed) {
       try {
         nanos = Durations.parse(text).toNanos();
@@ -325,7 +335,9 @@ public record Objectives(List<Objective> list) {
     if (nanos > MAX_NANOS) {
       throw new IllegalArgumentException(at + ": must be at most a day, got '" + text + "'");
     }
-    long rounded = Math.round(nanos);
+    // Milliseconds are rounded as every latency limit is (LatencyLimit.nanos); a duration is whole
+    // nanoseconds already.
+    long rounded = inMs ? LatencyLimit.nanos(ms) : Math.round(nanos);
     if (rounded <= 0) {
       throw new IllegalArgumentException(at + ": must be above zero, got '" + text + "'");
     }

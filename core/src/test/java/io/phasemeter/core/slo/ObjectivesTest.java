@@ -89,6 +89,29 @@ class ObjectivesTest {
   }
 
   @Test
+  void vllmsSpaceSeparatedGoodputIsTheSameObjectives() {
+    // vLLM: --goodput ttft:500 tpot:50 e2el:10000 (several arguments, or one quoted).
+    Objectives o = Objectives.parse("--slo", "ttft=500ms,tpot=50ms,e2el=10s");
+    assertThat(Objectives.parse("--slo", "ttft:500 tpot:50 e2el:10000")).isEqualTo(o);
+    assertThat(Objectives.parse("--slo", "  ttft:500   tpot:50,e2el : 10000 ")).isEqualTo(o);
+  }
+
+  @Test
+  void millisecondsAreRoundedAsEveryLatencyLimit() {
+    for (double ms : new double[] {0.001, 250.5, 0.1 + 0.2, 1234.5678901}) {
+      assertThat(Objectives.parse("--slo", "queue=" + ms).list().get(0).limitNanos())
+          .as("%s ms", ms)
+          .isEqualTo(io.phasemeter.core.budget.LatencyLimit.nanos(ms));
+      assertThat(
+              Objectives.fromSloMs("slo_ms", java.util.Map.of("queue", ms))
+                  .list()
+                  .get(0)
+                  .limitNanos())
+          .isEqualTo(io.phasemeter.core.budget.LatencyLimit.nanos(ms));
+    }
+  }
+
+  @Test
   void planMapTakesTheSameNamesAndNumbersAsMilliseconds() {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("ttft", 500);
