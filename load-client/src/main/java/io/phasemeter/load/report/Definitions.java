@@ -43,7 +43,8 @@ final class Definitions {
     m.put(
         "attainment",
         "good requests / requests sent (failures included); a request not joined is not good"
-            + " when an objective needs the proxy's record");
+            + " when an objective needs the proxy's record (goodput.judged: the requests with a"
+            + " figure for every objective, or failed)");
     m.put("achieved_rate", "requests finished per second over the run, as the load client saw it");
     m.put("join_coverage", "successful requests that joined a proxy record / successful requests");
     return m;

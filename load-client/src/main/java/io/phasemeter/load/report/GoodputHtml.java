@@ -101,13 +101,22 @@ final class GoodputHtml {
           "#2e7d32",
           String.format(
               Locale.ROOT,
-              "%d good of %d started at %s s",
+              "%d good of %d finished, started at %s s",
               m.goodOverTime[i],
               t.started(),
               Html.trim(t.startSeconds())));
     }
-    b.append("<figure><figcaption>Attainment per interval (good / requests started in it, by")
-        .append(" intended start)</figcaption>")
+    long unfinished = Math.max(0, m.in.sent() - m.goodput.finished());
+    b.append("<figure><figcaption>Attainment per interval (good / requests started in it that")
+        .append(" finished, by intended start")
+        .append(
+            unfinished == 0
+                ? ")"
+                : "; the "
+                    + unfinished
+                    + " still in flight at the end are in no interval, though the run's"
+                    + " attainment counts them as not good)")
+        .append("</figcaption>")
         .append(svg)
         .append("</figure>");
   }
