@@ -29,9 +29,14 @@ final class Format {
       return "–";
     }
     double p = 100 * share;
-    return (Math.abs(p) >= 10 || p == Math.rint(p)
-            ? String.format(Locale.ROOT, "%.0f", p)
-            : String.format(Locale.ROOT, "%.2g", p))
+    if (Math.abs(p) >= 10) {
+      return String.format(Locale.ROOT, "%.0f %%", p);
+    }
+    // Two significant digits, without trailing zeros: 1 - 0.95 is 5 %, not 5.0 %.
+    return java.math.BigDecimal.valueOf(p)
+            .round(new java.math.MathContext(2))
+            .stripTrailingZeros()
+            .toPlainString()
         + " %";
   }
 

@@ -138,16 +138,14 @@ public record LimitingPhase(
             Format.pct(top.overLimitShare()),
             Format.pct(1 - top.quantile()));
     String reason;
-    if (phase.equals(canonical)) {
-      reason = growth(phase, pass, fail, closed) + "; its budget " + budget;
-    } else if (isSum(canonical)) {
+    if (isSum(canonical)) {
       reason =
           canonical
               + "'s budget "
               + budget
               + " at "
               + Format.load(fail.load(), closed)
-              + (phase.equals(top.phase())
+              + (phase.equals(canonical)
                   ? "; its parts are unknown without the join (--admin)"
                   : "; of its parts, " + growth(phase, pass, fail, closed));
     } else {

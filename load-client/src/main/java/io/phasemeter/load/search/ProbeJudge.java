@@ -27,9 +27,10 @@ import java.util.Map;
  * input (exit 2) and when nothing succeeded at the very first probe.
  *
  * <p>The margin is the smallest of: {@code (1 − quantile) − share above the limit} per latency
- * budget (judged on exact counts), {@code attainment − min_attainment}, {@code limit − error rate},
- * and minus the share dropped or timed out. It is at or above 0 exactly when the probe passes on
- * those criteria.
+ * budget (judged on exact counts) and {@code attainment − min_attainment}; a probe that failed on
+ * its error rate, drops or timeouts adds {@code limit − error rate} and minus the share dropped or
+ * timed out (only then: a constant headroom of the error rate would pull every crossing towards the
+ * pass). It is at or above 0 exactly when the probe passes on those criteria.
  */
 final class ProbeJudge {
   /** Above this p95 of schedule_lag the client did not keep its own schedule. */
@@ -135,8 +136,8 @@ final class ProbeJudge {
         continue;
       }
       if (phase.equals("error_rate")) {
-        margins.add(limit - observed);
         if (breached) {
+          margins.add(limit - observed);
           fail.add(
               String.format(
                   Locale.ROOT,
@@ -183,8 +184,8 @@ final class ProbeJudge {
     }
     double allowed = num(s.path("conditions").path("max_error_rate"));
     if (Double.isFinite(allowed) && Double.isFinite(errorRate)) {
-      margins.add(allowed - errorRate);
       if (errorRate > allowed) {
+        margins.add(allowed - errorRate);
         fail.add(
             String.format(
                 Locale.ROOT,
