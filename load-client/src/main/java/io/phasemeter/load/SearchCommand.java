@@ -33,7 +33,7 @@ import picocli.CommandLine.Option;
           + " (warm-up at load, then --duration): doubling from the start until a probe fails,"
           + " halving if the start fails, then bisection between the last pass and the first"
           + " failure down to --resolution, then --repeats confirmation blocks of the last pass,"
-          + " the first failure and one bracket width below, in a seeded random order; the"
+          + " the first failure and one bracket width below and above, in a seeded random order; the"
           + " capacity is the mean of the blocks' crossings with a 95 %% Student-t interval. The"
           + " limiting phase is named from the join (--admin): the phase whose budget was"
           + " breached most at the first failing probe above the capacity, or, on objectives"
@@ -46,8 +46,8 @@ import picocli.CommandLine.Option;
           + " budgets' minimum): an invalid probe is repeated once, then counted as neither.",
       "",
       "With the defaults (probes of 10 s after 5 s at load, 3 blocks), a search at the scale of"
-          + " the demo's simulator (capacity about 10 req/s, from 1 req/s) runs about 18 probes:"
-          + " 6 to 7 minutes.",
+          + " the demo's simulator (capacity about 10 req/s, from 1 req/s) runs about 21 probes:"
+          + " about 7 minutes.",
       "",
       "Writes search.json, report.html and probes/NN-rate-R/ (each probe's own report and"
           + " run.log) into --out; one line per probe.",

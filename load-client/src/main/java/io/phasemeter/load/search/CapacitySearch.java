@@ -14,9 +14,9 @@ import java.util.Locale;
  *       down to the floor.
  *   <li>Bisect between the last pass and the first failure until they are within the resolution
  *       ({@code (fail − pass) / fail}; closed model: until they differ by 1).
- *   <li>Confirm: the last pass, the first failure and the load one bracket width below the pass, in
- *       {@code repeats} blocks of a fresh seeded random order each ({@link Schedule}); {@link
- *       Confirmation} turns them into the capacity and its interval.
+ *   <li>Confirm: the last pass, the first failure and the loads one bracket width below the pass
+ *       and above the failure, in {@code repeats} blocks of a fresh seeded random order each
+ *       ({@link Schedule}); {@link Confirmation} turns them into the capacity and its interval.
  * </ol>
  *
  * An invalid probe is repeated once; invalid again, it counts as neither pass nor fail: in the
@@ -133,6 +133,8 @@ public final class CapacitySearch {
   private final List<String> notes = new ArrayList<>();
   private Double pass;
   private Double fail;
+  private boolean rebracketed;
+  private int confirmFrom;
 
   public CapacitySearch(Settings settings, Prober prober) {
     this.s = settings;
@@ -141,7 +143,7 @@ public final class CapacitySearch {
 
   /** Runs the whole search. */
   public Outcome run() {
-    Status bracket = bracket();
+    Status bracket = bracket(s.start());
     if (bracket != null) {
       return outcome(bracket, List.of(), null);
     }
@@ -149,18 +151,92 @@ public final class CapacitySearch {
     if (bisected != null) {
       return outcome(bisected, List.of(), null);
     }
-    List<Double> rates = Confirmation.rates(pass, fail, s.closed(), s.resolution());
+    List<Double> rates = Confirmation.rates(pass, fail, s.closed(), s.resolution(), s.maxLoad());
     Status confirmed = confirm(rates);
-    List<Probe> confirm = probes.stream().filter(p -> p.stage() == Probe.Stage.CONFIRM).toList();
-    Confirmation.Result result =
-        confirm.isEmpty() ? null : Confirmation.estimate(confirm, rates, s.repeats());
+    Confirmation.Result result = estimate(rates);
+    if (confirmed == null && result != null && rebracket(result, rates)) {
+      // The blocks say one noisy probe put the bracket in the wrong place: once more around the
+      // new bracket, and only the new blocks count.
+      Status again =
+          fail == null && pass < s.maxLoad() ? bracket(Math.min(s.maxLoad(), pass * 2)) : null;
+      if (again == null) {
+        again = bisect();
+      }
+      if (again == null) {
+        confirmFrom = probes.size();
+        rates = Confirmation.rates(pass, fail, s.closed(), s.resolution(), s.maxLoad());
+        confirmed = confirm(rates);
+        result = estimate(rates);
+      } else {
+        confirmed = again;
+      }
+    }
     Status status = confirmed != null ? confirmed : fail == null ? Status.AT_LEAST : Status.FOUND;
     return outcome(status, rates, result);
   }
 
+  /** The confirmation's estimate from the probes of its blocks, or null without any. */
+  private Confirmation.Result estimate(List<Double> rates) {
+    List<Probe> confirm =
+        probes.subList(confirmFrom, probes.size()).stream()
+            .filter(p -> p.stage() == Probe.Stage.CONFIRM)
+            .toList();
+    return confirm.isEmpty() ? null : Confirmation.estimate(confirm, rates, s.repeats());
+  }
+
+  /**
+   * When every block held at every load up to the highest confirmed (censored high) and a probe
+   * failed above it, or failed at every load (censored low) and a probe passed below, the bracket
+   * moves there; once per search, said in the notes.
+   */
+  private boolean rebracket(Confirmation.Result r, List<Double> rates) {
+    if (rebracketed || r.blocks().isEmpty()) {
+      return false;
+    }
+    double top = rates.get(rates.size() - 1);
+    double bottom = rates.get(0);
+    if (r.blocks().stream().allMatch(b -> "high".equals(b.censored()))) {
+      Double above =
+          probes.stream()
+              .filter(p -> p.failed() && p.load() > top)
+              .map(Probe::load)
+              .min(Double::compare)
+              .orElse(null);
+      if (above == null && top >= s.maxLoad()) {
+        return false;
+      }
+      // Without a failure above, the doubling goes on from the top.
+      pass = top;
+      fail = above;
+    } else if (r.blocks().stream().allMatch(b -> "low".equals(b.censored()))) {
+      Double below =
+          probes.stream()
+              .filter(p -> p.passed() && p.load() < bottom)
+              .map(Probe::load)
+              .max(Double::compare)
+              .orElse(null);
+      if (below == null) {
+        return false;
+      }
+      pass = below;
+      fail = bottom;
+    } else {
+      return false;
+    }
+    rebracketed = true;
+    notes.add(
+        "every confirmation block "
+            + (fail != null && fail == bottom ? "failed at every load" : "held at every load")
+            + ": the search went on from "
+            + Format.load(pass)
+            + (fail == null ? " upwards" : " – " + Format.load(fail, s.closed()))
+            + " and confirmed again (the first blocks are listed, not counted)");
+    return true;
+  }
+
   /** Doubles or halves to a bracket; null when there is one (or a pass with nothing above). */
-  private Status bracket() {
-    double load = s.start();
+  private Status bracket(double from) {
+    double load = from;
     Probe.Stage stage = Probe.Stage.DOUBLE;
     while (true) {
       Probe p = attempt(load, stage, 0);

@@ -43,10 +43,13 @@ public final class Confirmation {
 
   /**
    * The loads to confirm: the last pass, the first failure, and one bracket width below the pass
-   * (so that a block in which the pass fails still has a crossing); without a failure (the capacity
-   * is at least the pass), the pass and one resolution below it.
+   * and above the failure (up to {@code maxLoad}), so that a block in which the pass fails, or the
+   * failure passes, still has a crossing: a bracket that one noisy probe put too low or too high is
+   * not carried into the answer. Without a failure (the capacity is at least the pass), the pass
+   * and one resolution below it.
    */
-  public static List<Double> rates(Double pass, Double fail, boolean closed, double resolution) {
+  public static List<Double> rates(
+      Double pass, Double fail, boolean closed, double resolution, double maxLoad) {
     double width =
         fail != null ? fail - pass : closed ? 1 : Math.max(pass * resolution, Double.MIN_NORMAL);
     List<Double> out = new ArrayList<>();
@@ -57,6 +60,9 @@ public final class Confirmation {
     out.add(pass);
     if (fail != null) {
       out.add(fail);
+      if (fail + width <= maxLoad) {
+        out.add(closed ? fail + width : round(fail + width, Double.MAX_VALUE));
+      }
     }
     return List.copyOf(out);
   }

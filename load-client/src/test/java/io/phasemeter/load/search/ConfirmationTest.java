@@ -64,9 +64,13 @@ class ConfirmationTest {
   }
 
   @Test
-  void theRatesAreThePassTheFailureAndOneWidthBelow() {
-    assertThat(Confirmation.rates(20.0, 22.0, false, 0.05)).containsExactly(18.0, 20.0, 22.0);
-    assertThat(Confirmation.rates(1.0, 2.0, true, 0.05)).containsExactly(1.0, 2.0);
-    assertThat(Confirmation.rates(7.0, 8.0, true, 0.05)).containsExactly(6.0, 7.0, 8.0);
+  void theRatesAreThePassTheFailureAndOneWidthBelowAndAbove() {
+    double none = Double.POSITIVE_INFINITY;
+    assertThat(Confirmation.rates(20.0, 22.0, false, 0.05, none))
+        .containsExactly(18.0, 20.0, 22.0, 24.0);
+    assertThat(Confirmation.rates(20.0, 22.0, false, 0.05, 23)).containsExactly(18.0, 20.0, 22.0);
+    assertThat(Confirmation.rates(1.0, 2.0, true, 0.05, none)).containsExactly(1.0, 2.0, 3.0);
+    assertThat(Confirmation.rates(7.0, 8.0, true, 0.05, none)).containsExactly(6.0, 7.0, 8.0, 9.0);
+    assertThat(Confirmation.rates(20.0, null, false, 0.05, 20)).containsExactly(19.0, 20.0);
   }
 }
