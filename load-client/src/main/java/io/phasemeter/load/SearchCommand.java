@@ -175,7 +175,14 @@ public final class SearchCommand extends LoadMain.Run {
     if (warmupDuration == null) {
       warmupDuration = DEFAULT_WARMUP_AT_LOAD;
     }
-    Duration warm = Durations.parse(warmupDuration);
+    Duration warm;
+    try {
+      warm = Durations.parse(warmupDuration);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("--warmup-duration: " + e.getMessage());
+    }
+    // 0 is allowed here: no warm-up at load (the run's own flag takes only a positive one).
+    warmupDuration = warm.isZero() ? null : warmupDuration;
     if (out == null) {
       out = LoadMain.defaultOut("search");
     }
