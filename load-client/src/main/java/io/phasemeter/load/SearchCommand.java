@@ -46,8 +46,10 @@ import picocli.CommandLine.Option;
           + " budgets' minimum): an invalid probe is repeated once, then counted as neither.",
       "",
       "With the defaults (probes of 10 s after 5 s at load, 3 blocks), a search at the scale of"
-          + " the demo's simulator (capacity about 10 req/s, from 1 req/s) runs about 21 probes:"
-          + " about 7 minutes.",
+          + " the demo's simulator (capacity about 8-10 req/s, from 1 req/s) runs about 21 probes"
+          + " of 17 s: 6 minutes; about 35 (10 minutes) when the confirmation has to move the"
+          + " bracket that a noisy probe set (measured: 596 s on a busy 2-core machine). A"
+          + " start --rate near the answer saves the doubling.",
       "",
       "Writes search.json, report.html and probes/NN-rate-R/ (each probe's own report and"
           + " run.log) into --out; one line per probe.",

@@ -135,8 +135,8 @@ public final class Confirmation {
         "mean over %d confirmation blocks of the load where the probe margin crosses zero,"
             + " interpolated linearly between the block's highest passing load and the next load"
             + " (margin: the smallest of (1 - quantile) - share above the limit per latency"
-            + " budget, attainment - min_attainment, the error-rate headroom, minus the share"
-            + " dropped or timed out); %d block(s) censored at an end of the probed loads;"
+            + " budget and attainment - min_attainment; a probe that failed on errors, drops or"
+            + " timeouts adds their excess); %d block(s) censored at an end of the probed loads;"
             + " 95 %% Student-t interval over the blocks",
         r.blocks().size(),
         r.censored());
