@@ -19,8 +19,8 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * {@code phasemeter load run …}, {@code phasemeter demo}, {@code phasemeter load campaign …} and
- * {@code phasemeter load compare A B}.
+ * {@code phasemeter load run …}, {@code phasemeter load search …}, {@code phasemeter demo}, {@code
+ * phasemeter load campaign …} and {@code phasemeter load compare A B}.
  */
 @Command(
     name = "phasemeter load",
@@ -29,6 +29,7 @@ import picocli.CommandLine.Option;
     description = "The Phasemeter load client: open- and closed-model load, joined with the proxy.",
     subcommands = {
       LoadMain.Run.class,
+      SearchCommand.class,
       Demo.class,
       io.phasemeter.load.campaign.CampaignCommand.class,
       io.phasemeter.load.campaign.CompareCommand.class,
@@ -89,7 +90,10 @@ public final class LoadMain implements Callable<Integer> {
     return env;
   }
 
-  /** {@code phasemeter load run}. */
+  /**
+   * {@code phasemeter load run}. Not final: {@link SearchCommand} inherits its options, so that the
+   * search takes every option a run takes.
+   */
   @Command(
       name = "run",
       mixinStandardHelpOptions = true,
@@ -110,7 +114,7 @@ public final class LoadMain implements Callable<Integer> {
             + " the budgets' min_join_coverage)."
       },
       exitCodeOnInvalidInput = 2)
-  static final class Run implements Callable<Integer> {
+  static class Run implements Callable<Integer> {
     @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
     @CommandLine.ParentCommand LoadMain parent;

@@ -224,6 +224,58 @@ public record LoadOptions(
         null);
   }
 
+  /**
+   * These options with another load, place and warm-up, everything else as given: one probe of a
+   * capacity search ({@code phasemeter load search}), built from the search's own parsed options.
+   *
+   * @param rate the open model's rate, or 0 with {@code concurrency}
+   * @param concurrency the closed model's concurrency, or 0 with {@code rate}
+   */
+  public LoadOptions withLoad(
+      double rate,
+      int concurrency,
+      Duration duration,
+      int warmup,
+      Duration warmupDuration,
+      boolean clientFloor,
+      Path out,
+      long seed) {
+    return new LoadOptions(
+        url,
+        admin,
+        adminToken,
+        model,
+        rate,
+        arrival,
+        burstiness,
+        concurrency,
+        List.of(),
+        null,
+        duration,
+        maxInFlight,
+        profile,
+        inputTokens,
+        outputTokens,
+        mix,
+        stream,
+        budgets,
+        out,
+        seed,
+        timeout,
+        reportInterval,
+        joinGrace,
+        api,
+        warmup,
+        warmupDuration,
+        joinSampledOnly,
+        connectionReuse,
+        apiKey,
+        maxErrorRate,
+        warmupTarget,
+        clientFloor,
+        slo);
+  }
+
   /** Whether the requests are free-text chat ({@code --chat}, {@code --api chat}). */
   public boolean chat() {
     return api == Api.CHAT;
