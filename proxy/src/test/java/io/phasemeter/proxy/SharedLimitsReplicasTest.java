@@ -163,8 +163,8 @@ class SharedLimitsReplicasTest {
   }
 
   @Test
-  void threeReplicasAdmitTheKeysRpmOverAMinuteNotThreeTimesIt() throws Exception {
-    long rpm = 600;
+  void threeReplicasAdmitTheKeysRpmNotThreeTimesIt() throws Exception {
+    long rpm = 1200;
     startReplicas(rpm, "250ms");
     // Spend the bucket's burst (it starts full), spread over the replicas.
     int i = 0;
@@ -182,8 +182,9 @@ class SharedLimitsReplicasTest {
     assertThat((double) drained)
         .as("the burst is the key's rpm, shared, and what refilled while it was spent")
         .isBetween(rpm - 1.0, rpm + rpm * drainSeconds / 60 + 1);
-    // Then a minute at 20 requests a second, twice the key's pace: what is admitted is the refill.
-    Paced run = sendPaced(1200, 50, n -> {});
+    // Then 30 s at 40 requests a second, twice the key's pace: what is admitted is the refill (600
+    // requests, as many as a minute at half the pace gives; half the test's time).
+    Paced run = sendPaced(1200, 25, n -> {});
     Map<Integer, Integer> statuses = run.statuses();
     double seconds = run.seconds();
     int admitted = statuses.getOrDefault(200, 0);
@@ -200,8 +201,8 @@ class SharedLimitsReplicasTest {
   }
 
   @Test
-  void threeReplicasAdmitTheKeysTpmOverAMinuteWithRealUsageSettled() throws Exception {
-    long tpm = 30_000;
+  void threeReplicasAdmitTheKeysTpmWithRealUsageSettled() throws Exception {
+    long tpm = 60_000;
     startReplicas(0, tpm, "250ms");
     // Each request is admitted on its estimate (input + max_tokens 60) and settled at the usage
     // the upstream reports (50): the bucket's burst is spent first, spread over the replicas.
@@ -209,9 +210,9 @@ class SharedLimitsReplicasTest {
     while (send(i++ % REPLICAS) != 429) {
       assertThat(i).as("the burst ends").isLessThan(2000);
     }
-    // Then a minute at 20 requests a second, twice what 30,000 tokens a minute at 50 a request
-    // allows: the tokens admitted are the refill.
-    Paced run = sendPaced(1200, 50, n -> {});
+    // Then 30 s at 40 requests a second, twice what 60,000 tokens a minute at 50 a request allows:
+    // the tokens admitted are the refill.
+    Paced run = sendPaced(1200, 25, n -> {});
     Map<Integer, Integer> statuses = run.statuses();
     double seconds = run.seconds();
     long tokens = 50L * statuses.getOrDefault(200, 0);
