@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
@@ -18,8 +19,8 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * {@code phasemeter load run …}, {@code phasemeter demo}, {@code phasemeter load campaign …} and
- * {@code phasemeter load compare A B}.
+ * {@code phasemeter load run …}, {@code phasemeter load search …}, {@code phasemeter demo}, {@code
+ * phasemeter load campaign …} and {@code phasemeter load compare A B}.
  */
 @Command(
     name = "phasemeter load",
@@ -28,6 +29,7 @@ import picocli.CommandLine.Option;
     description = "The Phasemeter load client: open- and closed-model load, joined with the proxy.",
     subcommands = {
       LoadMain.Run.class,
+      SearchCommand.class,
       Demo.class,
       io.phasemeter.load.campaign.CampaignCommand.class,
       io.phasemeter.load.campaign.CompareCommand.class,
@@ -88,7 +90,10 @@ public final class LoadMain implements Callable<Integer> {
     return env;
   }
 
-  /** {@code phasemeter load run}. */
+  /**
+   * {@code phasemeter load run}. Not final: {@link SearchCommand} inherits its options, so that the
+   * search takes every option a run takes.
+   */
   @Command(
       name = "run",
       mixinStandardHelpOptions = true,
@@ -98,13 +103,18 @@ public final class LoadMain implements Callable<Integer> {
             + " --admin), prints a live table and writes summary.json, pairs.csv, HdrHistogram logs"
             + " and report.html.",
         "",
+        "Goodput (--slo, or a budget's slo_ms): a request is good when it succeeded and met every"
+            + " objective; attainment = good / requests sent. Reported in the live table,"
+            + " summary.json (goodput), pairs.csv (good, slo_missed) and the report; not a gate"
+            + " of the exit code.",
+        "",
         "Exit codes: 0 every budget holds; 3 a budget is breached (the phase is named); 2 bad usage"
             + " or config; 4 the run is invalid (dropped iterations, no success, an error rate above"
             + " --max-error-rate (default 1 %%) or the budgets' max_error_rate, join coverage under"
             + " the budgets' min_join_coverage)."
       },
       exitCodeOnInvalidInput = 2)
-  static final class Run implements Callable<Integer> {
+  static class Run implements Callable<Integer> {
     @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
     @CommandLine.ParentCommand LoadMain parent;
@@ -280,6 +290,30 @@ public final class LoadMain implements Callable<Integer> {
     Path budgets;
 
     @Option(
+        names = "--slo",
+        paramLabel = "OBJ=LIMIT,…",
+        arity = "1..*",
+        description =
+            "goodput's per-request objectives, e.g. ttft=500ms,tpot=50ms,e2el=10s: a request is"
+                + " good when it succeeded and each figure is at or below its limit (vLLM's"
+                + " --goodput). Names: ttft (= client_ttft), tpot, e2el (= client_total), as vLLM's,"
+                + " or any phase of the catalogue (queue, network_envelope, server_ttft, gateway,"
+                + " …; those of the proxy's record need --admin, and a request not joined is not"
+                + " good). Limits: 500ms, 10s, 1m, or a bare number of milliseconds; '=' or ':'."
+                + " Separated by commas or spaces: vLLM's --goodput ttft:500 tpot:50 e2el:10000"
+                + " pastes as is. A request with one output token meets tpot; engine_queue,"
+                + " prefill and decode are judged only on requests with the engine's spans"
+                + " (telemetry.engine_spans). Wins over the budgets file's slo_ms"
+                + " for --model. Reported (attainment = good / requests sent, failures included),"
+                + " never a gate of the exit code (phasemeter load search gates on it)")
+    void slo(List<String> objectives) {
+      slo = String.join(" ", objectives);
+    }
+
+    /** {@code --slo}'s objectives as given, several arguments joined by a space; null: none. */
+    String slo;
+
+    @Option(
         names = "--out",
         paramLabel = "DIR",
         description = "where the report goes (default: phasemeter-out/run-<time>)")
@@ -420,7 +454,8 @@ public final class LoadMain implements Callable<Integer> {
           apiKeyEnv == null ? null : ApiKey.fromEnv("--api-key-env", apiKeyEnv, parent.env),
           share("--max-error-rate", maxErrorRate),
           WarmUp.Target.parse("--warmup-target", warmupTarget),
-          onOff("--client-floor", clientFloor));
+          onOff("--client-floor", clientFloor),
+          slo == null ? null : Objectives.parse("--slo", slo));
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

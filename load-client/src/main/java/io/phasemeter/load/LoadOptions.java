@@ -1,5 +1,6 @@
 package io.phasemeter.load;
 
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
@@ -31,6 +32,8 @@ import java.util.List;
  *     --client-floor})
  * @param maxErrorRate the share of requests sent that may fail before the run is invalid ({@code
  *     --max-error-rate}, 0–1); a budgets file's {@code max_error_rate} wins where it gives one
+ * @param slo goodput's objectives from {@code --slo} (or a campaign plan's {@code slo}), or null:
+ *     then the budgets file's {@code slo_ms} for the model, if any; reported, never a gate
  */
 public record LoadOptions(
     URI url,
@@ -64,7 +67,8 @@ public record LoadOptions(
     ApiKey apiKey,
     double maxErrorRate,
     WarmUp.Target warmupTarget,
-    boolean clientFloor) {
+    boolean clientFloor,
+    Objectives slo) {
 
   /** {@code --max-error-rate} when none is given: 1 % of the requests sent. */
   public static final double DEFAULT_MAX_ERROR_RATE = 0.01;
@@ -132,6 +136,7 @@ public record LoadOptions(
       throw new IllegalArgumentException("--admin must be an http URL, e.g. http://127.0.0.1:9464");
     }
     api = api == null ? Api.COMPLETIONS : api;
+    slo = slo == null || slo.isEmpty() ? null : slo;
     if (api == Api.EMBEDDINGS && stream) {
       throw new IllegalArgumentException(
           "--stream cannot go with --api embeddings: embeddings are never streamed");
@@ -147,6 +152,128 @@ public record LoadOptions(
               + " and --input-tokens are for --api completions or embeddings (give"
               + " --output-tokens for max_output_tokens)");
     }
+  }
+
+  /** Options without {@code --slo}. */
+  public LoadOptions(
+      URI url,
+      URI admin,
+      String adminToken,
+      String model,
+      double rate,
+      String arrival,
+      double burstiness,
+      int concurrency,
+      List<Double> steps,
+      Duration stepDuration,
+      Duration duration,
+      int maxInFlight,
+      String profile,
+      int inputTokens,
+      int outputTokens,
+      String mix,
+      boolean stream,
+      Path budgets,
+      Path out,
+      long seed,
+      Duration timeout,
+      Duration reportInterval,
+      Duration joinGrace,
+      Api api,
+      int warmup,
+      Duration warmupDuration,
+      boolean joinSampledOnly,
+      boolean connectionReuse,
+      ApiKey apiKey,
+      double maxErrorRate,
+      WarmUp.Target warmupTarget,
+      boolean clientFloor) {
+    this(
+        url,
+        admin,
+        adminToken,
+        model,
+        rate,
+        arrival,
+        burstiness,
+        concurrency,
+        steps,
+        stepDuration,
+        duration,
+        maxInFlight,
+        profile,
+        inputTokens,
+        outputTokens,
+        mix,
+        stream,
+        budgets,
+        out,
+        seed,
+        timeout,
+        reportInterval,
+        joinGrace,
+        api,
+        warmup,
+        warmupDuration,
+        joinSampledOnly,
+        connectionReuse,
+        apiKey,
+        maxErrorRate,
+        warmupTarget,
+        clientFloor,
+        null);
+  }
+
+  /**
+   * These options with another load, place and warm-up, everything else as given: one probe of a
+   * capacity search ({@code phasemeter load search}), built from the search's own parsed options.
+   *
+   * @param rate the open model's rate, or 0 with {@code concurrency}
+   * @param concurrency the closed model's concurrency, or 0 with {@code rate}
+   */
+  public LoadOptions withLoad(
+      double rate,
+      int concurrency,
+      Duration duration,
+      int warmup,
+      Duration warmupDuration,
+      boolean clientFloor,
+      Path out,
+      long seed) {
+    return new LoadOptions(
+        url,
+        admin,
+        adminToken,
+        model,
+        rate,
+        arrival,
+        burstiness,
+        concurrency,
+        List.of(),
+        null,
+        duration,
+        maxInFlight,
+        profile,
+        inputTokens,
+        outputTokens,
+        mix,
+        stream,
+        budgets,
+        out,
+        seed,
+        timeout,
+        reportInterval,
+        joinGrace,
+        api,
+        warmup,
+        warmupDuration,
+        joinSampledOnly,
+        connectionReuse,
+        apiKey,
+        maxErrorRate,
+        warmupTarget,
+        clientFloor,
+        slo);
   }
 
   /** Whether the requests are free-text chat ({@code --chat}, {@code --api chat}). */

@@ -9,6 +9,7 @@ import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.join.ProxyJoin;
 import io.phasemeter.load.report.Connections;
+import io.phasemeter.load.report.Goodput;
 import io.phasemeter.load.report.LiveReport;
 import io.phasemeter.load.report.LiveTable;
 import io.phasemeter.load.report.ReportInput;
@@ -51,6 +52,14 @@ public final class LoadRun {
   private final LoadOptions o;
   private final PrintWriter out;
   private final ClientBudgets budgets;
+  private final Goodput goodput;
+
+  /** A budgets file's slo_ms objectives this run cannot judge, key to why; empty when none. */
+  private final Map<String, String> sloSkipped;
+
+  /** Where the objectives came from, kept when none was left to judge; null without any. */
+  private final String sloSource;
+
   private final TraceIds ids = TraceIds.random();
   private final String prefix = String.format("%016x", ids.instanceId());
   private final Workload workload;
@@ -64,10 +73,24 @@ public final class LoadRun {
   private final ProxyJoin join;
   private long runStart;
 
-  LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets) {
+  LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets, Goodput goodput) {
+    this(vertx, o, out, budgets, goodput, Map.of(), goodput == null ? null : goodput.source());
+  }
+
+  LoadRun(
+      Vertx vertx,
+      LoadOptions o,
+      PrintWriter out,
+      ClientBudgets budgets,
+      Goodput goodput,
+      Map<String, String> sloSkipped,
+      String sloSource) {
     this.o = o;
     this.out = out;
     this.budgets = budgets;
+    this.goodput = goodput;
+    this.sloSkipped = sloSkipped;
+    this.sloSource = sloSource;
     this.workload = o.workload();
     this.schedule =
         new StepRunner(
@@ -77,7 +100,7 @@ public final class LoadRun {
             o.timeout(),
             o.connectionReuse(),
             o.steps().isEmpty() ? 1 : o.steps().size());
-    this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status);
+    this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status, goodput);
     this.joiner = new Joiner(prefix, 100_000, live::add);
     this.join =
         new ProxyJoin(
@@ -91,11 +114,62 @@ public final class LoadRun {
             });
   }
 
+  /**
+   * One note each, before the run: the budget whose slo_ms is used when several budgets for the
+   * model give one (the others are ignored), and the file's objectives this run cannot judge.
+   */
+  private static void sloNotes(
+      PrintWriter out,
+      ClientBudgets budgets,
+      String model,
+      String source,
+      Map<String, String> skipped) {
+    if (source == null || source.equals(Goodput.FLAG)) {
+      return;
+    }
+    List<ClientBudgets.Budget> all = budgets.sloBudgets(model);
+    ClientBudgets.Budget used = budgets.sloBudget(model);
+    if (all.size() > 1) {
+      out.println(
+          "note: goodput's objectives are the slo_ms of budget '"
+              + used.name()
+              + "'; ignored, though they also give slo_ms for this model: "
+              + String.join(
+                  ", ",
+                  all.stream().filter(b -> b != used).map(b -> "'" + b.name() + "'").toList()));
+    }
+    if (!skipped.isEmpty()) {
+      StringBuilder sb =
+          new StringBuilder("note: slo_ms of budget '")
+              .append(used.name())
+              .append("': not judged in this run");
+      skipped.forEach((k, why) -> sb.append("; ").append(k).append(": ").append(why));
+      out.println(
+          sb.append(
+                  skipped.size() == used.slo().list().size()
+                      ? " (no objective left: goodput is null)"
+                      : "")
+              .toString());
+    }
+    out.flush();
+  }
+
   /** Runs with a Vert.x of its own and returns the exit code. */
   public static int execute(LoadOptions o, PrintWriter out, PrintWriter err) {
     ClientBudgets budgets;
+    Goodput goodput;
+    Map<String, String> sloSkipped = new LinkedHashMap<>();
+    String sloSource;
     try {
       budgets = o.budgets() == null ? ClientBudgets.none() : ClientBudgets.load(o.budgets());
+      goodput = Goodput.of(o.slo(), budgets, o.model());
+      sloSource = goodput == null ? null : goodput.source();
+      if (goodput != null) {
+        goodput =
+            goodput.forRun(
+                o.api(), o.stream(), o.admin() != null, o.joinSampledOnly(), sloSkipped::put);
+      }
+      sloNotes(out, budgets, o.model(), sloSource, sloSkipped);
       o.workload();
       for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
         if (o.concurrency() == 0) {
@@ -108,7 +182,7 @@ public final class LoadRun {
     }
     Vertx vertx = Vertx.vertx();
     try {
-      return new LoadRun(vertx, o, out, budgets).run(vertx, err);
+      return new LoadRun(vertx, o, out, budgets, goodput, sloSkipped, sloSource).run(vertx, err);
     } catch (Exception e) {
       err.println("phasemeter load: the run failed: " + e);
       return INVALID_RUN;
@@ -329,6 +403,12 @@ public final class LoadRun {
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());
+    // Goodput's objectives (catalogue names) and where they came from: --slo wins over slo_ms.
+    conditions.put("slo", goodput == null ? null : goodput.objectives().toString());
+    conditions.put("slo_source", sloSource);
+    // A budgets file's objectives this run cannot judge (key: why); goodput is null when none
+    // is left.
+    conditions.put("slo_skipped", sloSkipped.isEmpty() ? null : new LinkedHashMap<>(sloSkipped));
     conditions.put("trace_id_prefix", prefix);
     conditions.put("started_at", java.time.Instant.now().toString());
   }
@@ -375,7 +455,8 @@ public final class LoadRun {
             live.cumulative(),
             schedule.connections(),
             o.api(),
-            join.feedCounts()));
+            join.feedCounts(),
+            goodput));
     live.printFinal();
     out.println(
         String.format(

@@ -17,7 +17,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 class HelpTextTest {
 
   @ParameterizedTest
-  @ValueSource(strings = {"", "run", "demo", "campaign", "compare", "merge"})
+  @ValueSource(strings = {"", "run", "search", "demo", "campaign", "compare", "merge"})
   void helpRendersWithoutAWarning(String command) {
     StringWriter out = new StringWriter();
     ByteArrayOutputStream stderr = new ByteArrayOutputStream();

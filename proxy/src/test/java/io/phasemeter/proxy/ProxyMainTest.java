@@ -130,6 +130,31 @@ class ProxyMainTest {
   }
 
   @Test
+  void budgetsWithGoodputObjectivesStartAndABadOneStopsStartUp() throws Exception {
+    Path config = dir.resolve("config");
+    Files.createDirectories(config);
+    String budget =
+        "budgets:\n  - name: b\n    quantile: 0.9\n    window: 1m\n"
+            + "    limits_ms: {queue: 100}\n    max_error_rate: 0.1\n    min_join_coverage: 0.9\n";
+    Files.writeString(
+        config.resolve("budgets.yaml"),
+        budget + "    slo_ms: {client_ttft: 500, tpot: 50, client_total: 10000, queue: 250}\n");
+    Path proxyYaml = config.resolve("proxy.yaml");
+    Files.writeString(proxyYaml, "budgets: config/budgets.yaml\n");
+    assertThat(run("--check", "--config", proxyYaml.toString())).as(err.toString()).isZero();
+    assertThat(out.toString()).contains("budgets: 1 from config/budgets.yaml");
+
+    Files.writeString(config.resolve("budgets.yaml"), budget + "    slo_ms: {ttft: 500}\n");
+    assertThat(run("--check", "--config", proxyYaml.toString())).isEqualTo(2);
+    assertThat(err.toString().trim())
+        .startsWith("phasemeter proxy: ")
+        .contains(
+            "budgets[0] (b).slo_ms.ttft: ambiguous: in limits_ms 'ttft' means the server's"
+                + " figure; write client_ttft (the client's) or server_ttft (the proxy's)")
+        .doesNotContain("\n");
+  }
+
+  @Test
   void anOpenAdminPortStopsStartUpWithOneLineAndExitCodeTwo() throws IOException {
     Path file = write("admin: {host: 0.0.0.0, port: 9464}\n");
 

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Phases;
 import io.phasemeter.core.budget.LatencyLimit;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.load.report.PhaseStats;
 import io.phasemeter.load.workload.Api;
 import java.io.IOException;
@@ -45,6 +46,7 @@ public final class ClientBudgets {
    * One budget.
    *
    * @param maxErrorRate NaN when the file gives none (then {@code --max-error-rate} judges the run)
+   * @param slo goodput's per-request objectives ({@code slo_ms}), {@link Objectives#NONE} when none
    */
   public record Budget(
       String name,
@@ -52,7 +54,8 @@ public final class ClientBudgets {
       double quantile,
       Map<String, Double> limitsMs,
       double maxErrorRate,
-      double minJoinCoverage) {}
+      double minJoinCoverage,
+      Objectives slo) {}
 
   private final List<Budget> budgets;
   private final String sha256;
@@ -133,7 +136,8 @@ public final class ClientBudgets {
               q,
               limits,
               share(b, "max_error_rate", where, Double.NaN),
-              share(b, "min_join_coverage", where, 0.0)));
+              share(b, "min_join_coverage", where, 0.0),
+              sloMs(b, where)));
     }
     return new ClientBudgets(List.copyOf(out), sha256(bytes));
   }
@@ -158,6 +162,46 @@ public final class ClientBudgets {
               + "'");
     }
     return v.asDouble();
+  }
+
+  /** A budget's {@code slo_ms}, read by the one parser the proxy's reader uses too. */
+  private static Objectives sloMs(JsonNode budget, String where) {
+    JsonNode slo = budget.get("slo_ms");
+    if (slo == null || slo.isNull()) {
+      return Objectives.NONE;
+    }
+    if (!slo.isObject()) {
+      throw new IllegalArgumentException(
+          where + ".slo_ms: expected a mapping of phase to milliseconds, e.g. {client_ttft: 500}");
+    }
+    Map<String, Object> entries = new LinkedHashMap<>();
+    for (Iterator<Map.Entry<String, JsonNode>> it = slo.fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> e = it.next();
+      entries.put(
+          e.getKey(), e.getValue().isNumber() ? e.getValue().numberValue() : e.getValue().asText());
+    }
+    return Objectives.fromSloMs(where + ".slo_ms", entries);
+  }
+
+  /**
+   * The budget whose {@code slo_ms} gives goodput's objectives for {@code model}, or null when none
+   * does: one naming the model exactly before one for every model ({@code "*"}), and the first in
+   * the file among those.
+   */
+  public Budget sloBudget(String model) {
+    List<Budget> withSlo = sloBudgets(model);
+    return withSlo.stream()
+        .filter(b -> b.model().equals(model))
+        .findFirst()
+        .orElse(withSlo.isEmpty() ? null : withSlo.get(0));
+  }
+
+  /**
+   * Every budget that applies to {@code model} and gives {@code slo_ms}, in the file's order: more
+   * than one, and {@link #sloBudget} takes one and ignores the others (a note names them).
+   */
+  public List<Budget> sloBudgets(String model) {
+    return forModel(model).stream().filter(b -> !b.slo().isEmpty()).toList();
   }
 
   /** The budgets that apply to {@code model}. */

@@ -153,6 +153,7 @@ public final class CampaignCommand implements Callable<Integer> {
                   p.file() + ": key 'api_key_env'",
                   p.apiKeyEnv(),
                   parent == null ? System.getenv() : parent.environment());
+      p.checkSlo(admin != null);
       if (startCmd == null && (coldCmd != null || serverUrl != null)) {
         throw new IllegalArgumentException("--cold-cmd and --server-url go with --start-cmd");
       }

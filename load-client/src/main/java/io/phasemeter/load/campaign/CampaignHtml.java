@@ -58,8 +58,14 @@ final class CampaignHtml {
         .append(CampaignRunner.human(plan.warmupDuration()))
         .append(". ")
         .append(esc(CampaignReport.T_NOTE))
+        .append(" Invalid runs are listed below with their reasons and left out of every figure")
         .append(
-            " Invalid runs are listed below with their reasons and left out of every figure.</p>");
+            plan.slo() == null
+                ? ".</p>"
+                : " but goodput's (request_goodput, output_token_goodput, attainment): those take"
+                    + " every measured run that sent its load, failed requests included, since"
+                    + " attainment counts failures (n in brackets where it differs); attainment's"
+                    + " interval is clamped to [0, 1].</p>");
 
     h.append("<h2>Per point: mean ± 95 % interval (n valid runs)</h2><table><tr>")
         .append("<th class=\"l\">point</th><th class=\"l\">load</th><th>n</th><th>invalid</th>");
@@ -85,7 +91,9 @@ final class CampaignHtml {
           .append(invalid)
           .append("</td>");
       for (String m : RunData.METRICS) {
-        h.append("<td>").append(esc(format(s.get(m)))).append("</td>");
+        h.append("<td>")
+            .append(esc(cell(s, m, CampaignReport.validRuns(r, p).size())))
+            .append("</td>");
       }
       h.append("</tr>");
     }
@@ -122,7 +130,11 @@ final class CampaignHtml {
           plan.points().stream().filter(p -> p.open() && p.profile().equals(prof)).toList();
       if (closed.size() > 0) {
         h.append("<h3>").append(esc(prof.name())).append(": metric vs concurrency</h3>");
-        for (String m : VS_CONCURRENCY) {
+        List<String> vsConcurrency = new ArrayList<>(VS_CONCURRENCY);
+        if (plan.slo() != null) {
+          vsConcurrency.add("request_goodput");
+        }
+        for (String m : vsConcurrency) {
           h.append(
               chart(
                   m + " vs concurrency",
@@ -141,6 +153,21 @@ final class CampaignHtml {
         }
         h.append(chart("TTFT and queue vs rate", "offered rate (req/s)", "ms", ttft));
         h.append(chart("total (E2EL) vs rate", "offered rate (req/s)", "ms", total));
+        if (plan.slo() != null) {
+          h.append(
+              chart(
+                  "goodput vs rate (" + plan.slo() + ")",
+                  "offered rate (req/s)",
+                  "good requests per second",
+                  List.of(
+                      series("request_goodput", open, stats, Plan.Point::rate, "request_goodput"),
+                      series(
+                          "request_throughput",
+                          open,
+                          stats,
+                          Plan.Point::rate,
+                          "request_throughput"))));
+        }
       }
     }
 
@@ -285,6 +312,29 @@ final class CampaignHtml {
       }
     }
     return 10 * mag;
+  }
+
+  /**
+   * A table cell: {@link #format}, an interval past the metric's bounds as its clamped ends, and
+   * goodput's n where it differs from the valid runs'.
+   */
+  static String cell(Map<String, Stats.Interval> s, String metric, int valid) {
+    Stats.Interval i = s.get(metric);
+    String text = format(i);
+    double[] b = CampaignReport.bounds(metric);
+    if (b != null && Double.isFinite(i.half()) && (i.low() < b[0] || i.high() > b[1])) {
+      text =
+          num(i.mean())
+              + " ["
+              + num(Math.max(b[0], i.low()))
+              + ", "
+              + num(Math.min(b[1], i.high()))
+              + "]";
+    }
+    if (RunData.GOODPUT.contains(metric) && i.n() > 0 && i.n() != valid && i.n() > 1) {
+      text += " (n=" + i.n() + ")";
+    }
+    return text;
   }
 
   static String format(Stats.Interval i) {

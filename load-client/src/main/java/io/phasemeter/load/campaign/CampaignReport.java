@@ -43,18 +43,41 @@ public final class CampaignReport {
 
   private CampaignReport() {}
 
-  /** Per-point statistics over valid measured runs, metric by metric. */
+  /**
+   * Per-point statistics, metric by metric: over valid measured runs, and for goodput's metrics
+   * over every measured run that sent its load ({@link #runsFor}).
+   */
   static Map<String, Map<String, Stats.Interval>> statistics(CampaignRunner.Result r) {
     Map<String, Map<String, Stats.Interval>> out = new LinkedHashMap<>();
     for (Plan.Point p : r.plan().points()) {
-      List<CampaignRunner.Run> valid = validRuns(r, p);
       Map<String, Stats.Interval> m = new LinkedHashMap<>();
       for (String metric : RunData.METRICS) {
-        m.put(metric, Stats.of(valid.stream().map(x -> x.metrics().get(metric)).toList()));
+        m.put(
+            metric,
+            Stats.of(runsFor(r, p, metric).stream().map(x -> x.metrics().get(metric)).toList()));
       }
       out.put(p.id(), m);
     }
     return out;
+  }
+
+  /**
+   * The measured runs of {@code p} whose {@code metric} the statistics take: for goodput's metrics
+   * every run that sent its load, failed requests included (attainment counts failures; a point
+   * near the knee keeps its runs with a timeout), for the others the valid runs.
+   */
+  static List<CampaignRunner.Run> runsFor(CampaignRunner.Result r, Plan.Point p, String metric) {
+    if (!RunData.GOODPUT.contains(metric)) {
+      return validRuns(r, p);
+    }
+    return r.runs().stream()
+        .filter(x -> !x.entry().warmup() && x.loadSent() && x.entry().point().id().equals(p.id()))
+        .toList();
+  }
+
+  /** The lowest and highest a metric can take, where bounded: attainment's interval is clamped. */
+  static double[] bounds(String metric) {
+    return metric.equals(RunData.ATTAINMENT) ? new double[] {0, 1} : null;
   }
 
   static List<CampaignRunner.Run> validRuns(CampaignRunner.Result r, Plan.Point p) {
@@ -90,6 +113,8 @@ public final class CampaignReport {
     p.put("arrival", plan.arrival());
     p.put("stream", plan.stream());
     p.put("api", plan.api().key());
+    // Goodput's objectives, catalogue names (each run's summary.json has them too); null: none.
+    p.put("slo", plan.slo() == null ? null : plan.slo().toString());
     p.put("max_in_flight", plan.maxInFlight());
     p.put("timeout_s", plan.timeout().toMillis() / 1000.0);
     if (plan.apiKeyEnv() != null) {
@@ -149,12 +174,17 @@ public final class CampaignReport {
               .toList();
       o.put("valid_runs", measured.stream().filter(CampaignRunner.Run::valid).count());
       o.put("invalid_runs", measured.stream().filter(x -> !x.valid()).count());
+      if (plan.slo() != null) {
+        // Goodput's metrics take every run that sent its load, failures included.
+        o.put("goodput_runs", measured.stream().filter(CampaignRunner.Run::loadSent).count());
+      }
       ObjectNode metrics = o.putObject("metrics");
       for (Map.Entry<String, Stats.Interval> m : stats.get(pt.id()).entrySet()) {
-        ObjectNode mo = interval(m.getValue());
+        ObjectNode mo = interval(m.getValue(), bounds(m.getKey()));
         ArrayNode runs = mo.putArray("runs");
+        List<CampaignRunner.Run> taken = runsFor(r, pt, m.getKey());
         for (CampaignRunner.Run x : measured) {
-          if (x.valid()) {
+          if (taken.contains(x)) {
             double v = x.metrics().get(m.getKey());
             if (Double.isFinite(v)) {
               runs.add(v);
@@ -199,13 +229,22 @@ public final class CampaignReport {
   }
 
   static ObjectNode interval(Stats.Interval i) {
+    return interval(i, null);
+  }
+
+  /**
+   * @param bounds the lowest and highest the metric can take, or null: the interval's ends are
+   *     clamped to them (a Student-t interval of a share near 1 over three runs passes 1); the half
+   *     width is the unclamped one
+   */
+  static ObjectNode interval(Stats.Interval i, double[] bounds) {
     ObjectNode o = JsonNodeFactory.instance.objectNode();
     o.put("n", i.n());
     num(o, "mean", i.mean());
     num(o, "sd", i.sd());
     num(o, "t", i.t());
-    num(o, "ci95_low", i.low());
-    num(o, "ci95_high", i.high());
+    num(o, "ci95_low", bounds == null ? i.low() : Math.max(bounds[0], i.low()));
+    num(o, "ci95_high", bounds == null ? i.high() : Math.min(bounds[1], i.high()));
     num(o, "ci95_half_width", i.half());
     return o;
   }

@@ -64,6 +64,8 @@ public final class CampaignRunner {
    * @param seed the seed of its arrivals and prompts
    * @param reasons why it is invalid; empty when valid
    * @param metrics its figures (NaN where unknown)
+   * @param loadSent whether it sent its load ({@link Validity#loadSent}): goodput's statistics take
+   *     it even when invalid for failed requests
    */
   public record Run(
       Schedule.Entry entry,
@@ -73,7 +75,22 @@ public final class CampaignRunner {
       int exitCode,
       long sent,
       List<String> reasons,
-      Map<String, Double> metrics) {
+      Map<String, Double> metrics,
+      boolean loadSent) {
+
+    /** A run that sent its load only when valid. */
+    public Run(
+        Schedule.Entry entry,
+        long seed,
+        Path dir,
+        Instant startedAt,
+        int exitCode,
+        long sent,
+        List<String> reasons,
+        Map<String, Double> metrics) {
+      this(entry, seed, dir, startedAt, exitCode, sent, reasons, metrics, reasons.isEmpty());
+    }
+
     public boolean valid() {
       return reasons.isEmpty();
     }
@@ -213,7 +230,17 @@ public final class CampaignRunner {
     List<String> reasons = Validity.reasons(code, data, clientError);
     Map<String, Double> metrics = data == null ? emptyMetrics() : data.metrics();
     long sent = data == null ? 0 : data.summary().path("requests").path("sent").asLong(0);
-    Run run = new Run(e, seed, dir, started, code, sent, List.copyOf(reasons), metrics);
+    Run run =
+        new Run(
+            e,
+            seed,
+            dir,
+            started,
+            code,
+            sent,
+            List.copyOf(reasons),
+            metrics,
+            Validity.loadSent(code, data, clientError));
     progress(run, total, blocks);
     return run;
   }
@@ -305,7 +332,8 @@ public final class CampaignRunner {
         LoadOptions.DEFAULT_MAX_ERROR_RATE,
         // The campaign's own warm-up runs warm the client (one JVM for every run).
         WarmUp.Target.SERVER,
-        false);
+        false,
+        plan.slo());
   }
 
   static Map<String, Double> emptyMetrics() {

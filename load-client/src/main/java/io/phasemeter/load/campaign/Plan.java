@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Durations;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Profile;
@@ -13,8 +14,10 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -43,6 +46,9 @@ import java.util.Set;
  * @param connectionReuse whether runs reuse keep-alive connections ({@code connection_reuse: on})
  * @param apiKeyEnv the environment variable whose API key every run sends ({@code api_key_env}, as
  *     {@code load run --api-key-env}), or null for none; the plan names it, never the key
+ * @param slo goodput's objectives ({@code slo}: {@code ttft=500ms,tpot=50ms} or a mapping, the
+ *     names and limits of {@code load run --slo}), or null: every run is then judged on them and
+ *     reports its goodput, with its interval over the repeats
  */
 public record Plan(
     String file,
@@ -60,7 +66,8 @@ public record Plan(
     int maxInFlight,
     Duration timeout,
     boolean connectionReuse,
-    String apiKeyEnv) {
+    String apiKeyEnv,
+    Objectives slo) {
 
   /** Fewer repeats give no usable interval (n = 3 already needs t = 4.30). */
   public static final int MIN_REPEATS = 3;
@@ -81,7 +88,8 @@ public record Plan(
           "max_in_flight",
           "timeout",
           "connection_reuse",
-          "api_key_env");
+          "api_key_env",
+          "slo");
 
   public Plan {
     if (model == null || model.isBlank()) {
@@ -138,6 +146,64 @@ public record Plan(
           "api_key_env",
           "must name an environment variable (letters, digits and _, e.g. OPENAI_API_KEY), not"
               + " hold the key");
+    }
+  }
+
+  /** A plan without goodput objectives. */
+  public Plan(
+      String file,
+      String model,
+      int repeats,
+      long seed,
+      Duration duration,
+      Duration warmupDuration,
+      List<Profile> profiles,
+      List<Integer> concurrency,
+      List<Double> rates,
+      String arrival,
+      boolean stream,
+      Api api,
+      int maxInFlight,
+      Duration timeout,
+      boolean connectionReuse,
+      String apiKeyEnv) {
+    this(
+        file,
+        model,
+        repeats,
+        seed,
+        duration,
+        warmupDuration,
+        profiles,
+        concurrency,
+        rates,
+        arrival,
+        stream,
+        api,
+        maxInFlight,
+        timeout,
+        connectionReuse,
+        apiKeyEnv,
+        null);
+  }
+
+  /**
+   * Refuses objectives no run of the plan could be judged on ({@code Goodput#check}): TTFT or TPOT
+   * of embeddings or of responses not streamed, a figure of the proxy's record without {@code
+   * --admin}.
+   *
+   * @throws IllegalArgumentException naming the file and the key
+   */
+  public void checkSlo(boolean joining) {
+    if (slo == null) {
+      return;
+    }
+    try {
+      new io.phasemeter.load.report.Goodput(slo, io.phasemeter.load.report.Goodput.FLAG)
+          .check(api, stream, joining);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(
+          file + ": slo: " + e.getMessage().replaceFirst("^--slo: ", ""));
     }
   }
 
@@ -210,7 +276,33 @@ public record Plan(
         integer(root, source, "max_in_flight", 1024),
         duration(root, source, "timeout", Duration.ofSeconds(120)),
         onOff(root, source, "connection_reuse", true),
-        text(root, source, "api_key_env", null));
+        text(root, source, "api_key_env", null),
+        slo(root, source));
+  }
+
+  /** {@code slo}: the text of {@code --slo}, or a mapping of the same names to limits. */
+  private static Objectives slo(JsonNode root, String file) {
+    JsonNode n = root.get("slo");
+    if (n == null || n.isNull()) {
+      return null;
+    }
+    String where = file + ": slo";
+    if (n.isObject()) {
+      Map<String, Object> entries = new LinkedHashMap<>();
+      for (Iterator<Map.Entry<String, JsonNode>> it = n.fields(); it.hasNext(); ) {
+        Map.Entry<String, JsonNode> e = it.next();
+        JsonNode v = e.getValue();
+        entries.put(e.getKey(), v.isNumber() ? v.numberValue() : v.asText());
+      }
+      return Objectives.parse(where, entries);
+    }
+    if (!n.isTextual()) {
+      throw error(
+          file,
+          "slo",
+          "must be objectives such as 'ttft=500ms,tpot=50ms,e2el=10s' or a mapping {ttft: 500ms}");
+    }
+    return Objectives.parse(where, n.asText());
   }
 
   /** The plan's {@code api}, completions when it has none. */

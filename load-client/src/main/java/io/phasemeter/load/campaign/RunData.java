@@ -12,6 +12,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * What one run left behind, read back from its own files: the counts of summary.json and the class
@@ -35,7 +36,20 @@ public record RunData(JsonNode summary, List<Request> requests) {
           "output_tokens_per_s_per_request_p50",
           "output_token_throughput",
           "request_throughput",
-          "queue_p95_ms");
+          "queue_p95_ms",
+          "request_goodput",
+          "output_token_goodput",
+          "attainment");
+
+  /**
+   * Goodput's metrics: their statistics take every measured run that sent its load, failed requests
+   * included ({@link Validity#loadSent}), the others only valid runs.
+   */
+  public static final Set<String> GOODPUT =
+      Set.of("request_goodput", "output_token_goodput", "attainment");
+
+  /** A share, between 0 and 1: its interval is shown clamped to [0, 1]. */
+  public static final String ATTAINMENT = "attainment";
 
   /** One request as pairs.csv tells it. */
   public record Request(String errorClass, String invalidReason, double tpotMs) {}
@@ -67,7 +81,9 @@ public record RunData(JsonNode summary, List<Request> requests) {
   /**
    * The run's figures: client TTFT and total (E2EL) p50/p95, TPOT p50, the median per-request
    * decode speed (1000 / TPOT), aggregate output-token and request throughput, and the proxy's
-   * queue p95 when the run was joined with {@code --admin} (NaN otherwise).
+   * queue p95 when the run was joined with {@code --admin} (NaN otherwise), and goodput's good
+   * requests and output tokens per second and attainment when the run had objectives (NaN
+   * otherwise).
    */
   public Map<String, Double> metrics() {
     Map<String, Double> m = new LinkedHashMap<>();
@@ -84,6 +100,11 @@ public record RunData(JsonNode summary, List<Request> requests) {
         summary.path("phases").path("queue").path("count").asLong(0) > 0
             ? phase("queue", "p95_ms")
             : Double.NaN);
+    // Goodput (summary.json goodput): NaN for a run without objectives.
+    JsonNode g = summary.path("goodput");
+    m.put("request_goodput", value(g.path("request_goodput")));
+    m.put("output_token_goodput", value(g.path("output_token_goodput")));
+    m.put("attainment", value(g.path("attainment")));
     return m;
   }
 

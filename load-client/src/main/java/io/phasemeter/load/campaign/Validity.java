@@ -30,6 +30,21 @@ public final class Validity {
   private Validity() {}
 
   /**
+   * Whether the run sent its load: the client ran to the end (exit 0, or 4 when it judged the run
+   * invalid itself), wrote its report, sent requests and dropped no iteration. Such a run counts in
+   * goodput's statistics even when requests failed: attainment is good ÷ sent, failures included,
+   * and a point near the knee keeps its runs with timeouts. The other metrics take only valid runs
+   * ({@link #reasons}).
+   */
+  public static boolean loadSent(int exitCode, RunData data, String clientError) {
+    return clientError == null
+        && data != null
+        && (exitCode == 0 || exitCode == 4)
+        && data.summary().path("requests").path("sent").asLong(0) > 0
+        && data.summary().path("requests").path("dropped").asLong(0) == 0;
+  }
+
+  /**
    * The reasons a run is invalid; empty when it is valid.
    *
    * @param exitCode the load client's exit code (4 means it judged the run invalid itself: its

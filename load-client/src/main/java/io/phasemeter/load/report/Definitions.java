@@ -36,6 +36,15 @@ final class Definitions {
     m.put("request_throughput", "successful requests / run duration (vLLM's request throughput)");
     m.put(
         "output_token_throughput", "usage.completion_tokens of successful requests / run duration");
+    m.put(
+        "request_goodput",
+        "good requests / run duration: succeeded and met every objective (--slo or slo_ms);"
+            + " vLLM's goodput");
+    m.put(
+        "attainment",
+        "good requests / requests sent (failures included); a request not joined is not good"
+            + " when an objective needs the proxy's record (goodput.judged: the requests with a"
+            + " figure for every objective, or failed)");
     m.put("achieved_rate", "requests finished per second over the run, as the load client saw it");
     m.put("join_coverage", "successful requests that joined a proxy record / successful requests");
     return m;

@@ -120,6 +120,7 @@ final class HtmlReport {
         .append("</style></head><body><main>");
     verdict();
     budgets();
+    b.append(GoodputHtml.section(m));
     failures();
     phases();
     cdfs();

@@ -58,6 +58,11 @@ public final class LiveReport implements AutoCloseable {
   private final PhaseStats cumulative;
 
   private final PhaseWindow window = new PhaseWindow();
+
+  /** Goodput over the requests finished so far; null without objectives. */
+  private final GoodputCounts goodput;
+
+  private long lastGood;
   private final AtomicLong notable = new AtomicLong();
   private final AtomicLong notableSuppressed = new AtomicLong();
   private long lastPrintNanos;
@@ -85,6 +90,21 @@ public final class LiveReport implements AutoCloseable {
    */
   public LiveReport(
       PrintWriter out, ClientBudgets budgets, String model, Api api, Supplier<Status> status) {
+    this(out, budgets, model, api, status, null);
+  }
+
+  /**
+   * @param goodput the run's goodput objectives: a line under every table gives the attainment so
+   *     far (null: none)
+   */
+  public LiveReport(
+      PrintWriter out,
+      ClientBudgets budgets,
+      String model,
+      Api api,
+      Supplier<Status> status,
+      Goodput goodput) {
+    this.goodput = goodput == null ? null : new GoodputCounts(goodput);
     this.out = out;
     this.budgets = budgets;
     this.model = model;
@@ -95,6 +115,9 @@ public final class LiveReport implements AutoCloseable {
 
   /** One finished request, joined or alone: into the window and the whole run. */
   public void add(Pair pair) {
+    if (goodput != null) {
+      goodput.add(pair);
+    }
     synchronized (statsLock) {
       cumulative.add(pair);
       window.add(pair);
@@ -239,6 +262,27 @@ public final class LiveReport implements AutoCloseable {
           this::culprit,
           api);
     }
+    if (goodput != null) {
+      out.println(goodputFinal(status.get().sent()));
+      out.flush();
+    }
+  }
+
+  /**
+   * The final goodput line: attainment over every request sent (a request that never finished is
+   * not good), as summary.json gives it; reported, never a gate of the run.
+   */
+  private String goodputFinal(long sent) {
+    long good = goodput.good();
+    return String.format(
+            Locale.ROOT,
+            "  goodput (%s): attainment %s (%d good of %d sent)",
+            goodput.goodput().source(),
+            sent == 0 ? "-" : String.format(Locale.ROOT, "%.1f%%", 100.0 * good / sent),
+            good,
+            sent)
+        + goodput.firstMissedText()
+        + goodput.unjudgedText();
   }
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */
@@ -299,8 +343,18 @@ public final class LiveReport implements AutoCloseable {
     lastPrintDone = done;
     long suppressed = notableSuppressed.getAndSet(0);
     notable.set(0);
+    String goodLine = null;
+    if (goodput != null) {
+      long good = goodput.good();
+      goodLine = goodput.liveLine((good - lastGood) / windowSeconds);
+      lastGood = good;
+    }
     synchronized (out) {
       printTable(out, (nowNanos - runStart) / 1e9, achieved, suppressed, w, all);
+      if (goodLine != null) {
+        out.println(goodLine);
+        out.flush();
+      }
     }
   }
 

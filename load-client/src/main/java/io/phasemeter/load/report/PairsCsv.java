@@ -1,5 +1,6 @@
 package io.phasemeter.load.report;
 
+import io.phasemeter.core.slo.Verdict;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.join.ServerRecord;
@@ -43,19 +44,24 @@ final class PairsCsv {
           "network_envelope_ms",
           "ttft_envelope_ms",
           "sampled",
-          "retried");
+          "retried",
+          "good",
+          "slo_missed");
 
   private PairsCsv() {}
 
   static void write(Path file, List<Pair> pairs) throws IOException {
-    write(file, pairs, List.of());
+    write(file, pairs, List.of(), null);
   }
 
   /**
    * Writes the rows; the columns of {@code notApplicable} phases (those the run's API does not
-   * have, e.g. {@code client_ttft} of embeddings) are left empty whatever a record said.
+   * have, e.g. {@code client_ttft} of embeddings) are left empty whatever a record said. {@code
+   * good} and {@code slo_missed} (the first objective missed, {@code error} for a failure) are
+   * empty without {@code goodput}.
    */
-  static void write(Path file, List<Pair> pairs, List<String> notApplicable) throws IOException {
+  static void write(Path file, List<Pair> pairs, List<String> notApplicable, Goodput goodput)
+      throws IOException {
     try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
       w.write(String.join(",", HEADER));
       w.write("\r\n");
@@ -63,6 +69,14 @@ final class PairsCsv {
       for (Pair p : pairs) {
         row.setLength(0);
         appendRow(row, p, notApplicable);
+        row.append(',');
+        if (goodput == null) {
+          row.append(',');
+        } else {
+          Verdict v = goodput.judge(p);
+          row.append(v.good()).append(',');
+          row.append(v.good() ? "" : v.firstMissed());
+        }
         w.append(row).append("\r\n");
       }
     }

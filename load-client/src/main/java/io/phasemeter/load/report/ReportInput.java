@@ -29,6 +29,7 @@ import java.util.Map;
  * @param connections what the run's connections did
  * @param api the API the run spoke; null when not said (every figure is then applicable)
  * @param feed the record feed's reconnects and missed records; null without a feed
+ * @param goodput the run's goodput objectives; null when it had none
  */
 public record ReportInput(
     List<Pair> pairs,
@@ -46,7 +47,8 @@ public record ReportInput(
     PhaseStats phaseStats,
     Connections connections,
     Api api,
-    RecordFeedClient.Counts feed) {
+    RecordFeedClient.Counts feed,
+    Goodput goodput) {
 
   /** How many of the slowest requests a report reconciles. */
   public static final int SLOWEST = 10;
@@ -63,6 +65,44 @@ public record ReportInput(
       phaseStats = PhaseStats.of(pairs);
     }
     connections = connections == null ? Connections.UNKNOWN : connections;
+  }
+
+  /** A run without goodput objectives. */
+  public ReportInput(
+      List<Pair> pairs,
+      List<StepInfo> steps,
+      long runStartNanos,
+      long runEndNanos,
+      Map<String, Object> conditions,
+      long sent,
+      long ok,
+      long errors,
+      long dropped,
+      long invalid,
+      double achievedRate,
+      List<BudgetResult> budgets,
+      PhaseStats phaseStats,
+      Connections connections,
+      Api api,
+      RecordFeedClient.Counts feed) {
+    this(
+        pairs,
+        steps,
+        runStartNanos,
+        runEndNanos,
+        conditions,
+        sent,
+        ok,
+        errors,
+        dropped,
+        invalid,
+        achievedRate,
+        budgets,
+        phaseStats,
+        connections,
+        api,
+        feed,
+        null);
   }
 
   /** A run without a record feed. */

@@ -33,6 +33,15 @@ final class ReportModel {
   final double requestThroughput;
   final double outputTokenThroughput;
 
+  /** Goodput over every request; null when the run had no objectives. */
+  final GoodputCounts goodput;
+
+  /**
+   * Good requests per interval of {@link #timeSeries} (the same intervals, by intended start);
+   * empty without objectives.
+   */
+  final long[] goodOverTime;
+
   ReportModel(ReportInput in) {
     this.in = in;
     this.stats = in.phaseStats();
@@ -58,6 +67,24 @@ final class ReportModel {
     this.outputTokens = tokens;
     this.requestThroughput = in.ok() / in.durationSeconds();
     this.outputTokenThroughput = tokens / in.durationSeconds();
+    this.goodput = in.goodput() == null ? null : GoodputCounts.of(in.goodput(), in.pairs());
+    this.goodOverTime = goodOverTime(in, timeSeries);
+  }
+
+  private static long[] goodOverTime(ReportInput in, List<TimePoint> series) {
+    if (in.goodput() == null || series.isEmpty()) {
+      return new long[0];
+    }
+    long width = Math.round(series.get(0).widthSeconds() * 1e9);
+    long[] good = new long[series.size()];
+    for (Pair p : in.pairs()) {
+      long offset = p.client().intendedNanos() - in.runStartNanos();
+      if (offset < 0 || !in.goodput().judge(p).good()) {
+        continue;
+      }
+      good[(int) Math.min(good.length - 1, offset / width)]++;
+    }
+    return good;
   }
 
   /** Share of successful requests that joined a proxy record; NaN when none succeeded. */

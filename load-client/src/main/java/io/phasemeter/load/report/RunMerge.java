@@ -184,8 +184,10 @@ public final class RunMerge {
     boolean first = true;
     ArrayNode sources = JsonNodeFactory.instance.arrayNode();
     List<Map<String, long[]>> instanceCounts = new ArrayList<>();
+    List<JsonNode> goodputs = new ArrayList<>();
     for (Path dir : inputs) {
       JsonNode summary = JSON.readTree(dir.resolve(ReportWriter.SUMMARY).toFile());
+      goodputs.add(summary.path("goodput"));
       instanceCounts.add(summaryCounts(summary));
       for (String k : List.of("sent", "ok", "errors", "dropped", "invalid")) {
         requests.merge(k, summary.path("requests").path(k).asLong(), Long::sum);
@@ -282,6 +284,7 @@ public final class RunMerge {
     join.put("finished", stats.startedCount());
     join.put("joined", stats.joinedCount());
     putNumber(root, "achieved_rate", achievedRate);
+    mergeGoodput(root, goodputs);
     root.put("unique_trace_ids", seen.size());
     ObjectNode phases = root.putObject("phases");
     for (String name : PhaseStats.NAMES) {
@@ -332,6 +335,69 @@ public final class RunMerge {
             + " percentiles of instances are never averaged");
     JSON.writeValue(out.resolve(ReportWriter.SUMMARY).toFile(), root);
     return new Result(stats, requests, rows.size(), judged, List.copyOf(basis));
+  }
+
+  /**
+   * {@code goodput} of the merged run: the instances' counts summed, attainment recomputed over the
+   * summed requests sent, good requests and tokens per second summed (the instances ran at the same
+   * time, as {@code achieved_rate}: runs one after another give a sum no instance saw); null with a
+   * {@code goodput_note} when the instances' objectives differ or only some had any (never a number
+   * over different definitions); null when none had any.
+   */
+  static void mergeGoodput(ObjectNode root, List<JsonNode> goodputs) {
+    boolean none = goodputs.stream().allMatch(g -> g.isMissingNode() || g.isNull());
+    String objectives = goodputs.get(0).path("objectives_ms").toString();
+    boolean same =
+        goodputs.stream()
+            .allMatch(g -> g.isObject() && g.path("objectives_ms").toString().equals(objectives));
+    if (!same) {
+      root.putNull("goodput");
+      if (!none) {
+        root.put(
+            "goodput_note",
+            "not merged: the runs' goodput objectives differ (or only some runs had any); each"
+                + " run's summary.json has its own");
+      }
+      return;
+    }
+    ObjectNode g = root.putObject("goodput");
+    g.set("objectives_ms", goodputs.get(0).path("objectives_ms").deepCopy());
+    String source = goodputs.get(0).path("source").asText();
+    g.put(
+        "source",
+        goodputs.stream().allMatch(x -> x.path("source").asText().equals(source))
+            ? source
+            : "merged");
+    long sent = sum(goodputs, "sent");
+    long good = sum(goodputs, "good");
+    g.put("sent", sent);
+    g.put("good", good);
+    g.put("failed", sum(goodputs, "failed"));
+    if (goodputs.stream().allMatch(x -> x.path("judged").isNumber())) {
+      g.put("judged", sum(goodputs, "judged"));
+    } else {
+      g.putNull("judged"); // a summary written before judged was counted
+    }
+    putNumber(g, "attainment", sent == 0 ? Double.NaN : (double) good / sent);
+    for (String rate : List.of("request_goodput", "output_token_goodput")) {
+      boolean all = goodputs.stream().allMatch(x -> x.path(rate).isNumber());
+      putNumber(
+          g,
+          rate,
+          all ? goodputs.stream().mapToDouble(x -> x.path(rate).asDouble()).sum() : Double.NaN);
+    }
+    for (String counts : List.of("missed", "first_missed", "unjudged")) {
+      ObjectNode o = g.putObject(counts);
+      for (JsonNode x : goodputs) {
+        x.path(counts)
+            .properties()
+            .forEach(e -> o.put(e.getKey(), o.path(e.getKey()).asLong(0) + e.getValue().asLong()));
+      }
+    }
+  }
+
+  private static long sum(List<JsonNode> nodes, String field) {
+    return nodes.stream().mapToLong(n -> n.path(field).asLong(0)).sum();
   }
 
   private static String dir(List<Path> inputs) {

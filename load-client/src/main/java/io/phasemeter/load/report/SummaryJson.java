@@ -74,6 +74,20 @@ final class SummaryJson {
       root.putNull("total_output_tokens");
     }
     num(root, "duration_s", in.durationSeconds());
+    if (m.goodput == null) {
+      root.putNull("goodput");
+      if (in.conditions().get("slo_skipped") != null) {
+        root.put(
+            "goodput_note",
+            "not judged: no objective of "
+                + in.conditions().get("slo_source")
+                + " can be judged in this run (conditions.slo_skipped says why)");
+      }
+    } else {
+      // Same time base as request_throughput; attainment over requests sent.
+      m.goodput.write(
+          root.putObject("goodput"), in.sent(), in.ok(), in.durationSeconds(), in.generates());
+    }
 
     ObjectNode phases = root.putObject("phases");
     for (String name : PhaseStats.NAMES) {

@@ -159,4 +159,34 @@ class ClientBudgetsTest {
     Files.writeString(ok, head);
     assertThat(ClientBudgets.load(ok).forModel("m").get(0).maxErrorRate()).as("none given").isNaN();
   }
+
+  @Test
+  void sloBudgetPrefersTheModelsOwnThenEveryModelsAndIgnoresOtherModels() throws Exception {
+    Path f = dir.resolve("slo.yaml");
+    Files.writeString(
+        f,
+        "budgets:\n"
+            + "  - {name: other, model: other-model, limits_ms: {queue: 1},"
+            + " slo_ms: {client_total: 1}}\n"
+            + "  - {name: all, model: \"*\", limits_ms: {queue: 1}, slo_ms: {client_ttft: 500}}\n"
+            + "  - {name: all2, model: \"*\", limits_ms: {queue: 1}, slo_ms: {client_ttft: 9}}\n"
+            + "  - {name: mine, model: m, limits_ms: {queue: 1}, slo_ms: {tpot: 50}}\n"
+            + "  - {name: plain, model: p, limits_ms: {queue: 1}}\n");
+    ClientBudgets b = ClientBudgets.load(f);
+    // The exact model beats "*", though "*" comes first in the file.
+    assertThat(b.sloBudget("m").name()).isEqualTo("mine");
+    assertThat(b.sloBudget("m").slo().keys()).containsExactly("tpot");
+    assertThat(b.sloBudgets("m"))
+        .extracting(ClientBudgets.Budget::name)
+        .containsExactly("all", "all2", "mine");
+    // Another model's budget is never used; of two "*" budgets, the first in the file.
+    assertThat(b.sloBudget("x").name()).isEqualTo("all");
+    assertThat(b.sloBudgets("x"))
+        .extracting(ClientBudgets.Budget::name)
+        .containsExactly("all", "all2");
+    // A budget for the model without slo_ms: "*"'s objectives.
+    assertThat(b.sloBudget("p").name()).isEqualTo("all");
+    Files.writeString(f, "budgets:\n  - {name: mine, model: m, limits_ms: {queue: 1}}\n");
+    assertThat(ClientBudgets.load(f).sloBudget("m")).isNull();
+  }
 }

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.core.Durations;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.YamlFiles;
 import io.phasemeter.proxy.telemetry.BucketLayout;
@@ -38,7 +39,8 @@ public record Budgets(List<Budget> budgets) {
           "limits_ms",
           "max_error_rate",
           "min_join_coverage",
-          "slo_period");
+          "slo_period",
+          "slo_ms");
 
   public Budgets {
     budgets = List.copyOf(budgets);
@@ -187,6 +189,7 @@ public record Budgets(List<Budget> budgets) {
       }
       limits.put(e.getKey(), e.getValue().doubleValue());
     }
+    sloMs(node, at);
     double maxErrorRate = number(node, "max_error_rate", at);
     double minJoinCoverage = number(node, "min_join_coverage", at);
     Duration sloPeriod = null;
@@ -199,6 +202,33 @@ public record Budgets(List<Budget> budgets) {
           name, model, quantile, window, limits, maxErrorRate, minJoinCoverage, sloPeriod);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
+    }
+  }
+
+  /**
+   * Validates {@code slo_ms}, goodput's per-request objectives, with the load client's parser: one
+   * file feeds both. The proxy does not judge them yet.
+   */
+  static Objectives sloMs(JsonNode node, String at) {
+    JsonNode slo = node.get("slo_ms");
+    if (slo == null || slo.isNull()) {
+      return Objectives.NONE;
+    }
+    if (!slo.isObject()) {
+      throw new ConfigException(
+          at + ".slo_ms: expected a mapping of phase to milliseconds, e.g. {client_ttft: 500}");
+    }
+    Map<String, Object> entries = new LinkedHashMap<>();
+    slo.fields()
+        .forEachRemaining(
+            e ->
+                entries.put(
+                    e.getKey(),
+                    e.getValue().isNumber() ? e.getValue().numberValue() : e.getValue().asText()));
+    try {
+      return Objectives.fromSloMs(at + ".slo_ms", entries);
+    } catch (IllegalArgumentException e) {
+      throw new ConfigException(e.getMessage());
     }
   }
 

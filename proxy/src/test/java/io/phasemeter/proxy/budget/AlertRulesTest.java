@@ -238,6 +238,37 @@ class AlertRulesTest {
   }
 
   @Test
+  void goodputObjectivesChangeNoRule(@TempDir Path dir) throws Exception {
+    String shipped = Files.readString(BUDGETS);
+    Path withSlo = dir.resolve("budgets.yaml");
+    Files.writeString(
+        withSlo,
+        shipped.replace(
+            "    max_error_rate: 0.01\n",
+            "    max_error_rate: 0.01\n    slo_ms: {client_ttft: 500, tpot: 50, queue: 250}\n"));
+    assertThat(Files.readString(withSlo)).contains("slo_ms:");
+    Cli r = cli("--budgets", withSlo.toString());
+    assertThat(r.code).as(r.err).isZero();
+    assertThat(r.out)
+        .isEqualTo(
+            cli("--budgets", BUDGETS.toString())
+                .out
+                .replace(BUDGETS.toString(), withSlo.toString()));
+    Files.writeString(
+        withSlo,
+        shipped.replace(
+            "    max_error_rate: 0.01\n", "    slo_ms: {e2el: 5}\n    max_error_rate: 0.01\n"));
+    Cli bad = cli("--budgets", withSlo.toString());
+    assertThat(bad.code).isEqualTo(2);
+    assertThat(bad.err.strip())
+        .isEqualTo(
+            "phasemeter alerts: "
+                + withSlo
+                + ": budgets[0] (chat-interactive).slo_ms.e2el: vLLM's name, for --slo; slo_ms"
+                + " takes the catalogue's names: client_total");
+  }
+
+  @Test
   void cliBadConfigIsExitTwoWithOneLine(@TempDir Path dir) throws Exception {
     Path bad = dir.resolve("b.yaml");
     Files.writeString(bad, "budgets:\n" + SIM.replace("queue: 5000", "quue: 5000"));

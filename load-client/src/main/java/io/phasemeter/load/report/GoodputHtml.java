@@ -1,0 +1,128 @@
+package io.phasemeter.load.report;
+
+import io.phasemeter.core.slo.Objective;
+import io.phasemeter.core.slo.Verdict;
+import java.util.List;
+import java.util.Locale;
+
+/** report.html's goodput section: the objectives, what missed them, and attainment over time. */
+final class GoodputHtml {
+  private GoodputHtml() {}
+
+  static String section(ReportModel m) {
+    StringBuilder b = new StringBuilder();
+    b.append("<section id=\"goodput\"><h2>Goodput</h2>");
+    if (m.goodput == null) {
+      return b.append(
+              "<p class=\"muted\">No objectives were given (--slo, or a budget's"
+                  + " slo_ms).</p></section>")
+          .toString();
+    }
+    ReportInput in = m.in;
+    GoodputCounts g = m.goodput;
+    double seconds = in.durationSeconds();
+    b.append("<p>A request is good when it succeeded and met every objective below (")
+        .append(Html.esc(g.goodput().source()))
+        .append("). ")
+        .append(g.good())
+        .append(" of ")
+        .append(in.sent())
+        .append(" requests sent were good: attainment <b>")
+        .append(in.sent() == 0 ? "\u2013" : Html.pct((double) g.good() / in.sent()))
+        .append("</b>, ")
+        .append(Html.rate(g.good() / seconds))
+        .append(" good requests per second over the run's ")
+        .append(Html.trim(seconds))
+        .append(" s (the time base of request throughput).</p>");
+    b.append("<table><tr><th class=\"l\">objective</th><th>limit</th><th>missed</th>")
+        .append("<th>first missed</th><th>unjudged (figure absent)</th></tr>");
+    List<Objective> objectives = g.goodput().objectives().list();
+    long[] missed = g.missed();
+    long[] first = g.firstMissed();
+    long[] unjudged = g.unjudged();
+    for (int i = 0; i < objectives.size(); i++) {
+      Objective o = objectives.get(i);
+      b.append(missed[i] + unjudged[i] > 0 ? "<tr class=\"breach\">" : "<tr>");
+      td(b, "l", o.key());
+      td(b, "", Html.msUnit(o.limitMs()));
+      td(b, "", Long.toString(missed[i]));
+      td(b, "", Long.toString(first[i]));
+      td(
+          b,
+          "",
+          Goodput.needsTheJoin(o.phase()) || unjudged[i] > 0
+              ? Long.toString(unjudged[i])
+              : "\u2013");
+      b.append("</tr>");
+    }
+    long failed = Math.max(0, in.sent() - in.ok());
+    b.append(failed > 0 ? "<tr class=\"breach\">" : "<tr>");
+    td(b, "l", "(failed: " + Verdict.ERROR + ")");
+    td(b, "", "\u2013");
+    td(b, "", Long.toString(failed));
+    td(b, "", Long.toString(failed));
+    td(b, "", "\u2013");
+    b.append("</tr></table>");
+    b.append("<p class=\"muted\">A failed request is never good; a request with one output")
+        .append(" token meets TPOT (vLLM's convention), one with more but no TPOT (not streamed")
+        .append(" as SSE, every token in one chunk) is unjudged on it; a figure of the proxy's")
+        .append(" record absent because the request was not joined (or, for the engine's phases,")
+        .append(" had no engine span) leaves it unjudged, and not good. One")
+        .append(" request may miss several objectives; \u201cfirst missed\u201d counts each")
+        .append(" request once, at the first objective it missed in the order given. Attainment is")
+        .append(" reported, not a gate of the run.</p>");
+    overTime(b, m);
+    return b.append("</section>").toString();
+  }
+
+  private static void overTime(StringBuilder b, ReportModel m) {
+    List<TimePoint> ts = m.timeSeries;
+    if (ts.isEmpty() || m.goodOverTime.length != ts.size()) {
+      return;
+    }
+    double width = ts.get(0).widthSeconds();
+    double end = Math.max(m.in.durationSeconds(), ts.get(ts.size() - 1).startSeconds() + width);
+    Svg.Axis x = Svg.Axis.time(end, "seconds since the run started (intended start)");
+    Svg.Axis y = new Svg.Axis(0, 1, false, "attainment", v -> Math.round(v * 100) + "%");
+    Svg svg = new Svg(1140, 220, x, y, "attainment per interval");
+    double[] xs = new double[ts.size()];
+    double[] ys = new double[ts.size()];
+    for (int i = 0; i < ts.size(); i++) {
+      TimePoint t = ts.get(i);
+      xs[i] = t.startSeconds() + width / 2;
+      ys[i] = t.started() == 0 ? Double.NaN : (double) m.goodOverTime[i] / t.started();
+    }
+    svg.polyline(xs, ys, "#2e7d32", 2, null, "attainment");
+    for (int i = 0; i < ts.size(); i++) {
+      TimePoint t = ts.get(i);
+      svg.dot(
+          xs[i],
+          ys[i],
+          "#2e7d32",
+          String.format(
+              Locale.ROOT,
+              "%d good of %d finished, started at %s s",
+              m.goodOverTime[i],
+              t.started(),
+              Html.trim(t.startSeconds())));
+    }
+    long unfinished = Math.max(0, m.in.sent() - m.goodput.finished());
+    b.append("<figure><figcaption>Attainment per interval (good / requests started in it that")
+        .append(" finished, by intended start")
+        .append(
+            unfinished == 0
+                ? ")"
+                : "; the "
+                    + unfinished
+                    + " still in flight at the end are in no interval, though the run's"
+                    + " attainment counts them as not good)")
+        .append("</figcaption>")
+        .append(svg)
+        .append("</figure>");
+  }
+
+  private static void td(StringBuilder b, String cls, String text) {
+    b.append("<td").append(cls.isEmpty() ? "" : " class=\"" + cls + "\"").append('>');
+    b.append(Html.esc(text)).append("</td>");
+  }
+}
