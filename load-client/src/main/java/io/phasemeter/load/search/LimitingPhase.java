@@ -87,13 +87,15 @@ public record LimitingPhase(
   /**
    * Decides from {@code probes}.
    *
-   * @param capacity the capacity found (probes above it are looked at)
+   * @param capacity the capacity found (probes above it are looked at); NaN when no load held, so
+   *     that every probe lies above it
    * @param joined whether the runs joined with the proxy ({@code --admin})
    */
   static LimitingPhase decide(List<Probe> probes, double capacity, boolean joined, boolean closed) {
+    double below = Double.isNaN(capacity) ? Double.NEGATIVE_INFINITY : capacity;
     Probe fail =
         probes.stream()
-            .filter(p -> p.failed() && p.load() > capacity)
+            .filter(p -> p.failed() && p.load() > below)
             .min(Comparator.comparingDouble(Probe::load).thenComparingInt(Probe::index))
             .orElse(null);
     if (fail == null) {

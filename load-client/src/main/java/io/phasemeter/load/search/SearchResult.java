@@ -43,8 +43,11 @@ public record SearchResult(
       boolean joined) {
     Capacity capacity = Capacity.of(outcome);
     boolean closed = o.settings().closed();
+    // No load held (or none had when the time ran out): the capacity lies below every probe, and
+    // the lowest failing one names what gave way, as a fault present at every load needs.
+    CapacitySearch.Status status = outcome.status();
     LimitingPhase limiting =
-        Double.isNaN(capacity.rate())
+        status == CapacitySearch.Status.FATAL || status == CapacitySearch.Status.NO_VALID_PROBE
             ? null
             : LimitingPhase.decide(outcome.probes(), capacity.rate(), joined, closed);
     ObjectNode objectives = null;
