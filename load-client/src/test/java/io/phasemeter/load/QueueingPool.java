@@ -104,36 +104,41 @@ final class QueueingPool implements AutoCloseable {
   }
 
   /**
-   * One run at {@code rate} for {@code duration}, joined as a search's probes are ({@code
-   * --admin}), discarded: the proxy and the simulator run in the test's JVM, cold, and a search
-   * meets long-running servers (a cold JIT made the first probe's service time 180 ms at p95; a
-   * warm-up without the join left the record feed cold, and the first probe failed at 0.75 of the
-   * knee).
+   * One run at {@code rate} for {@code duration}, discarded: the proxy and the simulator run in the
+   * test's JVM, cold, and a search meets long-running servers (a cold JIT made the first probe's
+   * service time 180 ms at p95).
+   *
+   * @param joined with {@code --admin}, as the search's probes that follow (its record feed warmed
+   *     too); SearchQueueKneeTest keeps the warm-up it was measured with, without
    */
-  void warm(Path out, double rate, String duration) {
+  void warm(Path out, double rate, String duration, boolean joined) {
+    java.util.List<String> join =
+        joined ? java.util.List.of("--admin", admin()) : java.util.List.of();
     int code =
         LoadMain.commandLine(
                 new PrintWriter(new StringWriter(), true),
                 new PrintWriter(new StringWriter(), true))
             .execute(
                 RunArgs.quiet(
-                    "run",
-                    "--url",
-                    url(),
-                    "--admin",
-                    admin(),
-                    "--model",
-                    "sim-llama",
-                    "--input-tokens",
-                    "" + engine.input(),
-                    "--output-tokens",
-                    "" + engine.output(),
-                    "--rate",
-                    "" + Math.round(rate),
-                    "--duration",
-                    duration,
-                    "--out",
-                    out.toString()));
+                    java.util.stream.Stream.concat(
+                            java.util.stream.Stream.of(
+                                "run",
+                                "--url",
+                                url(),
+                                "--model",
+                                "sim-llama",
+                                "--input-tokens",
+                                "" + engine.input(),
+                                "--output-tokens",
+                                "" + engine.output(),
+                                "--rate",
+                                "" + Math.round(rate),
+                                "--duration",
+                                duration,
+                                "--out",
+                                out.toString()),
+                            join.stream())
+                        .toList()));
     assertThat(code).as("the warm-up run").isZero();
   }
 

@@ -54,7 +54,7 @@ class SearchObjectivesTest {
         QueueingPool.knee(ENGINE.slots(), ENGINE.serviceS(), Math.min(ttftRoom, e2elRoom));
     double bound = ENGINE.bound();
     pool = QueueingPool.start(ENGINE);
-    pool.warm(dir.resolve("warm"), knee, "2s");
+    pool.warm(dir.resolve("warm"), knee, "2s", true);
     Path out = dir.resolve("search");
     StringWriter stdout = new StringWriter();
     StringWriter stderr = new StringWriter();

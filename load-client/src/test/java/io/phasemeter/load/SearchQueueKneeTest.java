@@ -58,7 +58,7 @@ class SearchQueueKneeTest {
             + "}\n    max_error_rate: 0.01\n    min_join_coverage: 0.95\n");
     double bound = ENGINE.bound();
     double predicted = QueueingPool.knee(SLOTS, T_S, BUDGET_MS / 1000);
-    pool.warm(dir.resolve("warm"), 100, "4s");
+    pool.warm(dir.resolve("warm"), 100, "4s", false);
     Path out = dir.resolve("search");
     StringWriter stdout = new StringWriter();
     StringWriter stderr = new StringWriter();
