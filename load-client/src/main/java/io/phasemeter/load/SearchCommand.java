@@ -3,6 +3,7 @@ package io.phasemeter.load;
 import io.phasemeter.core.Durations;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.load.budget.ClientBudgets;
+import io.phasemeter.load.report.Goodput;
 import io.phasemeter.load.search.CapacitySearch;
 import io.phasemeter.load.search.SearchRunner;
 import java.io.PrintWriter;
@@ -193,6 +194,12 @@ public final class SearchCommand extends LoadMain.Run {
           "nothing to hold: give --budgets FILE (with a budget for model "
               + base.model()
               + ") or --slo");
+    }
+    Goodput goodput = objectivesGiven() ? Goodput.of(base.slo(), budgets, base.model()) : null;
+    if (goodput != null) {
+      // What every probe's run would refuse (exit 2), refused before the first probe and its
+      // warm-up: an objective no request could be judged on, such as a proxy phase without --admin.
+      goodput.check(base.api(), base.stream(), base.admin() != null, base.joinSampledOnly());
     }
     if (maxRate != null && !(maxRate > 0)) {
       throw new IllegalArgumentException("--max-rate must be positive");

@@ -105,6 +105,28 @@ class SearchCommandTest {
   }
 
   @Test
+  void anObjectiveOnAProxyPhaseWithoutAdminIsRefusedBeforeAnyProbe() throws Exception {
+    // queue is a figure of the proxy's record: without --admin no request could be judged on it.
+    Path out = dir.resolve("s");
+    int code =
+        search(
+            "--url",
+            "http://127.0.0.1:1",
+            "--model",
+            "m",
+            "--slo",
+            "ttft=500ms,queue=100ms",
+            "--out",
+            out.toString());
+    assertThat(code).as(this.out + "\n" + err).isEqualTo(2);
+    assertThat(err.toString())
+        .contains(
+            "phasemeter load search: --slo: queue: a figure of the proxy's record, joined per"
+                + " request: it needs --admin");
+    assertThat(out).doesNotExist();
+  }
+
+  @Test
   void aWrongModelStopsAtTheFirstProbeWithTheRunsReasonNotACapacityOfZero() throws Exception {
     Vertx vertx = Vertx.vertx();
     try {

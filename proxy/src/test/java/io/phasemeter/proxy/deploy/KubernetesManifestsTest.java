@@ -133,12 +133,22 @@ class KubernetesManifestsTest {
         .orElseThrow();
   }
 
+  /**
+   * Every file under config/kubernetes/, relative to it ({@code search/…} for the subdirectory that
+   * {@code kubectl apply -f config/kubernetes/} does not read).
+   */
+  private static List<String> files() throws Exception {
+    try (var s = Files.walk(DIR)) {
+      return s.filter(Files::isRegularFile)
+          .map(p -> DIR.relativize(p).toString().replace('\\', '/'))
+          .sorted()
+          .collect(Collectors.toList());
+    }
+  }
+
   @Test
   void everyManifestIsAKnownTypeWithNoUnknownFields() throws Exception {
-    List<String> files;
-    try (var s = Files.list(DIR)) {
-      files = s.map(p -> p.getFileName().toString()).sorted().collect(Collectors.toList());
-    }
+    List<String> files = files();
     assertThat(files)
         .containsExactly(
             "deployment.yaml",
@@ -147,6 +157,7 @@ class KubernetesManifestsTest {
             "proxy-config.yaml",
             "redis-deployment.yaml",
             "redis-service.yaml",
+            "search/capacity-search-job.yaml",
             "service.yaml",
             "servicemonitor.yaml");
     Map<String, Class<?>> types =
@@ -157,6 +168,7 @@ class KubernetesManifestsTest {
             "proxy-config.yaml", ConfigMap.class,
             "redis-deployment.yaml", Deployment.class,
             "redis-service.yaml", Service.class,
+            "search/capacity-search-job.yaml", Job.class,
             "service.yaml", Service.class,
             "servicemonitor.yaml", ServiceMonitor.class);
     for (String f : files) {
@@ -391,15 +403,67 @@ class KubernetesManifestsTest {
         .satisfies(KubernetesManifestsTest::assertIsTheReadmesAdminSecret);
   }
 
+  /** The capacity search's Job, in a subdirectory that {@code kubectl apply -f DIR/} skips. */
+  static final String SEARCH_JOB = "search/capacity-search-job.yaml";
+
+  /** The value following {@code flag} in {@code args}. */
+  private static String arg(List<String> args, String flag) {
+    int i = args.indexOf(flag);
+    assertThat(i).as("%s in %s", flag, args).isNotNegative().isLessThan(args.size() - 1);
+    return args.get(i + 1);
+  }
+
+  @Test
+  void theCapacitySearchJobIsOneInstanceAgainstWhatTheLoadJobUses() throws Exception {
+    Job search = read(SEARCH_JOB, Job.class);
+    Job load = read("load-job.yaml", Job.class);
+    assertThat(search.getSpec().getParallelism()).isEqualTo(1);
+    assertThat(search.getSpec().getCompletions()).isEqualTo(1);
+    assertThat(search.getSpec().getCompletionMode()).isNull();
+    assertThat(search.getSpec().getBackoffLimit()).isZero();
+    assertThat(search.getMetadata().getName()).isNotEqualTo(load.getMetadata().getName());
+    PodSpec pod = search.getSpec().getTemplate().getSpec();
+    PodSpec loadPod = load.getSpec().getTemplate().getSpec();
+    assertThat(pod.getRestartPolicy()).isEqualTo("Never");
+    Container c = pod.getContainers().get(0);
+    Container l = loadPod.getContainers().get(0);
+    assertThat(pod.getContainers()).hasSize(1);
+    assertThat(c.getImage()).isEqualTo(l.getImage());
+    assertThat(c.getCommand()).isEqualTo(l.getCommand());
+    List<String> args = c.getArgs();
+    assertThat(args.get(0)).isEqualTo("search");
+    // The same Service, admin port, token, model and budgets as the load Job.
+    for (String flag : List.of("--url", "--admin", "--admin-token", "--model", "--budgets")) {
+      assertThat(arg(args, flag)).as(flag).isEqualTo(arg(l.getArgs(), flag));
+    }
+    assertThat(arg(args, "--slo")).isNotBlank();
+    assertThat(args).contains("--max-rate", "--max-duration");
+    assertThat(c.getEnv())
+        .filteredOn(v -> v.getName().equals("ADMIN_TOKEN"))
+        .singleElement()
+        .satisfies(KubernetesManifestsTest::assertIsTheReadmesAdminSecret);
+    // Its output on the results volume, beside the load Job's; the budgets from the ConfigMap.
+    assertThat(pod.getVolumes()).isEqualTo(loadPod.getVolumes());
+    assertThat(c.getVolumeMounts()).isEqualTo(l.getVolumeMounts());
+    assertThat(arg(args, "--out")).startsWith("/results/");
+    assertThat(arg(args, "--budgets")).startsWith("/config/");
+    // --max-duration fits under the Job's deadline.
+    long maxDuration =
+        io.phasemeter.core.Durations.parsePositive("--max-duration", arg(args, "--max-duration"))
+            .toSeconds();
+    assertThat(search.getSpec().getActiveDeadlineSeconds()).isGreaterThan(maxDuration);
+    // kubectl apply -f config/kubernetes/ does not descend into search/: the README says how to
+    // start one.
+    assertThat(Files.readString(README)).contains("kubectl apply -f config/kubernetes/search/");
+    assertThat(Files.readString(DIR.resolve(SEARCH_JOB)))
+        .contains("kubectl apply -f config/kubernetes/search/");
+  }
+
   @Test
   void noUsableTokenShipsTheReadmeCreatesTheSecretBeforeApplying() throws Exception {
     // A Secret in the directory would be the same token in every cluster that applied it, and
     // kubectl apply -f config/kubernetes/ would write it over the one created by hand.
-    List<Path> files;
-    try (var s = Files.list(DIR)) {
-      files = s.sorted().toList();
-    }
-    for (Path f : files) {
+    for (Path f : files().stream().map(DIR::resolve).toList()) {
       for (var doc :
           YAML.readerFor(Map.class)
               .<Map<String, Object>>readValues(Files.readString(f))
@@ -411,6 +475,8 @@ class KubernetesManifestsTest {
     List<Container> containers = new java.util.ArrayList<>(pod().getContainers());
     containers.addAll(
         read("load-job.yaml", Job.class).getSpec().getTemplate().getSpec().getContainers());
+    containers.addAll(
+        read(SEARCH_JOB, Job.class).getSpec().getTemplate().getSpec().getContainers());
     containers.addAll(
         read("redis-deployment.yaml", Deployment.class)
             .getSpec()
