@@ -65,8 +65,14 @@ public final class SearchCommand extends LoadMain.Run {
   /** A probe's measured duration when --duration is not given. */
   static final String DEFAULT_PROBE = "10s";
 
-  /** A probe's warm-up at its load when --warmup-duration is not given. */
+  /** The first probe's warm-up at its load when --warmup-duration is not given. */
   static final String DEFAULT_WARMUP_AT_LOAD = "5s";
+
+  /**
+   * The later probes' warm-up at their load when --warmup-duration is not given: at the full rate
+   * from its start, the JVM being warm.
+   */
+  static final String DEFAULT_LATER_WARMUP = "2s";
 
   @Option(
       names = "--max-rate",
@@ -171,7 +177,8 @@ public final class SearchCommand extends LoadMain.Run {
     Duration probe =
         Durations.parsePositive("--duration", duration == null ? DEFAULT_PROBE : duration);
     duration = duration == null ? DEFAULT_PROBE : duration;
-    if (warmupDuration == null) {
+    boolean warmGiven = warmupDuration != null;
+    if (!warmGiven) {
       warmupDuration = DEFAULT_WARMUP_AT_LOAD;
     }
     Duration warm;
@@ -180,6 +187,7 @@ public final class SearchCommand extends LoadMain.Run {
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("--warmup-duration: " + e.getMessage());
     }
+    Duration laterWarm = warmGiven ? warm : Durations.parse(DEFAULT_LATER_WARMUP);
     // 0 is allowed here: no warm-up at load (the run's own flag takes only a positive one).
     warmupDuration = warm.isZero() ? null : warmupDuration;
     if (out == null) {
@@ -227,6 +235,7 @@ public final class SearchCommand extends LoadMain.Run {
             settings,
             probe,
             warm,
+            laterWarm,
             LoadMain.share("--min-attainment", minAttainment),
             minCapacity,
             Durations.parsePositive("--max-duration", maxDuration),
@@ -252,9 +261,14 @@ public final class SearchCommand extends LoadMain.Run {
                 + SearchRunner.MIN_REQUESTS
                 + " requests, so it lasts longer at a lower rate",
             "--warmup-duration",
-            "each probe's warm-up at its load before its clock, not counted (default: "
+            "each probe's warm-up at its load before its clock, not counted: the first probe's"
+                + " rising from 0, the later ones' at the full rate from the start, the JVM being"
+                + " warm (default: "
                 + DEFAULT_WARMUP_AT_LOAD
-                + "); --warmup and --client-floor apply to the first probe only",
+                + " for the first probe, "
+                + DEFAULT_LATER_WARMUP
+                + " for the later ones); --warmup and --client-floor apply to the first probe"
+                + " only",
             "--out",
             "where search.json, report.html and probes/ go (default:"
                 + " phasemeter-out/search-<time>)",
