@@ -40,9 +40,9 @@ import picocli.CommandLine.Option;
       "",
       "With --search: the same simulator and proxy, then `phasemeter load search` against them"
           + " with the demo's budgets and workload (512-token prompts, 64-token answers, from 1"
-          + " req/s): one line per probe, then the capacity with its 95 % interval and the phase"
+          + " req/s): one line per probe, then the capacity with its 95 %% interval and the phase"
           + " that gives first (the queue); search.json, report.html and probes/ in --out; the"
-          + " search's exit code. About 5 minutes."
+          + " search's exit code. About 5 minutes (8 when the confirmation moves the bracket)."
     })
 public final class Demo implements Callable<Integer> {
   @CommandLine.Spec CommandLine.Model.CommandSpec spec;

@@ -45,11 +45,11 @@ import picocli.CommandLine.Option;
           + " sent, the client erroring or late on its own schedule, join coverage under the"
           + " budgets' minimum): an invalid probe is repeated once, then counted as neither.",
       "",
-      "With the defaults (probes of 10 s after 5 s at load, 3 blocks), a search at the scale of"
-          + " the demo's simulator (capacity about 8-10 req/s, from 1 req/s) runs about 21 probes"
-          + " of 17 s: 6 minutes; about 35 (10 minutes) when the confirmation has to move the"
-          + " bracket that a noisy probe set (measured: 596 s on a busy 2-core machine). A"
-          + " start --rate near the answer saves the doubling.",
+      "With the defaults (probes of 10 s after 2 s at load, the first after 5 s, 3 blocks), a"
+          + " search at the scale of the demo's simulator (phasemeter demo --search: capacity"
+          + " about 8-10 req/s, from 1 req/s) runs about 21 probes of 13 s: 5 minutes; 35 when the"
+          + " confirmation has to move the bracket that a noisy probe set (measured: 495 s on a"
+          + " busy 2-core machine). A start --rate near the answer saves the doubling.",
       "",
       "Writes search.json, report.html and probes/NN-rate-R/ (each probe's own report and"
           + " run.log) into --out; one line per probe.",
