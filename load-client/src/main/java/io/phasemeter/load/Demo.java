@@ -18,6 +18,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import picocli.CommandLine;
@@ -35,7 +36,13 @@ import picocli.CommandLine.Option;
     description = {
       "Runs the simulator and the proxy in-process and drives a stepped load across the knee"
           + " (about a minute): live phase table, the breach when the queue budget goes, and a"
-          + " report. Needs nothing but Java."
+          + " report. Needs nothing but Java.",
+      "",
+      "With --search: the same simulator and proxy, then `phasemeter load search` against them"
+          + " with the demo's budgets and workload (512-token prompts, 64-token answers, from 1"
+          + " req/s): one line per probe, then the capacity with its 95 %% interval and the phase"
+          + " that gives first (the queue); search.json, report.html and probes/ in --out; the"
+          + " search's exit code. About 5 minutes (8 when the confirmation moves the bracket)."
     })
 public final class Demo implements Callable<Integer> {
   @CommandLine.Spec CommandLine.Model.CommandSpec spec;
@@ -67,6 +74,28 @@ public final class Demo implements Callable<Integer> {
       description = "live table period (default: ${DEFAULT-VALUE})")
   String reportInterval;
 
+  @Option(
+      names = "--search",
+      description =
+          "run a capacity search (`phasemeter load search`) against the demo's simulator and"
+              + " proxy instead of the stepped load")
+  boolean search;
+
+  @Option(
+      names = "--probe-duration",
+      paramLabel = "D",
+      description =
+          "with --search: each probe's measured duration (the search's --duration; default: "
+              + SearchCommand.DEFAULT_PROBE
+              + ")")
+  String probeDuration;
+
+  /**
+   * More arguments for the search, after the demo's own (tests: a start near the answer, short
+   * probes); empty for users.
+   */
+  List<String> searchArgs = List.of();
+
   /** The demo's pool: 8 slots in front of a simulator decoding 10 ms per token. */
   static final int SLOTS = 8;
 
@@ -74,6 +103,10 @@ public final class Demo implements Callable<Integer> {
   public Integer call() throws Exception {
     PrintWriter stdout = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();
+    if (probeDuration != null && !search) {
+      err.println("phasemeter demo: --probe-duration goes with --search");
+      return 2;
+    }
     Path dir = out == null ? LoadMain.defaultOut("demo") : out;
     Files.createDirectories(dir);
     Path budgetsFile = dir.resolve("budgets.yaml");
@@ -112,6 +145,9 @@ public final class Demo implements Callable<Integer> {
               .budgets(Budgets.load(budgetsFile))
               .start()
               .await(10, TimeUnit.SECONDS);
+      if (search) {
+        return search(sim.port(), proxy.port(), proxy.adminPort(), budgetsFile, dir, stdout, err);
+      }
       stdout.println(
           "phasemeter demo: simulator on :"
               + sim.port()
@@ -171,5 +207,56 @@ public final class Demo implements Callable<Integer> {
     } finally {
       servers.close().await(10, TimeUnit.SECONDS);
     }
+  }
+
+  /**
+   * {@code load search} itself, through its own command line (the same validation, defaults and
+   * code as a user's search), against the demo's servers with the demo's budgets and workload.
+   */
+  private int search(
+      int simPort,
+      int proxyPort,
+      int adminPort,
+      Path budgetsFile,
+      Path dir,
+      PrintWriter stdout,
+      PrintWriter err) {
+    stdout.println(
+        "phasemeter demo: simulator on :"
+            + simPort
+            + " (decode 10 ms/token), proxy on :"
+            + proxyPort
+            + " ("
+            + SLOTS
+            + " slots), admin on :"
+            + adminPort
+            + ". A capacity search of 512-token prompts and 64-token answers against the demo's"
+            + " budgets (queue p95 <= 250 ms, ...): the pool serves about 10 req/s.");
+    stdout.flush();
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                "search",
+                "--url",
+                "http://127.0.0.1:" + proxyPort,
+                "--admin",
+                "http://127.0.0.1:" + adminPort,
+                "--model",
+                "sim-llama",
+                "--input-tokens",
+                "512",
+                "--output-tokens",
+                "64",
+                "--budgets",
+                budgetsFile.toString(),
+                "--timeout",
+                "90s",
+                "--out",
+                dir.toString()));
+    if (probeDuration != null) {
+      args.addAll(List.of("--duration", probeDuration));
+    }
+    args.addAll(searchArgs);
+    return LoadMain.commandLine(stdout, err, Map.of()).execute(args.toArray(String[]::new));
   }
 }

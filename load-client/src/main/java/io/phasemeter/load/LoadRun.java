@@ -73,6 +73,12 @@ public final class LoadRun {
   private final ProxyJoin join;
   private long runStart;
 
+  /** See {@link #execute(LoadOptions, PrintWriter, PrintWriter, boolean)}. */
+  private boolean warmProcess;
+
+  /** The step number seeding a full-rate warm-up's arrivals: none of the run's own steps. */
+  private static final int WARM_UP_ARRIVALS = -1;
+
   LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets, Goodput goodput) {
     this(vertx, o, out, budgets, goodput, Map.of(), goodput == null ? null : goodput.source());
   }
@@ -156,6 +162,17 @@ public final class LoadRun {
 
   /** Runs with a Vert.x of its own and returns the exit code. */
   public static int execute(LoadOptions o, PrintWriter out, PrintWriter err) {
+    return execute(o, out, err, false);
+  }
+
+  /**
+   * {@link #execute(LoadOptions, PrintWriter, PrintWriter)}; {@code warmProcess}: this JVM has
+   * already run this load (a capacity search's later probes), so the warm-up at load ({@code
+   * --warmup-duration}) offers the full rate from its start instead of rising from 0 (the rise is
+   * for a JIT that has not compiled the load path yet), and no JIT wait follows it: the server is
+   * not left to drain between the warm-up and the clock.
+   */
+  public static int execute(LoadOptions o, PrintWriter out, PrintWriter err, boolean warmProcess) {
     ClientBudgets budgets;
     Goodput goodput;
     Map<String, String> sloSkipped = new LinkedHashMap<>();
@@ -182,7 +199,9 @@ public final class LoadRun {
     }
     Vertx vertx = Vertx.vertx();
     try {
-      return new LoadRun(vertx, o, out, budgets, goodput, sloSkipped, sloSource).run(vertx, err);
+      LoadRun run = new LoadRun(vertx, o, out, budgets, goodput, sloSkipped, sloSource);
+      run.warmProcess = warmProcess;
+      return run.run(vertx, err);
     } catch (Exception e) {
       err.println("phasemeter load: the run failed: " + e);
       return INVALID_RUN;
@@ -237,7 +256,15 @@ public final class LoadRun {
         conditions.put("warmup_requests", sent);
         conditions.put("warmup_target", sent == 0 ? null : warm.target().key());
       }
-      if (WarmUp.atLoad(schedule, warm, workload, live, out)) {
+      if (warmProcess) {
+        WarmUp.atLoad(
+            schedule,
+            warm,
+            workload,
+            live,
+            out,
+            o.concurrency() > 0 ? null : o.arrivals(warm.firstRate(), WARM_UP_ARRIVALS));
+      } else if (WarmUp.atLoad(schedule, warm, workload, live, out)) {
         // The compiles the target's load queued, as after the client's own.
         double more = WarmUp.awaitQuietCompiler(out);
         jitWaitMs = jitWaitMs < 0 || more < 0 ? -1 : jitWaitMs + more;

@@ -46,11 +46,11 @@ import picocli.CommandLine.Option;
           + " sent, the client erroring or late on its own schedule, join coverage under the"
           + " budgets' minimum): an invalid probe is repeated once, then counted as neither.",
       "",
-      "With the defaults (probes of 10 s after 5 s at load, 3 blocks), a search at the scale of"
-          + " the demo's simulator (capacity about 8-10 req/s, from 1 req/s) runs about 21 probes"
-          + " of 17 s: 6 minutes; about 35 (10 minutes) when the confirmation has to move the"
-          + " bracket that a noisy probe set (measured: 596 s on a busy 2-core machine). A"
-          + " start --rate near the answer saves the doubling.",
+      "With the defaults (probes of 10 s after 2 s at load, the first after 5 s, 3 blocks), a"
+          + " search at the scale of the demo's simulator (phasemeter demo --search: capacity"
+          + " about 8-10 req/s, from 1 req/s) runs about 21 probes of 13 s: 5 minutes; 35 when the"
+          + " confirmation has to move the bracket that a noisy probe set (measured: 495 s on a"
+          + " busy 2-core machine). A start --rate near the answer saves the doubling.",
       "",
       "Writes search.json, report.html and probes/NN-rate-R/ (each probe's own report and"
           + " run.log) into --out; one line per probe.",
@@ -66,8 +66,14 @@ public final class SearchCommand extends LoadMain.Run {
   /** A probe's measured duration when --duration is not given. */
   static final String DEFAULT_PROBE = "10s";
 
-  /** A probe's warm-up at its load when --warmup-duration is not given. */
+  /** The first probe's warm-up at its load when --warmup-duration is not given. */
   static final String DEFAULT_WARMUP_AT_LOAD = "5s";
+
+  /**
+   * The later probes' warm-up at their load when --warmup-duration is not given: at the full rate
+   * from its start, the JVM being warm.
+   */
+  static final String DEFAULT_LATER_WARMUP = "2s";
 
   @Option(
       names = "--max-rate",
@@ -172,7 +178,8 @@ public final class SearchCommand extends LoadMain.Run {
     Duration probe =
         Durations.parsePositive("--duration", duration == null ? DEFAULT_PROBE : duration);
     duration = duration == null ? DEFAULT_PROBE : duration;
-    if (warmupDuration == null) {
+    boolean warmGiven = warmupDuration != null;
+    if (!warmGiven) {
       warmupDuration = DEFAULT_WARMUP_AT_LOAD;
     }
     Duration warm;
@@ -181,6 +188,7 @@ public final class SearchCommand extends LoadMain.Run {
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("--warmup-duration: " + e.getMessage());
     }
+    Duration laterWarm = warmGiven ? warm : Durations.parse(DEFAULT_LATER_WARMUP);
     // 0 is allowed here: no warm-up at load (the run's own flag takes only a positive one).
     warmupDuration = warm.isZero() ? null : warmupDuration;
     if (out == null) {
@@ -234,6 +242,7 @@ public final class SearchCommand extends LoadMain.Run {
             settings,
             probe,
             warm,
+            laterWarm,
             LoadMain.share("--min-attainment", minAttainment),
             minCapacity,
             Durations.parsePositive("--max-duration", maxDuration),
@@ -259,9 +268,14 @@ public final class SearchCommand extends LoadMain.Run {
                 + SearchRunner.MIN_REQUESTS
                 + " requests, so it lasts longer at a lower rate",
             "--warmup-duration",
-            "each probe's warm-up at its load before its clock, not counted (default: "
+            "each probe's warm-up at its load before its clock, not counted: the first probe's"
+                + " rising from 0, the later ones' at the full rate from the start, the JVM being"
+                + " warm (default: "
                 + DEFAULT_WARMUP_AT_LOAD
-                + "); --warmup and --client-floor apply to the first probe only",
+                + " for the first probe, "
+                + DEFAULT_LATER_WARMUP
+                + " for the later ones); --warmup and --client-floor apply to the first probe"
+                + " only",
             "--out",
             "where search.json, report.html and probes/ go (default:"
                 + " phasemeter-out/search-<time>)",

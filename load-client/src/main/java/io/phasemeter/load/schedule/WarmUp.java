@@ -170,6 +170,22 @@ public final class WarmUp {
   public static boolean atLoad(
       StepRunner steps, Plan o, Workload workload, LiveReport live, PrintWriter out)
       throws Exception {
+    return atLoad(steps, o, workload, live, out, null);
+  }
+
+  /**
+   * {@link #atLoad(StepRunner, Plan, Workload, LiveReport, PrintWriter)}, an open model's load at
+   * its full rate from the start with {@code atRate} (a process whose JIT has already compiled this
+   * load: nothing to rise for), or rising from 0 when it is null.
+   */
+  public static boolean atLoad(
+      StepRunner steps,
+      Plan o,
+      Workload workload,
+      LiveReport live,
+      PrintWriter out,
+      Arrivals atRate)
+      throws Exception {
     if (o.atLoad().isZero()) {
       return false;
     }
@@ -180,7 +196,7 @@ public final class WarmUp {
                 + " (--warmup-duration) ...",
             o.atLoad().toNanos() / 1e9));
     out.flush();
-    StepInfo s = atLoad(steps, o, o.atLoad(), workload, live);
+    StepInfo s = atLoad(steps, o, o.atLoad(), workload, live, atRate);
     out.println(
         String.format(
             Locale.ROOT,
@@ -189,7 +205,10 @@ public final class WarmUp {
             o.atLoad().toNanos() / 1e9,
             o.concurrency() > 0
                 ? ""
-                : String.format(Locale.ROOT, " (rising to %.2f req/s)", o.firstRate()),
+                : String.format(
+                    Locale.ROOT,
+                    atRate == null ? " (rising to %.2f req/s)" : " (at %.2f req/s)",
+                    o.firstRate()),
             s.sent(),
             s.dropped()));
     out.flush();
@@ -229,7 +248,7 @@ public final class WarmUp {
                 + " ...",
             SELF_AT_LOAD.toNanos() / 1e9));
     out.flush();
-    StepInfo s = atLoad(self, p, SELF_AT_LOAD, workload, live);
+    StepInfo s = atLoad(self, p, SELF_AT_LOAD, workload, live, null);
     out.println(
         String.format(
             Locale.ROOT,
@@ -253,7 +272,8 @@ public final class WarmUp {
 
   /** The first step's load for {@code d}, uncounted; null when {@code d} is zero. */
   private static StepInfo atLoad(
-      StepRunner steps, Plan o, Duration d, Workload workload, LiveReport live) throws Exception {
+      StepRunner steps, Plan o, Duration d, Workload workload, LiveReport live, Arrivals atRate)
+      throws Exception {
     if (d.isZero()) {
       return null;
     }
@@ -278,9 +298,12 @@ public final class WarmUp {
     if (o.concurrency() > 0) {
       return steps.closed(warm, 0, o.concurrency(), d).await();
     }
+    double rate = o.firstRate();
+    if (atRate != null) {
+      return steps.open(warm, 0, rate, d, atRate);
+    }
     // Rising from 0 to the rate: the JIT compiles while the load is light, and the client
     // never starts the run already behind.
-    double rate = o.firstRate();
     return steps.open(warm, 0, rate, d, Arrivals.ramp(rate, d.toNanos() / 1e9));
   }
 

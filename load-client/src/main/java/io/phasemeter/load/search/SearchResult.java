@@ -78,6 +78,7 @@ public record SearchResult(
     search.put("floor", s.floor());
     search.put("probe_duration_s", o.probeDuration().toMillis() / 1000.0);
     search.put("warmup_duration_s", o.warmupDuration().toMillis() / 1000.0);
+    search.put("later_warmup_duration_s", o.laterWarmupDuration().toMillis() / 1000.0);
     search.put("repeats", s.repeats());
     search.put("seed", s.seed());
     search.put("max_duration_s", o.maxDuration().toSeconds());

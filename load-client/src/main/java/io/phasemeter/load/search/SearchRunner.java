@@ -48,7 +48,9 @@ public final class SearchRunner {
    *
    * @param base the run options every probe starts from (the search's own command line)
    * @param probeDuration each probe's measured duration
-   * @param warmupDuration each probe's warm-up at its load, before its clock
+   * @param warmupDuration the first probe's warm-up at its load, before its clock, rising from 0
+   * @param laterWarmupDuration the later probes' warm-up at their load, at the full rate from its
+   *     start (the JVM has compiled the load path in the first probe)
    * @param minAttainment the attainment a probe must reach when there are objectives
    * @param minCapacity below it the search exits 3 (0: never)
    * @param maxDuration the whole search's time
@@ -58,6 +60,7 @@ public final class SearchRunner {
       CapacitySearch.Settings settings,
       Duration probeDuration,
       Duration warmupDuration,
+      Duration laterWarmupDuration,
       double minAttainment,
       double minCapacity,
       Duration maxDuration,
@@ -91,11 +94,12 @@ public final class SearchRunner {
     out.println(
         String.format(
             Locale.ROOT,
-            "phasemeter load search: from %s%s, probes of %s after %s at load each, resolution"
-                + " %s, %d confirmation blocks (seed %d), at most %s -> %s",
+            "phasemeter load search: from %s%s, probes of %s after %s at load each (the first"
+                + " after %s), resolution %s, %d confirmation blocks (seed %d), at most %s -> %s",
             Format.load(s.start(), s.closed()),
             Double.isInfinite(s.maxLoad()) ? "" : " up to " + Format.load(s.maxLoad()),
             human(o.probeDuration()),
+            human(o.laterWarmupDuration()),
             human(o.warmupDuration()),
             s.closed() ? "1" : Format.pct(s.resolution()),
             s.repeats(),
@@ -119,10 +123,12 @@ public final class SearchRunner {
     long now = clock.nanoTime();
     boolean closed = o.settings().closed();
     Duration duration = probeDuration(load, closed, o.probeDuration());
+    boolean first = index == 0;
+    Duration warm = first ? o.warmupDuration() : o.laterWarmupDuration();
     long expected =
         Math.max(
             longestProbe + duration.minus(o.probeDuration()).toNanos(),
-            o.warmupDuration().plus(duration).plus(o.base().joinGrace()).toNanos());
+            warm.plus(duration).plus(o.base().joinGrace()).toNanos());
     if (now - start + expected > o.maxDuration().toNanos()) {
       return null;
     }
@@ -132,7 +138,6 @@ public final class SearchRunner {
             .resolve(
                 String.format(
                     Locale.ROOT, "%02d-%s-%s", i, closed ? "concurrency" : "rate", name(load)));
-    boolean first = i == 1;
     LoadOptions po =
         o.base()
             .withLoad(
@@ -140,7 +145,7 @@ public final class SearchRunner {
                 closed ? (int) load : 0,
                 duration,
                 first ? o.base().warmup() : 0,
-                o.warmupDuration(),
+                warm,
                 first && o.base().clientFloor(),
                 probeDir,
                 o.base().seed() + i);
@@ -152,7 +157,7 @@ public final class SearchRunner {
           new PrintWriter(
               Files.newBufferedWriter(probeDir.resolve("run.log"), StandardCharsets.UTF_8), true)) {
         try {
-          code = LoadRun.execute(po, log, log);
+          code = LoadRun.execute(po, log, log, !first);
         } catch (RuntimeException e) {
           code = LoadRun.INVALID_RUN;
           clientError = e.toString();
