@@ -71,6 +71,7 @@ public final class SearchRunner {
   private int index;
   private long start;
   private long longestProbe;
+  private final List<Probe> done = new ArrayList<>();
 
   public SearchRunner(Options options, PrintWriter out, NanoClock clock) {
     this.o = options;
@@ -105,7 +106,7 @@ public final class SearchRunner {
     out.flush();
     start = clock.nanoTime();
     Instant startedAt = Instant.now();
-    CapacitySearch.Outcome outcome = new CapacitySearch(s, this::probe).run();
+    CapacitySearch.Outcome outcome = new CapacitySearch(s, this::probeAndRecord).run();
     SearchResult result =
         SearchResult.of(
             o, outcome, startedAt, (clock.nanoTime() - start) / 1e9, o.base().admin() != null);
@@ -185,6 +186,20 @@ public final class SearchRunner {
                 logReasons(probeDir.resolve("run.log"), code),
                 first));
     progress(p);
+    return p;
+  }
+
+  /** A probe, then search.json rewritten with {@code status: running} and every probe so far. */
+  private Probe probeAndRecord(double load, Probe.Stage stage, int block) {
+    Probe p = probe(load, stage, block);
+    if (p != null) {
+      done.add(p);
+      try {
+        SearchResult.writeRunning(dir, o, done);
+      } catch (IOException e) {
+        out.println("phasemeter load search: search.json not written: " + e.getMessage());
+      }
+    }
     return p;
   }
 
