@@ -334,10 +334,33 @@ public final class CapacitySearch {
               ? Status.NOTHING_HOLDS
               : Status.NO_VALID_PROBE;
         }
+        if (notLoadDriven(p)) {
+          notes.add(
+              "no load held down to "
+                  + Format.load(load, s.closed())
+                  + ", and the failure is not the load's: "
+                  + LoadDriven.NOT_LOAD_DRIVEN);
+          return Status.NOTHING_HOLDS;
+        }
         double next = Math.max(s.floor(), s.closed() ? Math.floor(load / 2) : load / 2);
         load = next;
       }
     }
+  }
+
+  /**
+   * Whether a failure while halving did not ease when the load was quartered ({@link LoadDriven}):
+   * a budget nothing meets, not a load too high.
+   */
+  private boolean notLoadDriven(Probe p) {
+    if (!p.failed()) {
+      return false;
+    }
+    return probes.stream()
+        .filter(q -> q.failed() && q.load() >= 4 * p.load() * (1 - 1e-9))
+        .min(java.util.Comparator.comparingDouble(Probe::load))
+        .map(up -> !LoadDriven.eased(p, up))
+        .orElse(false);
   }
 
   /** Bisects the bracket; null when it is within the resolution or a probe stopped it. */

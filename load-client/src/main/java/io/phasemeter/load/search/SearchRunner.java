@@ -70,7 +70,7 @@ public final class SearchRunner {
   private final Path dir;
   private int index;
   private long start;
-  private long longestProbe;
+  private final ProbeTime time;
   private final List<Probe> done = new ArrayList<>();
 
   public SearchRunner(Options options, PrintWriter out, NanoClock clock) {
@@ -78,6 +78,7 @@ public final class SearchRunner {
     this.out = out;
     this.clock = clock;
     this.dir = options.base().out();
+    this.time = new ProbeTime(clock, options.maxDuration());
     Map<String, Double> quantiles = new LinkedHashMap<>();
     for (ClientBudgets.Budget b : options.budgets().forModel(options.base().model())) {
       quantiles.put(b.name(), b.quantile());
@@ -105,6 +106,7 @@ public final class SearchRunner {
             dir));
     out.flush();
     start = clock.nanoTime();
+    time.start();
     Instant startedAt = Instant.now();
     CapacitySearch.Outcome outcome = new CapacitySearch(s, this::probeAndRecord).run();
     SearchResult result =
@@ -120,11 +122,7 @@ public final class SearchRunner {
     long now = clock.nanoTime();
     boolean closed = o.settings().closed();
     Duration duration = probeDuration(load, closed, o.probeDuration());
-    long expected =
-        Math.max(
-            longestProbe + duration.minus(o.probeDuration()).toNanos(),
-            o.warmupDuration().plus(duration).plus(o.base().joinGrace()).toNanos());
-    if (now - start + expected > o.maxDuration().toNanos()) {
+    if (!time.allows(o.warmupDuration(), duration, o.base().joinGrace())) {
       return null;
     }
     int i = ++index;
@@ -171,7 +169,7 @@ public final class SearchRunner {
     } catch (IOException e) {
       clientError = "summary.json unreadable: " + e.getMessage();
     }
-    longestProbe = Math.max(longestProbe, clock.nanoTime() - now);
+    time.ended(now, o.warmupDuration(), duration, first);
     Probe p =
         judge.judge(
             new ProbeJudge.Run(
