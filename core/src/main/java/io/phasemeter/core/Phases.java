@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Optional;
+import java.util.function.ToDoubleFunction;
 import java.util.stream.Collectors;
 
 /**
@@ -227,6 +228,28 @@ public enum Phases {
   public boolean toFirstToken() {
     Phases c = canonical();
     return c == CLIENT_TTFT || c == SERVER_TTFT;
+  }
+
+  /**
+   * A part's figure inside this sum, from each phase's figure ({@code ms}; NaN where not measured):
+   * the part's own, except {@link #GENERATION} in a time-to-first-token sum, bounded by the sum
+   * minus its other measured parts (generation is measured to the last byte, a TTFT counts it only
+   * up to the first token). The one rule for naming a sum's part: the BREACH line and the search's
+   * limiting phase both use it.
+   */
+  public double partMs(Phases part, ToDoubleFunction<Phases> ms) {
+    double own = ms.applyAsDouble(part);
+    if (part != GENERATION || !toFirstToken()) {
+      return own;
+    }
+    double others = 0;
+    for (Phases o : parts()) {
+      double v = ms.applyAsDouble(o);
+      if (o != GENERATION && !Double.isNaN(v)) {
+        others += v;
+      }
+    }
+    return Math.min(own, ms.applyAsDouble(canonical()) - others);
   }
 
   /** The reported phases in report order. */

@@ -206,7 +206,19 @@ public final class LoadRun {
       err.println("phasemeter load: the run failed: " + e);
       return INVALID_RUN;
     } finally {
-      vertx.close();
+      closeBounded(vertx);
+    }
+  }
+
+  /**
+   * Closes the run's Vert.x and waits for it, at most 10 s: a search's next probe then does not
+   * start while this one's event loops and sockets are still closing.
+   */
+  private static void closeBounded(Vertx vertx) {
+    try {
+      vertx.close().await(10, java.util.concurrent.TimeUnit.SECONDS);
+    } catch (Exception e) {
+      // Closing late or failing to close does not change the run's result.
     }
   }
 

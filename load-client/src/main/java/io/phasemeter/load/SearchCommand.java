@@ -43,8 +43,9 @@ import picocli.CommandLine.Option;
       "A probe fails when the deployment did not hold (a budget breached, the attainment below"
           + " its minimum, errors above the limit, timeouts, iterations dropped at"
           + " --max-in-flight); it is invalid when the measurement cannot be trusted (nothing"
-          + " sent, the client erroring or late on its own schedule, join coverage under the"
-          + " budgets' minimum): an invalid probe is repeated once, then counted as neither.",
+          + " sent, the client erroring, join coverage under the budgets' minimum, or the client"
+          + " late on its own schedule while the deployment failed only on the client's own"
+          + " phases, or passed): an invalid probe is repeated once, then counted as neither.",
       "",
       "With the defaults (probes of 10 s after 2 s at load, the first after 5 s, 3 blocks), a"
           + " search at the scale of the demo's simulator (phasemeter demo --search: capacity"
@@ -58,7 +59,9 @@ import picocli.CommandLine.Option;
       "Exit codes: 0 capacity found (or at least --max-rate); 3 the capacity is below"
           + " --min-capacity, or no load held down to the floor; 4 no probe was valid, or"
           + " nothing succeeded at the first probe (a wrong --model or --url); 5 --max-duration"
-          + " ran out before the search ended (the bracket so far is reported); 2 bad usage.",
+          + " ran out before the search ended (the bracket so far is reported); 2 bad usage."
+          + " When several apply, 2 and 4 win, then 3 (out of time, but a load at or below"
+          + " --min-capacity already failed), then 5.",
       ""
     },
     exitCodeOnInvalidInput = 2)
@@ -124,7 +127,8 @@ public final class SearchCommand extends LoadMain.Run {
       paramLabel = "D",
       defaultValue = "30m",
       description =
-          "the whole search's time: no probe starts that would end after it; then the search"
+          "the whole search's time: no probe starts that would end after it (its warm-up,"
+              + " duration and the largest overhead seen so far); then the search"
               + " stops and reports the bracket so far (exit 5) (default: ${DEFAULT-VALUE})")
   String maxDuration;
 

@@ -361,17 +361,7 @@ public final class ClientBudgets {
     String best = phase;
     double bestMs = -1;
     for (Phases part : sum.parts()) {
-      double ms = stats.quantileMs(part.key(), quantile);
-      if (part == Phases.GENERATION && sum.toFirstToken()) {
-        double ttft = stats.quantileMs(sum.canonical().key(), quantile);
-        double others = 0;
-        for (Phases o : sum.parts()) {
-          if (o != Phases.GENERATION && !Double.isNaN(stats.quantileMs(o.key(), quantile))) {
-            others += stats.quantileMs(o.key(), quantile);
-          }
-        }
-        ms = Math.min(ms, ttft - others);
-      }
+      double ms = sum.partMs(part, p -> stats.quantileMs(p.key(), quantile));
       if (!Double.isNaN(ms) && ms > bestMs) {
         bestMs = ms;
         best = part.key();

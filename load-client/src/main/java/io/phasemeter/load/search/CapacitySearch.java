@@ -171,8 +171,51 @@ public final class CapacitySearch {
         confirmed = again;
       }
     }
+    if (confirmed == null && allLow(result)) {
+      return fromBelow(rates.get(0));
+    }
     Status status = confirmed != null ? confirmed : fail == null ? Status.AT_LEAST : Status.FOUND;
     return outcome(status, rates, result);
+  }
+
+  /** Whether the confirmation's every counted block failed at every load. */
+  private static boolean allLow(Confirmation.Result r) {
+    return r != null
+        && !r.blocks().isEmpty()
+        && r.blocks().stream().allMatch(b -> "low".equals(b.censored()));
+  }
+
+  /**
+   * Every block failed at every load down to {@code bottom}: that load never held, so it is not the
+   * capacity. The halving goes on below it (to the floor), then the bisection and a confirmation of
+   * their own, as often as that happens; nothing holding down to the floor ends NOTHING_HOLDS.
+   */
+  private Outcome fromBelow(double bottom) {
+    notes.add(
+        "every confirmation block failed at every load, down to "
+            + Format.load(bottom, s.closed())
+            + ": the search went on halving below it (those blocks are listed, not counted)");
+    pass = null;
+    fail = bottom;
+    if (bottom <= s.floor()) {
+      notes.add("no load held down to " + Format.load(bottom, s.closed()) + ", the floor");
+      return outcome(Status.NOTHING_HOLDS, List.of(), null);
+    }
+    Status st = bracket(Math.max(s.floor(), s.closed() ? Math.floor(bottom / 2) : bottom / 2));
+    if (st == null) {
+      st = bisect();
+    }
+    if (st != null) {
+      return outcome(st, List.of(), null);
+    }
+    confirmFrom = probes.size();
+    List<Double> rates = Confirmation.rates(pass, fail, s.closed(), s.resolution(), s.maxLoad());
+    Status confirmed = confirm(rates);
+    Confirmation.Result result = estimate(rates);
+    if (confirmed == null && allLow(result)) {
+      return fromBelow(rates.get(0));
+    }
+    return outcome(confirmed != null ? confirmed : Status.FOUND, rates, result);
   }
 
   /** The confirmation's estimate from the probes of its blocks, or null without any. */
@@ -237,7 +280,7 @@ public final class CapacitySearch {
   /** Doubles or halves to a bracket; null when there is one (or a pass with nothing above). */
   private Status bracket(double from) {
     double load = from;
-    Probe.Stage stage = Probe.Stage.DOUBLE;
+    Probe.Stage stage = pass == null && fail != null ? Probe.Stage.HALVE : Probe.Stage.DOUBLE;
     while (true) {
       Probe p = attempt(load, stage, 0);
       if (p == null) {
@@ -291,10 +334,33 @@ public final class CapacitySearch {
               ? Status.NOTHING_HOLDS
               : Status.NO_VALID_PROBE;
         }
+        if (notLoadDriven(p)) {
+          notes.add(
+              "no load held down to "
+                  + Format.load(load, s.closed())
+                  + ", and the failure is not the load's: "
+                  + LoadDriven.NOT_LOAD_DRIVEN);
+          return Status.NOTHING_HOLDS;
+        }
         double next = Math.max(s.floor(), s.closed() ? Math.floor(load / 2) : load / 2);
         load = next;
       }
     }
+  }
+
+  /**
+   * Whether a failure while halving did not ease when the load was quartered ({@link LoadDriven}):
+   * a budget nothing meets, not a load too high.
+   */
+  private boolean notLoadDriven(Probe p) {
+    if (!p.failed()) {
+      return false;
+    }
+    return probes.stream()
+        .filter(q -> q.failed() && q.load() >= 4 * p.load() * (1 - 1e-9))
+        .min(java.util.Comparator.comparingDouble(Probe::load))
+        .map(up -> !LoadDriven.eased(p, up))
+        .orElse(false);
   }
 
   /** Bisects the bracket; null when it is within the resolution or a probe stopped it. */

@@ -33,8 +33,10 @@ public final class Confirmation {
    *
    * @param interval mean and 95 % interval over the blocks' crossings
    * @param passedEveryBlock the highest confirmation load that passed in every block, or NaN
+   * @param counted the indexes of the valid probes of the blocks counted
    */
-  public record Result(List<Block> blocks, Stats.Interval interval, double passedEveryBlock) {
+  public record Result(
+      List<Block> blocks, Stats.Interval interval, double passedEveryBlock, List<Integer> counted) {
     /** How many blocks were censored. */
     public long censored() {
       return blocks.stream().filter(b -> b.censored() != null).count();
@@ -76,6 +78,7 @@ public final class Confirmation {
   /** The capacity from the valid confirmation probes of {@code repeats} blocks. */
   public static Result estimate(List<Probe> confirm, List<Double> rates, int repeats) {
     List<Block> blocks = new ArrayList<>();
+    List<Integer> counted = new ArrayList<>();
     Map<Double, Integer> passes = new TreeMap<>();
     for (int b = 1; b <= repeats; b++) {
       TreeMap<Double, Probe> byLoad = new TreeMap<>();
@@ -84,9 +87,10 @@ public final class Confirmation {
           byLoad.put(p.load(), p); // a repeat after an invalid one replaces nothing valid
         }
       }
-      if (byLoad.isEmpty()) {
+      if (byLoad.isEmpty() || !complete(confirm, b, rates)) {
         continue;
       }
+      byLoad.values().forEach(p -> counted.add(p.index()));
       byLoad.forEach((load, p) -> passes.merge(load, p.passed() ? 1 : 0, Integer::sum));
       blocks.add(crossing(b, byLoad));
     }
@@ -97,7 +101,21 @@ public final class Confirmation {
       }
     }
     Stats.Interval interval = Stats.of(blocks.stream().map(Block::load).toList());
-    return new Result(List.copyOf(blocks), interval, every);
+    return new Result(List.copyOf(blocks), interval, every, List.copyOf(counted));
+  }
+
+  /**
+   * Whether block {@code b} ran to its end: a probe (valid, or invalid twice) at every confirmation
+   * load. A block cut short by {@code --max-duration} is left out: its few loads would put a
+   * censored end above the first failure or below the pass.
+   */
+  static boolean complete(List<Probe> confirm, int b, List<Double> rates) {
+    for (double r : rates) {
+      if (confirm.stream().noneMatch(p -> p.block() == b && p.load() == r)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** One block's crossing from its valid probes, by load. */

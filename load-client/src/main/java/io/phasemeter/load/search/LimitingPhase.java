@@ -19,13 +19,18 @@ import java.util.stream.Collectors;
  *       passing probe below it, as the BREACH line names a sum's part;
  *   <li>where it failed otherwise (objectives, errors, drops, timeouts), the objective missed most
  *       often and the server's or the join's phase whose p95 grew most, in ms, since the last
- *       passing probe: network_envelope, gateway, receive, queue, generation, write, unattributed,
- *       and engine_queue where the engine reports it.
+ *       passing probe: network_envelope, gateway, receive, queue, generation, write and
+ *       unattributed; where the engine reports its own split, generation's leaves (engine_queue,
+ *       prefill, decode) are compared instead of generation, which holds them.
  * </ul>
  *
- * Ties are the others within {@value #TIE} (relative) of the named one's figure. Without the join
- * ({@code --admin}) no server phase is known: the phase is named only when a budget on a phase the
- * client sees itself gave way.
+ * In a time-to-first-token sum (a client_ttft or ttft budget, or client_ttft the objective missed
+ * most), generation counts only up to the first token: bounded by the TTFT minus the other parts,
+ * the rule the run's BREACH line uses ({@link Phases#partMs}).
+ *
+ * <p>Ties are the others within {@value #TIE} (relative) of the named one's figure. Without the
+ * join ({@code --admin}) no server phase is known: the phase is named only when a budget on a phase
+ * the client sees itself gave way.
  *
  * @param phase the phase named, or null when none can be
  * @param owner who to page ({@link Phases#owner()}), or null
@@ -209,7 +214,9 @@ public record LimitingPhase(
           pass == null ? null : pass.index(),
           fail.index());
     }
-    List<Map.Entry<String, Double>> grown = grownMost(DECOMPOSITION, pass, fail);
+    Phases sum = objective == null ? null : Phases.fromKey(objective).orElse(null);
+    List<Map.Entry<String, Double>> grown =
+        grownMost(leaves(DECOMPOSITION, fail, sum), pass, fail, sum);
     if (grown.isEmpty()) {
       return new LimitingPhase(
           null,
@@ -247,24 +254,70 @@ public record LimitingPhase(
     if (!isSum(canonical) || !joined) {
       return canonical;
     }
-    List<String> parts =
-        Phases.fromKey(canonical).orElseThrow().parts().stream().map(Phases::key).toList();
-    List<Map.Entry<String, Double>> grown = grownMost(parts, pass, fail);
+    Phases sum = Phases.fromKey(canonical).orElseThrow();
+    List<String> parts = leaves(sum.parts().stream().map(Phases::key).toList(), fail, sum);
+    List<Map.Entry<String, Double>> grown = grownMost(parts, pass, fail, sum);
     return grown.isEmpty() ? canonical : grown.get(0).getKey();
   }
 
   /** The phases of {@code names} the failing probe measured, by p95 growth in ms, largest first. */
   static List<Map.Entry<String, Double>> grownMost(List<String> names, Probe pass, Probe fail) {
+    return grownMost(names, pass, fail, null);
+  }
+
+  /**
+   * As {@link #grownMost(List, Probe, Probe)}, each phase taken as a part of {@code sum} (null: as
+   * itself): in a time-to-first-token sum, generation is bounded by the TTFT minus the other parts
+   * ({@link Phases#partMs}, the rule the BREACH line names a sum's part by).
+   */
+  static List<Map.Entry<String, Double>> grownMost(
+      List<String> names, Probe pass, Probe fail, Phases sum) {
     return names.stream()
         .filter(n -> Double.isFinite(fail.p95(n)))
         .map(
             n -> {
-              double before = pass == null ? Double.NaN : pass.p95(n);
-              double growth = fail.p95(n) - (Double.isFinite(before) ? before : 0);
+              double after = asPart(fail, n, sum);
+              double before = pass == null ? Double.NaN : asPart(pass, n, sum);
+              double growth = after - (Double.isFinite(before) ? before : 0);
               return Map.entry(n, growth);
             })
         .sorted(Map.Entry.<String, Double>comparingByValue().reversed())
         .collect(Collectors.toList());
+  }
+
+  /** A phase's p95 in a probe, as a part of {@code sum} (null: its own p95). */
+  private static double asPart(Probe p, String name, Phases sum) {
+    Phases part = Phases.fromKey(name).orElse(null);
+    if (sum == null || part == null || !sum.parts().contains(part)) {
+      return p.p95(name);
+    }
+    double bounded = sum.partMs(part, ph -> p.p95(ph.key()));
+    return Double.isNaN(bounded) ? p.p95(name) : bounded; // the sum itself not measured
+  }
+
+  /**
+   * The phases to compare: {@code names}, with generation replaced by the engine's own split where
+   * the failing probe measured it (engine_queue and prefill, and decode unless {@code sum} ends at
+   * the first token): engine_queue lies inside generation, so generation's growth would always
+   * cover it and the engine's scheduler queue could never be named.
+   */
+  static List<String> leaves(List<String> names, Probe fail, Phases sum) {
+    if (!names.contains("generation") || !Double.isFinite(fail.p95("engine_queue"))) {
+      return names;
+    }
+    List<String> out = new ArrayList<>();
+    for (String n : names) {
+      if (n.equals("generation")) {
+        out.add("engine_queue");
+        out.add("prefill");
+        if (sum == null || !sum.toFirstToken()) {
+          out.add("decode");
+        }
+      } else if (!out.contains(n)) {
+        out.add(n);
+      }
+    }
+    return out;
   }
 
   /** "queue p95 grew from 40 ms to 1.9 s between 18 and 24 req/s". */

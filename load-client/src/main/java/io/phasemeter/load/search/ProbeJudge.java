@@ -21,10 +21,16 @@ import java.util.Map;
  * the objectives below the minimum, the error rate above its limit, requests timing out, iterations
  * dropped at the in-flight cap (the open model's load could not be offered), or, above the first
  * probe, nothing succeeding. It is <b>invalid</b> when the measurement cannot be trusted: nothing
- * sent, no report, the client erroring, join coverage under the budgets' minimum, or the client
- * late on its own schedule (schedule_lag p95 over {@value #SCHEDULE_LAG_LIMIT_MS} ms, or a
- * schedule_lag budget breached) while no server-side budget gave way. It is <b>fatal</b> on bad
- * input (exit 2) and when nothing succeeded at the very first probe.
+ * sent, no report, the client erroring, join coverage under the budgets' minimum, a later probe's
+ * exit 2 (the arguments were good at the first: the environment, e.g. the admin feed not
+ * answering), or the client late on its own schedule (schedule_lag p95 over {@value
+ * #SCHEDULE_LAG_LIMIT_MS} ms, or a schedule_lag budget breached) unless the deployment failed on
+ * something the client's lateness cannot explain: a server-side budget, errors, timeouts, drops,
+ * nothing succeeding, or the attainment below the minimum (a late client offered less than asked,
+ * so a deployment that gave way under it gives way at the load asked). A probe that failed only on
+ * budgets of the client's own phases (client_ttft, client_total, …) is then invalid: the client's
+ * busy event loop may have made them. It is <b>fatal</b> on bad input (the first probe's exit 2)
+ * and when nothing succeeded at the very first probe.
  *
  * <p>The margin is the smallest of: {@code (1 − quantile) − share above the limit} per latency
  * budget (judged on exact counts) and {@code attainment − min_attainment}; a probe that failed on
@@ -78,8 +84,10 @@ final class ProbeJudge {
     List<Probe.Breach> breaches = new ArrayList<>();
     JsonNode s = run.summary();
     if (run.exitCode() == LoadRun.USAGE) {
+      // Every probe runs the same arguments: only the first one's exit 2 is bad input; later it
+      // is the environment (the admin feed not answering in time), invalid and repeated once.
       List<String> why = run.logReasons().isEmpty() ? List.of("exit 2") : run.logReasons();
-      return probe(run, Probe.Verdict.INVALID, why, Double.NaN, breaches, true, notes);
+      return probe(run, Probe.Verdict.INVALID, why, Double.NaN, breaches, run.first(), notes);
     }
     if (s == null) {
       invalid.add(
@@ -116,6 +124,7 @@ final class ProbeJudge {
       margins.add(-1.0);
     }
     boolean serverBreached = false;
+    List<String> late = new ArrayList<>();
     for (JsonNode b : s.path("budgets")) {
       String phase = b.path("phase").asText();
       boolean breached = b.path("breached").asBoolean(false);
@@ -137,6 +146,7 @@ final class ProbeJudge {
       }
       if (phase.equals("error_rate")) {
         if (breached) {
+          serverBreached = true; // errors: the client's lateness does not explain them
           margins.add(limit - observed);
           fail.add(
               String.format(
@@ -160,7 +170,7 @@ final class ProbeJudge {
       }
       if (phase.equals("schedule_lag")) {
         if (breached) {
-          invalid.add(
+          late.add(
               String.format(
                   Locale.ROOT,
                   "the client could not keep its schedule: schedule_lag p%s %s is over its"
@@ -230,14 +240,24 @@ final class ProbeJudge {
     }
     double lag = num(s.path("phases").path("schedule_lag").path("p95_ms"));
     if (lag > SCHEDULE_LAG_LIMIT_MS) {
-      String text =
+      late.add(
           String.format(
               Locale.ROOT,
               "the client ran late on its own schedule: schedule_lag p95 %s (over %s)",
               Format.ms(lag),
-              Format.ms(SCHEDULE_LAG_LIMIT_MS));
-      if (serverBreached || dropped > 0 || timeouts > 0) {
-        notes.add(text + "; the server's own failure stands");
+              Format.ms(SCHEDULE_LAG_LIMIT_MS)));
+    }
+    boolean deploymentFailed =
+        serverBreached
+            || dropped > 0
+            || timeouts > 0
+            || ok == 0
+            || errorRate > allowed
+            || attainment < minAttainment
+            || breaches.isEmpty() && !fail.isEmpty();
+    for (String text : late) {
+      if (deploymentFailed) {
+        notes.add(text + "; the deployment's own failure stands");
       } else {
         invalid.add(text);
       }

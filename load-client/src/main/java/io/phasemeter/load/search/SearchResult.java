@@ -41,8 +41,8 @@ public record SearchResult(
       Instant startedAt,
       double tookSeconds,
       boolean joined) {
-    Capacity capacity = Capacity.of(outcome);
     boolean closed = o.settings().closed();
+    Capacity capacity = Capacity.of(outcome, closed);
     // No load held (or none had when the time ran out): the capacity lies below every probe, and
     // the lowest failing one names what gave way, as a fault present at every load needs.
     CapacitySearch.Status status = outcome.status();
@@ -108,8 +108,19 @@ public record SearchResult(
         reason = "no load held: the capacity is below the lowest load probed";
       }
       case OUT_OF_TIME -> {
-        code = SearchRunner.UNFINISHED;
-        reason = "the search did not finish within --max-duration; the bracket so far is reported";
+        if (o.minCapacity() > 0 && outcome.fail() != null && outcome.fail() <= o.minCapacity()) {
+          // What ran already shows it: a load at or below --min-capacity gave way.
+          code = SearchRunner.BELOW_MIN_CAPACITY;
+          reason =
+              "the search did not finish within --max-duration, but "
+                  + Format.load(outcome.fail(), closed)
+                  + " already failed: the capacity is below --min-capacity "
+                  + Format.load(o.minCapacity(), closed);
+        } else {
+          code = SearchRunner.UNFINISHED;
+          reason =
+              "the search did not finish within --max-duration; the bracket so far is reported";
+        }
       }
       default -> {
         if (o.minCapacity() > 0 && capacity.rate() < o.minCapacity()) {
@@ -157,6 +168,8 @@ public record SearchResult(
     cap.put("unit", closed ? "concurrency" : "req/s");
     cap.put("at_least", c.atLeast());
     num(cap, "measured_at", c.measuredAt());
+    num(cap, "crossing_mean", c.crossingMean());
+    cap.put("censored_blocks", c.censoredBlocks());
     cap.put("method", c.method());
     CapacitySearch.Outcome o = r.outcome();
     ObjectNode bracket = cap.putObject("bracket");
@@ -210,34 +223,7 @@ public record SearchResult(
         lp.put("fail_probe", l.failProbe());
       }
     }
-    ArrayNode probes = root.putArray("probes");
-    for (Probe p : o.probes()) {
-      ObjectNode pn = probes.addObject();
-      pn.put("index", p.index());
-      pn.put("rate", p.load());
-      pn.put("stage", p.stage().key());
-      if (p.block() > 0) {
-        pn.put("block", p.block());
-      }
-      pn.put("verdict", p.verdict().key());
-      ArrayNode reasons = pn.putArray("reasons");
-      p.reasons().forEach(reasons::add);
-      if (!p.notes().isEmpty()) {
-        ArrayNode notes = pn.putArray("notes");
-        p.notes().forEach(notes::add);
-      }
-      num(pn, "margin", p.margin());
-      num(pn, "attainment", p.attainment());
-      num(pn, "request_throughput", p.requestThroughput());
-      num(pn, "output_tokens_per_s", p.outputTokensPerS());
-      num(pn, "request_goodput", p.requestGoodput());
-      ObjectNode p95 = pn.putObject("p95_ms");
-      for (Map.Entry<String, Double> e : new java.util.TreeMap<>(p.p95Ms()).entrySet()) {
-        num(p95, e.getKey(), e.getValue());
-      }
-      pn.put("exit_code", p.exitCode());
-      pn.put("dir", r.options().base().out().relativize(p.dir()).toString());
-    }
+    probes(root.putArray("probes"), o.probes(), conf, r.options());
     ObjectNode criteria = root.putObject("criteria");
     var base = r.options().base();
     criteria.put("budgets_file", base.budgets() == null ? null : base.budgets().toString());
@@ -262,6 +248,59 @@ public record SearchResult(
     root.put("exit_code", r.exitCode());
     root.put("exit_reason", r.exitReason());
     return root;
+  }
+
+  /**
+   * Writes search.json while the search runs ({@code status: running}): the probes so far, so that
+   * a search killed before its end (Ctrl-C, a Job's deadline) leaves its probes listed.
+   */
+  static void writeRunning(Path dir, SearchRunner.Options o, java.util.List<Probe> probes)
+      throws IOException {
+    ObjectNode root = JsonNodeFactory.instance.objectNode();
+    root.put("v", 1);
+    root.put("status", "running");
+    root.putNull("capacity");
+    root.putNull("limiting_phase");
+    probes(root.putArray("probes"), probes, null, o);
+    JSON.writeValue(dir.resolve("search.json").toFile(), root);
+  }
+
+  /** Each probe; a confirmation probe says whether its block counted ({@code counted}). */
+  private static void probes(
+      ArrayNode probes,
+      java.util.List<Probe> list,
+      Confirmation.Result conf,
+      SearchRunner.Options options) {
+    for (Probe p : list) {
+      ObjectNode pn = probes.addObject();
+      pn.put("index", p.index());
+      pn.put("rate", p.load());
+      pn.put("stage", p.stage().key());
+      if (p.block() > 0) {
+        pn.put("block", p.block());
+      }
+      pn.put("verdict", p.verdict().key());
+      if (p.stage() == Probe.Stage.CONFIRM && conf != null) {
+        pn.put("counted", conf.counted().contains(p.index()));
+      }
+      ArrayNode reasons = pn.putArray("reasons");
+      p.reasons().forEach(reasons::add);
+      if (!p.notes().isEmpty()) {
+        ArrayNode notes = pn.putArray("notes");
+        p.notes().forEach(notes::add);
+      }
+      num(pn, "margin", p.margin());
+      num(pn, "attainment", p.attainment());
+      num(pn, "request_throughput", p.requestThroughput());
+      num(pn, "output_tokens_per_s", p.outputTokensPerS());
+      num(pn, "request_goodput", p.requestGoodput());
+      ObjectNode p95 = pn.putObject("p95_ms");
+      for (Map.Entry<String, Double> e : new java.util.TreeMap<>(p.p95Ms()).entrySet()) {
+        num(p95, e.getKey(), e.getValue());
+      }
+      pn.put("exit_code", p.exitCode());
+      pn.put("dir", options.base().out().relativize(p.dir()).toString());
+    }
   }
 
   private static void num(ObjectNode o, String field, double v) {

@@ -73,13 +73,15 @@ public final class SearchRunner {
   private final Path dir;
   private int index;
   private long start;
-  private long longestProbe;
+  private final ProbeTime time;
+  private final List<Probe> done = new ArrayList<>();
 
   public SearchRunner(Options options, PrintWriter out, NanoClock clock) {
     this.o = options;
     this.out = out;
     this.clock = clock;
     this.dir = options.base().out();
+    this.time = new ProbeTime(clock, options.maxDuration());
     Map<String, Double> quantiles = new LinkedHashMap<>();
     for (ClientBudgets.Budget b : options.budgets().forModel(options.base().model())) {
       quantiles.put(b.name(), b.quantile());
@@ -108,8 +110,9 @@ public final class SearchRunner {
             dir));
     out.flush();
     start = clock.nanoTime();
+    time.start();
     Instant startedAt = Instant.now();
-    CapacitySearch.Outcome outcome = new CapacitySearch(s, this::probe).run();
+    CapacitySearch.Outcome outcome = new CapacitySearch(s, this::probeAndRecord).run();
     SearchResult result =
         SearchResult.of(
             o, outcome, startedAt, (clock.nanoTime() - start) / 1e9, o.base().admin() != null);
@@ -125,11 +128,7 @@ public final class SearchRunner {
     Duration duration = probeDuration(load, closed, o.probeDuration());
     boolean first = index == 0;
     Duration warm = first ? o.warmupDuration() : o.laterWarmupDuration();
-    long expected =
-        Math.max(
-            longestProbe + duration.minus(o.probeDuration()).toNanos(),
-            warm.plus(duration).plus(o.base().joinGrace()).toNanos());
-    if (now - start + expected > o.maxDuration().toNanos()) {
+    if (!time.allows(warm, duration, o.base().joinGrace())) {
       return null;
     }
     int i = ++index;
@@ -175,7 +174,7 @@ public final class SearchRunner {
     } catch (IOException e) {
       clientError = "summary.json unreadable: " + e.getMessage();
     }
-    longestProbe = Math.max(longestProbe, clock.nanoTime() - now);
+    time.ended(now, warm, duration, first);
     Probe p =
         judge.judge(
             new ProbeJudge.Run(
@@ -190,6 +189,20 @@ public final class SearchRunner {
                 logReasons(probeDir.resolve("run.log"), code),
                 first));
     progress(p);
+    return p;
+  }
+
+  /** A probe, then search.json rewritten with {@code status: running} and every probe so far. */
+  private Probe probeAndRecord(double load, Probe.Stage stage, int block) {
+    Probe p = probe(load, stage, block);
+    if (p != null) {
+      done.add(p);
+      try {
+        SearchResult.writeRunning(dir, o, done);
+      } catch (IOException e) {
+        out.println("phasemeter load search: search.json not written: " + e.getMessage());
+      }
+    }
     return p;
   }
 

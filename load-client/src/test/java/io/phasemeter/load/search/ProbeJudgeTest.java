@@ -166,7 +166,7 @@ class ProbeJudgeTest {
     assertThat(server.notes())
         .singleElement()
         .asString()
-        .contains("the server's own failure stands");
+        .contains("the deployment's own failure stands");
   }
 
   @Test
