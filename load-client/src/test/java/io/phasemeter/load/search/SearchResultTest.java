@@ -36,6 +36,7 @@ class SearchResultTest {
         new CapacitySearch.Settings(false, 1, Double.POSITIVE_INFINITY, 1.0 / 64, 0.05, 3, 7),
         Duration.ofSeconds(30),
         Duration.ofSeconds(5),
+        Duration.ofSeconds(2),
         0.95,
         minCapacity,
         Duration.ofMinutes(30),
