@@ -196,7 +196,8 @@ public final class Demo implements Callable<Integer> {
               null,
               LoadOptions.DEFAULT_MAX_ERROR_RATE,
               WarmUp.Target.SELF,
-              true);
+              true,
+              null);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {
         stdout.println(
