@@ -77,6 +77,8 @@ public final class RequestContext {
   private String tokenLimitSource = io.phasemeter.proxy.gateway.Decision.SOURCE_LOCAL;
   private boolean tokensAdmitted;
   private String keyName;
+  // The tenant label value (docs/design.md, "Tenants"): an allowlisted name or OTHER_TENANT.
+  private String tenant = OTHER_TENANT;
   private Runnable onFinish;
 
   // What the response showed: generation, write.
@@ -894,5 +896,21 @@ public final class RequestContext {
   /** The name of the verified API key (from the keys file), or null. */
   public String keyName() {
     return keyName;
+  }
+
+  /** The tenant every request outside the allowlist is counted as. */
+  public static final String OTHER_TENANT = "other";
+
+  /**
+   * The request's tenant: an allowlisted name, or {@link #OTHER_TENANT}; never null, so the {@code
+   * llm_tenant} label set stays bounded by the configuration.
+   */
+  public String tenant() {
+    return tenant;
+  }
+
+  /** Auth: the request's tenant, an allowlisted name or {@link #OTHER_TENANT}. */
+  void tenant(String tenant) {
+    this.tenant = tenant == null ? OTHER_TENANT : tenant;
   }
 }
