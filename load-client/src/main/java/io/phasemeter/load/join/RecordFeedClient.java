@@ -15,10 +15,15 @@ import io.vertx.core.http.RequestOptions;
 import java.net.ConnectException;
 import java.net.URI;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
@@ -49,6 +54,12 @@ public final class RecordFeedClient {
 
   /** A record is well under a kilobyte; anything near this is not one. */
   private static final int MAX_RECORD_BYTES = 1 << 20;
+
+  /** Objectives of one verdict: the catalogue has fewer. */
+  private static final int MAX_OBJECTIVES = 32;
+
+  /** Distinct tenants and verdicts kept once each (the proxy allows at most 64 tenants). */
+  private static final int MAX_CANONICAL = 512;
 
   /** The wait before the first attempt to subscribe again. */
   static final long FIRST_BACKOFF_MS = 250;
@@ -104,6 +115,7 @@ public final class RecordFeedClient {
   private final Duration firstWait;
   private final LongSupplier nanoTime;
   private final AtomicLong malformed = new AtomicLong();
+  private final Map<Object, Object> canonical = new ConcurrentHashMap<>();
   private final AtomicLong reconnects = new AtomicLong();
   private final AtomicLong missed = new AtomicLong();
   private HttpClient client;
@@ -453,11 +465,73 @@ public final class RecordFeedClient {
           n.hasNonNull("engine_status") ? n.get("engine_status").asText() : null,
           n.path("external").asBoolean(false),
           n.hasNonNull("route") ? n.get("route").asText() : null,
-          n.hasNonNull("operation") ? n.get("operation").asText() : null);
+          n.hasNonNull("operation") ? n.get("operation").asText() : null,
+          n.path("tenant").isTextual() ? canonical(n.get("tenant").asText()) : null,
+          slo(n.path("slo")));
     } catch (Exception e) {
       malformed.incrementAndGet();
       return null;
     }
+  }
+
+  /**
+   * The record's {@code slo}: null when absent, null or not a verdict ({@code result} neither
+   * {@code met} nor {@code missed}). Kept once per distinct value: a run's verdicts repeat a few
+   * budgets' objectives, and every record is kept until the report.
+   */
+  private ServerSlo slo(JsonNode o) {
+    if (!o.isObject() || !o.path("result").isTextual()) {
+      return null;
+    }
+    String result = o.get("result").asText();
+    if (!result.equals("met") && !result.equals("missed")) {
+      return null;
+    }
+    boolean met = result.equals("met");
+    Map<String, Double> limits = new LinkedHashMap<>();
+    for (Map.Entry<String, JsonNode> e : o.path("objectives_ms").properties()) {
+      if (e.getValue().isNumber() && limits.size() < MAX_OBJECTIVES) {
+        limits.put(e.getKey(), e.getValue().asDouble());
+      }
+    }
+    List<String> missed = texts(o.path("missed"));
+    String objective =
+        o.path("objective").isTextual()
+            ? o.get("objective").asText()
+            : met ? "none" : missed.isEmpty() ? ServerSlo.ERROR : missed.get(0);
+    return canonical(
+        new ServerSlo(
+            met,
+            objective,
+            o.path("budget").isTextual() ? o.get("budget").asText() : null,
+            Collections.unmodifiableMap(limits),
+            missed,
+            texts(o.path("overridden"))));
+  }
+
+  private static List<String> texts(JsonNode array) {
+    List<String> out = new ArrayList<>();
+    for (JsonNode e : array) {
+      if (e.isTextual() && out.size() < MAX_OBJECTIVES) {
+        out.add(e.asText());
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The one kept instance equal to {@code v}, while fewer than {@value #MAX_CANONICAL} are kept.
+   */
+  @SuppressWarnings("unchecked")
+  private <T> T canonical(T v) {
+    Object kept = canonical.get(v);
+    if (kept != null) {
+      return (T) kept;
+    }
+    if (canonical.size() < MAX_CANONICAL) {
+      kept = canonical.putIfAbsent(v, v);
+    }
+    return kept == null ? v : (T) kept;
   }
 
   /** Whether the feed is open now (it may be between a drop and a reconnect). */

@@ -14,6 +14,10 @@ import java.util.Map;
  * @param operation the record's {@code operation} ({@code chat}, {@code text_completion}, {@code
  *     responses}, {@code embeddings}), or null: records of proxies before it existed have none. The
  *     join needs neither: it pairs on the trace id alone.
+ * @param tenant the record's {@code tenant} (an allowlisted name or {@code other}), or null:
+ *     records of proxies before tenants have none
+ * @param slo the proxy's own goodput verdict (the record's {@code slo}), or null when it did not
+ *     count the request or predates it
  */
 public record ServerRecord(
     String traceId,
@@ -33,7 +37,77 @@ public record ServerRecord(
     String engineStatus,
     boolean external,
     String route,
-    String operation) {
+    String operation,
+    String tenant,
+    ServerSlo slo) {
+
+  /** A record without {@code tenant} and {@code slo} (a proxy before them). */
+  public ServerRecord(
+      String traceId,
+      String model,
+      String pool,
+      boolean stream,
+      int status,
+      String outcome,
+      double rootMs,
+      Double serverTtftMs,
+      Map<String, Double> phasesMs,
+      Double unattributedMs,
+      Double tpotMs,
+      Long inputTokens,
+      Long outputTokens,
+      boolean sampled,
+      String engineStatus,
+      boolean external,
+      String route,
+      String operation) {
+    this(
+        traceId,
+        model,
+        pool,
+        stream,
+        status,
+        outcome,
+        rootMs,
+        serverTtftMs,
+        phasesMs,
+        unattributedMs,
+        tpotMs,
+        inputTokens,
+        outputTokens,
+        sampled,
+        engineStatus,
+        external,
+        route,
+        operation,
+        null,
+        null);
+  }
+
+  /** The same record with the proxy's {@code tenant} and {@code slo}. */
+  public ServerRecord with(String tenant, ServerSlo slo) {
+    return new ServerRecord(
+        traceId,
+        model,
+        pool,
+        stream,
+        status,
+        outcome,
+        rootMs,
+        serverTtftMs,
+        phasesMs,
+        unattributedMs,
+        tpotMs,
+        inputTokens,
+        outputTokens,
+        sampled,
+        engineStatus,
+        external,
+        route,
+        operation,
+        tenant,
+        slo);
+  }
 
   /** A record without {@code route} and {@code operation}. */
   public ServerRecord(

@@ -325,4 +325,37 @@ class RecordFeedClientTest {
     assertThat(responses.serverTtftMs()).isEqualTo(20.0);
     assertThat(c.malformed()).isZero();
   }
+
+  @Test
+  void tenantAndSloAreReadWhenPresentAndNullWhenAbsent() {
+    RecordFeedClient c =
+        new RecordFeedClient(null, java.net.URI.create("http://127.0.0.1:1"), null);
+    String slo =
+        "\"slo\":{\"result\":\"missed\",\"objective\":\"server_ttft\",\"budget\":null,"
+            + "\"objectives_ms\":{\"server_root\":2000.0,\"server_ttft\":200.0},"
+            + "\"missed\":[\"server_ttft\"],\"overridden\":[\"server_ttft\"]}";
+    ServerRecord r =
+        c.parse("{\"v\":1,\"trace_id\":\"t\",\"root_ms\":1.0,\"tenant\":\"team-a\"," + slo + "}");
+    assertThat(r.tenant()).isEqualTo("team-a");
+    assertThat(r.slo().met()).isFalse();
+    assertThat(r.slo().objective()).isEqualTo("server_ttft");
+    assertThat(r.slo().budget()).isNull();
+    assertThat(r.slo().objectivesMs())
+        .containsExactly(
+            java.util.Map.entry("server_root", 2000.0), java.util.Map.entry("server_ttft", 200.0));
+    assertThat(r.slo().overridden()).containsExactly("server_ttft");
+    // The same verdict again is the same object: every record is kept until the report.
+    ServerRecord again =
+        c.parse("{\"v\":1,\"trace_id\":\"u\",\"root_ms\":1.0,\"tenant\":\"team-a\"," + slo + "}");
+    assertThat(again.slo()).isSameAs(r.slo());
+    // Not counted (slo null) and an older proxy (neither field).
+    ServerRecord notCounted =
+        c.parse("{\"v\":1,\"trace_id\":\"t\",\"root_ms\":1.0,\"tenant\":\"other\",\"slo\":null}");
+    assertThat(notCounted.tenant()).isEqualTo("other");
+    assertThat(notCounted.slo()).isNull();
+    ServerRecord old = c.parse("{\"v\":1,\"trace_id\":\"t\",\"root_ms\":1.0}");
+    assertThat(old.tenant()).isNull();
+    assertThat(old.slo()).isNull();
+    assertThat(c.malformed()).isZero();
+  }
 }
