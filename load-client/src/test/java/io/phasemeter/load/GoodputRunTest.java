@@ -134,7 +134,9 @@ class GoodputRunTest {
     int joined = h.indexOf("joined");
     int good = h.indexOf("good");
     int missed = h.indexOf("slo_missed");
-    assertThat(h.subList(h.size() - 2, h.size())).containsExactly("good", "slo_missed");
+    // Appended after the columns before them; the proxy's tenant and verdict after those.
+    assertThat(h.subList(h.size() - 5, h.size()))
+        .containsExactly("good", "slo_missed", "tenant", "server_slo", "server_slo_missed");
     long shortOk = 0;
     long longOk = 0;
     long failed = 0;

@@ -161,9 +161,20 @@ public record Goodput(Objectives objectives, String source) {
    * they carried.
    */
   public Verdict judge(Pair pair) {
+    double[] v = figures(pair);
+    return v == null
+        ? objectives.judge(false, p -> Double.NaN)
+        : objectives.judge(true, p -> v[p.ordinal()]);
+  }
+
+  /**
+   * The figures {@link #judge} judges a request on, in nanoseconds by {@link Phases#ordinal()}, NaN
+   * where absent; null when the request failed.
+   */
+  static double[] figures(Pair pair) {
     ClientResult c = pair.client();
     if (!c.ok()) {
-      return objectives.judge(false, p -> Double.NaN);
+      return null;
     }
     double[] v = new double[PHASES.length];
     Arrays.fill(v, Double.NaN);
@@ -181,7 +192,17 @@ public record Goodput(Objectives objectives, String source) {
     put(v, Phases.TRANSPORT_SETUP, c.transportSetupNanos());
     v[Phases.TPOT.ordinal()] =
         c.tpotNanos() >= 0 ? c.tpotNanos() : atMostOneToken(c) ? 0 : Double.NaN;
-    return objectives.judge(true, p -> v[p.ordinal()]);
+    return v;
+  }
+
+  /** The objective on {@code key}, or null when there is none. */
+  Objective objective(String key) {
+    for (Objective o : objectives.list()) {
+      if (o.key().equals(key)) {
+        return o;
+      }
+    }
+    return null;
   }
 
   /** Whether the request produced at most one output token, as far as the client knows. */

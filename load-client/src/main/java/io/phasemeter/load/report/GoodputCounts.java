@@ -26,8 +26,15 @@ public final class GoodputCounts {
   private final long[] firstMissed;
   private final long[] unjudged;
 
+  /** The proxy's verdicts beside these, over the joined requests it judged. */
+  private final ServerVerdicts server;
+
+  /** Per tenant, as the joined records name them. */
+  private final TenantGoodput tenants = new TenantGoodput();
+
   public GoodputCounts(Goodput goodput) {
     this.goodput = goodput;
+    this.server = new ServerVerdicts(goodput);
     this.objectives = goodput.objectives().list();
     this.missed = new long[objectives.size()];
     this.firstMissed = new long[objectives.size()];
@@ -50,6 +57,8 @@ public final class GoodputCounts {
 
   /** Counts one finished request judged {@code v}. */
   public synchronized void add(Pair pair, Verdict v) {
+    server.add(pair, v);
+    tenants.add(pair, v);
     finished++;
     if (!Verdict.ERROR.equals(v.firstMissed()) && v.unjudged().isEmpty()) {
       judgedOk++;
@@ -134,6 +143,32 @@ public final class GoodputCounts {
       }
     }
     first.put(Verdict.ERROR, notOk);
+    // The proxy's own verdicts, when any joined record carried one (a proxy with objectives).
+    if (server.judged() > 0) {
+      server.write(o.putObject("server"));
+    }
+    if (tenants.any()) {
+      tenants.write(o, sent);
+    }
+  }
+
+  /** The proxy's verdicts beside the client's. */
+  ServerVerdicts server() {
+    return server;
+  }
+
+  /** The client's goodput per tenant. */
+  TenantGoodput tenants() {
+    return tenants;
+  }
+
+  /**
+   * {@code ; proxy: 97.0% met (97 of 100 judged), 3 verdicts differ (envelope 3)}; empty when no
+   * joined record carried the proxy's verdict.
+   */
+  public String serverText() {
+    String line = server.line();
+    return line == null ? "" : "; proxy: " + line;
   }
 
   /** The live table's line: attainment over the requests finished so far. */
@@ -153,6 +188,7 @@ public final class GoodputCounts {
       sb.append(String.format(java.util.Locale.ROOT, ", %.2f good req/s", goodPerSecond));
     }
     sb.append(firstMissedText());
+    sb.append(serverText());
     return sb.toString();
   }
 

@@ -71,8 +71,131 @@ final class GoodputHtml {
         .append(" request may miss several objectives; \u201cfirst missed\u201d counts each")
         .append(" request once, at the first objective it missed in the order given. Attainment is")
         .append(" reported, not a gate of the run.</p>");
+    verdicts(b, g.server());
+    tenants(b, g.tenants());
     overTime(b, m);
     return b.append("</section>").toString();
+  }
+
+  /** The client's verdicts beside the proxy's own, and the disagreements explained. */
+  private static void verdicts(StringBuilder b, ServerVerdicts s) {
+    if (s.judged() == 0) {
+      return;
+    }
+    b.append("<h3 id=\"verdicts\">Client and proxy verdicts</h3>")
+        .append("<p>The proxy judged ")
+        .append(s.judged())
+        .append(" of the joined requests on its own objectives (its budget's slo_ms and the")
+        .append(" request's x-slo-* headers, on its own clock) and found ")
+        .append(s.met())
+        .append(" met: attainment <b>")
+        .append(Html.pct((double) s.met() / s.judged()))
+        .append("</b>; the client found ")
+        .append(s.bothGood() + s.clientGoodServerMissed())
+        .append(" of the same requests good (")
+        .append(Html.pct((double) (s.bothGood() + s.clientGoodServerMissed()) / s.judged()))
+        .append(").</p>");
+    b.append("<table><tr><th class=\"l\"></th><th>proxy: met</th><th>proxy: missed</th></tr>");
+    b.append("<tr>");
+    td(b, "l", "client: good");
+    td(b, "", Long.toString(s.bothGood()));
+    b.append(s.clientGoodServerMissed() > 0 ? "<td class=\"breach\">" : "<td>")
+        .append(s.clientGoodServerMissed())
+        .append("</td></tr><tr>");
+    td(b, "l", "client: missed");
+    b.append(s.clientMissedServerMet() > 0 ? "<td class=\"breach\">" : "<td>")
+        .append(s.clientMissedServerMet())
+        .append("</td>");
+    td(b, "", Long.toString(s.bothMissed()));
+    b.append("</tr></table>");
+    List<Disagreement> list = s.disagreements();
+    if (list.isEmpty()) {
+      b.append("<p>The verdicts agree on every request the proxy judged.</p>");
+      return;
+    }
+    long[] causes = s.causes();
+    StringBuilder why = new StringBuilder();
+    for (Disagreement.Cause c : Disagreement.Cause.values()) {
+      if (causes[c.ordinal()] > 0) {
+        why.append(why.length() == 0 ? "" : ", ").append(c.key()).append(' ');
+        why.append(causes[c.ordinal()]);
+      }
+    }
+    long differ = s.clientGoodServerMissed() + s.clientMissedServerMet();
+    b.append("<p>Where they differ (")
+        .append(differ)
+        .append(": ")
+        .append(Html.esc(why))
+        .append(list.size() < differ ? "; the first " + list.size() + " below" : "")
+        .append("): the envelope is the client's figure minus the proxy's of the same")
+        .append(" objective (client_ttft \u2212 server_ttft, client_total \u2212 server_root,")
+        .append(" the client's TPOT \u2212 the proxy's); it alone accounts for the different")
+        .append(" verdict when the other side's figure holds under the limit that was missed.")
+        .append(" Objectives only one side judges (the client's own figures, headers the client")
+        .append(" does not send) and limits that differ explain the rest.</p>");
+    b.append("<table><tr><th class=\"l\">trace id</th><th class=\"l\">tenant</th>")
+        .append("<th class=\"l\">client</th><th class=\"l\">proxy</th><th>envelope</th>")
+        .append("<th class=\"l\">why</th></tr>");
+    for (Disagreement d : list) {
+      b.append("<tr>");
+      td(b, "l", d.traceId());
+      td(b, "l", d.tenant() == null ? "\u2013" : d.tenant());
+      td(b, "l", side(d.client(), "good"));
+      td(b, "l", side(d.server(), "met"));
+      td(b, "", Double.isNaN(d.envelopeMs()) ? "\u2013" : Disagreement.ms(d.envelopeMs()));
+      td(b, "l", d.explanation());
+      b.append("</tr>");
+    }
+    b.append("</table>");
+  }
+
+  /** {@code missed client_ttft: 538 ms > 500 ms}, {@code met server_ttft: 388 ms ≤ 500 ms}. */
+  private static String side(Disagreement.Side s, String ok) {
+    StringBuilder t = new StringBuilder(s.ok() ? ok : "missed");
+    if (s.objective() != null) {
+      t.append(' ').append(s.objective());
+    }
+    if (!Double.isNaN(s.valueMs())) {
+      t.append(": ").append(Disagreement.ms(s.valueMs()));
+      if (!Double.isNaN(s.limitMs())) {
+        t.append(s.valueMs() <= s.limitMs() ? " \u2264 " : " > ")
+            .append(Disagreement.ms(s.limitMs()));
+      } else {
+        t.append(" (no objective)");
+      }
+    }
+    return t.toString();
+  }
+
+  /** The client's goodput per tenant, the proxy's attainment beside it. */
+  private static void tenants(StringBuilder b, TenantGoodput t) {
+    if (!t.any()) {
+      return;
+    }
+    b.append("<h3 id=\"tenants\">Goodput per tenant</h3>")
+        .append("<p>Tenants as the proxy's records name them (joined requests only).</p>")
+        .append("<table><tr><th class=\"l\">tenant</th><th>requests</th><th>good</th>")
+        .append("<th>attainment</th><th>proxy judged</th><th>proxy met</th>")
+        .append("<th>proxy attainment</th></tr>");
+    for (TenantGoodput.Row r : t.rows()) {
+      b.append("<tr>");
+      td(b, "l", r.tenant());
+      td(b, "", Long.toString(r.sent()));
+      td(b, "", Long.toString(r.good()));
+      td(b, "", Html.pct(r.attainment()));
+      td(b, "", Long.toString(r.serverJudged()));
+      td(b, "", Long.toString(r.serverMet()));
+      td(b, "", Html.pct(r.serverAttainment()));
+      b.append("</tr>");
+    }
+    b.append("</table>");
+    if (t.folded() > 0) {
+      b.append("<p class=\"muted\">")
+          .append(t.folded())
+          .append(" requests of tenants past the first ")
+          .append(TenantGoodput.MAX_NAMED)
+          .append(" named are counted under other.</p>");
+    }
   }
 
   private static void overTime(StringBuilder b, ReportModel m) {

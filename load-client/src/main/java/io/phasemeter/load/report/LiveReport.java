@@ -282,7 +282,8 @@ public final class LiveReport implements AutoCloseable {
             good,
             sent)
         + goodput.firstMissedText()
-        + goodput.unjudgedText();
+        + goodput.unjudgedText()
+        + goodput.serverText();
   }
 
   /** The phase behind a breach, judged on the whole run at the budget's quantile. */

@@ -4,6 +4,7 @@ import io.phasemeter.core.slo.Verdict;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.join.ServerRecord;
+import io.phasemeter.load.join.ServerSlo;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -46,7 +47,10 @@ final class PairsCsv {
           "sampled",
           "retried",
           "good",
-          "slo_missed");
+          "slo_missed",
+          "tenant",
+          "server_slo",
+          "server_slo_missed");
 
   private PairsCsv() {}
 
@@ -58,7 +62,10 @@ final class PairsCsv {
    * Writes the rows; the columns of {@code notApplicable} phases (those the run's API does not
    * have, e.g. {@code client_ttft} of embeddings) are left empty whatever a record said. {@code
    * good} and {@code slo_missed} (the first objective missed, {@code error} for a failure) are
-   * empty without {@code goodput}.
+   * empty without {@code goodput}; {@code tenant}, {@code server_slo} ({@code met} or {@code
+   * missed}) and {@code server_slo_missed} (the proxy's first missed objective, {@code error} for a
+   * failure it counted) come from the joined record and are empty without one (or when it carries
+   * none: a proxy before them, a request the proxy did not judge).
    */
   static void write(Path file, List<Pair> pairs, List<String> notApplicable, Goodput goodput)
       throws IOException {
@@ -77,6 +84,11 @@ final class PairsCsv {
           row.append(v.good()).append(',');
           row.append(v.good() ? "" : v.firstMissed());
         }
+        ServerRecord s = p.server();
+        ServerSlo slo = s == null ? null : s.slo();
+        row.append(',').append(s == null ? "" : quote(s.tenant()));
+        row.append(',').append(slo == null ? "" : slo.result());
+        row.append(',').append(slo == null || slo.met() ? "" : quote(slo.objective()));
         w.append(row).append("\r\n");
       }
     }
