@@ -77,7 +77,9 @@ public final class CampaignReport {
 
   /** The lowest and highest a metric can take, where bounded: attainment's interval is clamped. */
   static double[] bounds(String metric) {
-    return metric.equals(RunData.ATTAINMENT) ? new double[] {0, 1} : null;
+    return metric.equals(RunData.ATTAINMENT) || metric.equals(RunData.SERVER_ATTAINMENT)
+        ? new double[] {0, 1}
+        : null;
   }
 
   static List<CampaignRunner.Run> validRuns(CampaignRunner.Result r, Plan.Point p) {

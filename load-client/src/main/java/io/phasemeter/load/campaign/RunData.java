@@ -39,17 +39,24 @@ public record RunData(JsonNode summary, List<Request> requests) {
           "queue_p95_ms",
           "request_goodput",
           "output_token_goodput",
-          "attainment");
+          "attainment",
+          "server_attainment");
 
   /**
    * Goodput's metrics: their statistics take every measured run that sent its load, failed requests
    * included ({@link Validity#loadSent}), the others only valid runs.
    */
   public static final Set<String> GOODPUT =
-      Set.of("request_goodput", "output_token_goodput", "attainment");
+      Set.of("request_goodput", "output_token_goodput", "attainment", "server_attainment");
 
   /** A share, between 0 and 1: its interval is shown clamped to [0, 1]. */
   public static final String ATTAINMENT = "attainment";
+
+  /**
+   * The proxy's own attainment over the run's joined requests it judged (summary.json {@code
+   * goodput.server}): a share, as {@link #ATTAINMENT}; NaN when no record carried its verdict.
+   */
+  public static final String SERVER_ATTAINMENT = "server_attainment";
 
   /** One request as pairs.csv tells it. */
   public record Request(String errorClass, String invalidReason, double tpotMs) {}
@@ -83,7 +90,7 @@ public record RunData(JsonNode summary, List<Request> requests) {
    * decode speed (1000 / TPOT), aggregate output-token and request throughput, and the proxy's
    * queue p95 when the run was joined with {@code --admin} (NaN otherwise), and goodput's good
    * requests and output tokens per second and attainment when the run had objectives (NaN
-   * otherwise).
+   * otherwise), with the proxy's attainment when its records carried its own verdicts.
    */
   public Map<String, Double> metrics() {
     Map<String, Double> m = new LinkedHashMap<>();
@@ -105,6 +112,7 @@ public record RunData(JsonNode summary, List<Request> requests) {
     m.put("request_goodput", value(g.path("request_goodput")));
     m.put("output_token_goodput", value(g.path("output_token_goodput")));
     m.put("attainment", value(g.path("attainment")));
+    m.put(SERVER_ATTAINMENT, value(g.path("server").path("attainment")));
     return m;
   }
 

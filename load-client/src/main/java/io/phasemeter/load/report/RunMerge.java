@@ -394,6 +394,87 @@ public final class RunMerge {
             .forEach(e -> o.put(e.getKey(), o.path(e.getKey()).asLong(0) + e.getValue().asLong()));
       }
     }
+    mergeServer(g, goodputs);
+    mergeTenants(g, goodputs, sent);
+  }
+
+  /**
+   * {@code goodput.server} of the merged run, when any run's has one: the counts summed over the
+   * runs that have it (a run without one had no record carrying the proxy's verdict), attainment
+   * recomputed, the first {@value ServerVerdicts#KEPT} disagreements in input order.
+   */
+  static void mergeServer(ObjectNode g, List<JsonNode> goodputs) {
+    List<JsonNode> servers =
+        goodputs.stream().map(x -> x.path("server")).filter(JsonNode::isObject).toList();
+    if (servers.isEmpty()) {
+      return;
+    }
+    ObjectNode s = g.putObject("server");
+    long judged = sum(servers, "judged");
+    long met = sum(servers, "met");
+    s.put("judged", judged);
+    s.put("met", met);
+    putNumber(s, "attainment", judged == 0 ? Double.NaN : (double) met / judged);
+    for (String f : List.of("agree", "client_good_server_missed", "client_missed_server_met")) {
+      s.put(f, sum(servers, f));
+    }
+    ObjectNode causes = s.putObject("causes");
+    ArrayNode list = s.putArray("disagreements");
+    for (JsonNode x : servers) {
+      x.path("causes")
+          .properties()
+          .forEach(
+              e ->
+                  causes.put(
+                      e.getKey(), causes.path(e.getKey()).asLong(0) + e.getValue().asLong()));
+      for (JsonNode d : x.path("disagreements")) {
+        if (list.size() < ServerVerdicts.KEPT) {
+          list.add(d.deepCopy());
+        }
+      }
+    }
+  }
+
+  /**
+   * {@code goodput.by_tenant} of the merged run: each tenant's counts summed, attainments
+   * recomputed; {@code by_tenant_unattributed} is what the merged {@code sent} leaves.
+   */
+  static void mergeTenants(ObjectNode g, List<JsonNode> goodputs, long sent) {
+    Map<String, long[]> sums = new TreeMap<>();
+    List<String> fields = List.of("sent", "good", "server_judged", "server_met");
+    for (JsonNode x : goodputs) {
+      x.path("by_tenant")
+          .properties()
+          .forEach(
+              e -> {
+                long[] c = sums.computeIfAbsent(e.getKey(), k -> new long[fields.size()]);
+                for (int i = 0; i < fields.size(); i++) {
+                  c[i] += e.getValue().path(fields.get(i)).asLong(0);
+                }
+              });
+    }
+    if (sums.isEmpty()) {
+      return;
+    }
+    ObjectNode o = g.putObject("by_tenant");
+    long attributed = 0;
+    long[] other = sums.remove(TenantGoodput.OTHER);
+    Map<String, long[]> ordered = new LinkedHashMap<>(sums);
+    if (other != null) {
+      ordered.put(TenantGoodput.OTHER, other);
+    }
+    for (Map.Entry<String, long[]> e : ordered.entrySet()) {
+      long[] c = e.getValue();
+      ObjectNode t = o.putObject(e.getKey());
+      t.put("sent", c[0]);
+      t.put("good", c[1]);
+      putNumber(t, "attainment", c[0] == 0 ? Double.NaN : (double) c[1] / c[0]);
+      t.put("server_judged", c[2]);
+      t.put("server_met", c[3]);
+      putNumber(t, "server_attainment", c[2] == 0 ? Double.NaN : (double) c[3] / c[2]);
+      attributed += c[0];
+    }
+    g.put("by_tenant_unattributed", Math.max(0, sent - attributed));
   }
 
   private static long sum(List<JsonNode> nodes, String field) {

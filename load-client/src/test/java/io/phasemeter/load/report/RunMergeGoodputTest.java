@@ -99,4 +99,56 @@ class RunMergeGoodputTest {
     assertThat(none.path("goodput").isNull()).isTrue();
     assertThat(none.has("goodput_note")).isFalse();
   }
+
+  @Test
+  void theProxysVerdictsAndTenantsAreSummedOverTheRunsThatHaveThem() throws Exception {
+    ObjectNode a = (ObjectNode) goodput(E2EL_QUEUE, "--slo", 40, 30);
+    a.set(
+        "server",
+        JSON.readTree(
+            "{\"judged\":30,\"met\":27,\"attainment\":0.9,\"agree\":25,"
+                + "\"client_good_server_missed\":2,\"client_missed_server_met\":3,"
+                + "\"causes\":{\"envelope\":3,\"limits\":2},"
+                + "\"disagreements\":[{\"trace_id\":\"a1\"}]}"));
+    a.set(
+        "by_tenant",
+        JSON.readTree(
+            "{\"team-a\":{\"sent\":20,\"good\":18,\"server_judged\":20,\"server_met\":19},"
+                + "\"other\":{\"sent\":10,\"good\":5,\"server_judged\":10,\"server_met\":8}}"));
+    ObjectNode b = (ObjectNode) goodput(E2EL_QUEUE, "--slo", 60, 30);
+    b.set(
+        "server",
+        JSON.readTree(
+            "{\"judged\":10,\"met\":5,\"agree\":9,\"client_good_server_missed\":1,"
+                + "\"client_missed_server_met\":0,\"causes\":{\"one_side\":1},"
+                + "\"disagreements\":[{\"trace_id\":\"b1\"}]}"));
+    b.set(
+        "by_tenant",
+        JSON.readTree(
+            "{\"team-a\":{\"sent\":50,\"good\":25,\"server_judged\":10,\"server_met\":5}}"));
+    // A run whose records carried neither (an older proxy) adds nothing to either.
+    JsonNode g = merge(List.of(a, b, goodput(E2EL_QUEUE, "--slo", 10, 10))).path("goodput");
+    JsonNode s = g.path("server");
+    assertThat(s.path("judged").asLong()).isEqualTo(40);
+    assertThat(s.path("met").asLong()).isEqualTo(32);
+    assertThat(s.path("attainment").asDouble()).isEqualTo(0.8);
+    assertThat(s.path("agree").asLong()).isEqualTo(34);
+    assertThat(s.path("client_good_server_missed").asLong()).isEqualTo(3);
+    assertThat(s.path("client_missed_server_met").asLong()).isEqualTo(3);
+    assertThat(s.path("causes").toString())
+        .isEqualTo("{\"envelope\":3,\"limits\":2,\"one_side\":1}");
+    assertThat(s.path("disagreements").findValuesAsText("trace_id")).containsExactly("a1", "b1");
+    JsonNode t = g.path("by_tenant");
+    assertThat(t.at("/team-a/sent").asLong()).isEqualTo(70);
+    assertThat(t.at("/team-a/attainment").asDouble()).isEqualTo(43.0 / 70);
+    assertThat(t.at("/team-a/server_attainment").asDouble()).isEqualTo(24.0 / 30);
+    assertThat(t.at("/other/sent").asLong()).isEqualTo(10);
+    assertThat(g.path("by_tenant_unattributed").asLong()).isEqualTo(110 - 80);
+
+    JsonNode none =
+        merge(List.of(goodput(E2EL_QUEUE, "--slo", 10, 10), goodput(E2EL_QUEUE, "--slo", 10, 10)))
+            .path("goodput");
+    assertThat(none.has("server")).isFalse();
+    assertThat(none.has("by_tenant")).isFalse();
+  }
 }
