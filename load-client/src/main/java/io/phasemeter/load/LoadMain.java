@@ -106,7 +106,9 @@ public final class LoadMain implements Callable<Integer> {
         "Goodput (--slo, or a budget's slo_ms): a request is good when it succeeded and met every"
             + " objective; attainment = good / requests sent. Reported in the live table,"
             + " summary.json (goodput), pairs.csv (good, slo_missed) and the report; not a gate"
-            + " of the exit code.",
+            + " of the exit code. Joined with a proxy that judges objectives itself, its verdict"
+            + " is shown beside the client's, and where they differ, by how much and why"
+            + " (goodput.server, by_tenant; pairs.csv tenant, server_slo, server_slo_missed).",
         "",
         "Exit codes: 0 every budget holds; 3 a budget is breached (the phase is named); 2 bad usage"
             + " or config; 4 the run is invalid (dropped iterations, no success, an error rate above"

@@ -45,6 +45,13 @@ final class Definitions {
         "good requests / requests sent (failures included); a request not joined is not good"
             + " when an objective needs the proxy's record (goodput.judged: the requests with a"
             + " figure for every objective, or failed)");
+    m.put(
+        "goodput.server",
+        "the proxy's own verdicts (the record's slo: its budget's slo_ms and the request's x-slo-*"
+            + " headers, judged on its clock) over the joined requests it judged, beside the"
+            + " client's; a disagreement's envelope is the client's figure minus the proxy's of"
+            + " the same objective, and accounts for the different verdict when the other side's"
+            + " figure holds under the limit that was missed");
     m.put("achieved_rate", "requests finished per second over the run, as the load client saw it");
     m.put("join_coverage", "successful requests that joined a proxy record / successful requests");
     return m;
