@@ -143,7 +143,8 @@ public final class ProxyMain implements Callable<Integer> {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
     }
-    ProxyMetrics metrics = ProxyMetrics.create(budgets.bucketLayout());
+    ProxyMetrics metrics =
+        ProxyMetrics.create(budgets.bucketLayout(), cfg.tenants().phaseHistograms());
     Vertx vertx = vertx(cfg.transport());
     PhasemeterProxy proxy;
     try {
