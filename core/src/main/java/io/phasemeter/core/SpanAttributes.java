@@ -40,6 +40,12 @@ public final class SpanAttributes {
   public static final AttributeKey<Double> ITL_MEAN_MS = AttributeKey.doubleKey("llm.itl_mean_ms");
   public static final AttributeKey<Double> ITL_MAX_MS = AttributeKey.doubleKey("llm.itl_max_ms");
 
+  /**
+   * The request's tenant, as its {@code llm_tenant} metric label: an allowlisted name or {@code
+   * other} (docs/design.md, "Tenants"); never a key or a header's raw value.
+   */
+  public static final AttributeKey<String> TENANT = AttributeKey.stringKey("llm.tenant");
+
   // Every phase span.
   /** The phase's name from {@link Phases}. */
   public static final AttributeKey<String> PHASE = AttributeKey.stringKey("llm.phase");

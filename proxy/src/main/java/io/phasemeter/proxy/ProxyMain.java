@@ -2,9 +2,12 @@ package io.phasemeter.proxy;
 
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.budget.TenantBudgets;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.gateway.KeysFile;
+import io.phasemeter.proxy.gateway.TenantAllowlist;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.vertx.core.Vertx;
@@ -86,8 +89,10 @@ public final class ProxyMain implements Callable<Integer> {
       return 2;
     }
     Budgets budgets;
+    TenantAllowlist tenants;
     try {
       budgets = loadBudgets(cfg, config);
+      tenants = checkTenants(cfg, budgets);
     } catch (ConfigException e) {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
@@ -115,6 +120,9 @@ public final class ProxyMain implements Callable<Integer> {
               + (budgets.budgets().isEmpty()
                   ? "none"
                   : budgets.budgets().size() + " from " + cfg.budgets()));
+      if (cfg.tenants().configured() || !tenants.isEmpty()) {
+        out.println(describeTenants(cfg.tenants(), tenants));
+      }
       for (ProxyConfig.Route r : cfg.routes()) {
         out.println(
             "route "
@@ -143,7 +151,8 @@ public final class ProxyMain implements Callable<Integer> {
       err.println("phasemeter proxy: " + e.getMessage());
       return 2;
     }
-    ProxyMetrics metrics = ProxyMetrics.create(budgets.bucketLayout());
+    ProxyMetrics metrics =
+        ProxyMetrics.create(budgets.bucketLayout(), cfg.tenants().phaseHistograms());
     Vertx vertx = vertx(cfg.transport());
     PhasemeterProxy proxy;
     try {
@@ -206,6 +215,9 @@ public final class ProxyMain implements Callable<Integer> {
             + (budgets.budgets().isEmpty()
                 ? "none (set budgets: in the config to judge them live)"
                 : budgets.budgets().size() + " from " + cfg.budgets()));
+    if (cfg.tenants().configured() || !tenants.isEmpty()) {
+      out.println(describeTenants(cfg.tenants(), tenants));
+    }
     out.println(
         cfg.auth().enabled()
             ? "auth: API keys from "
@@ -367,6 +379,46 @@ public final class ProxyMain implements Callable<Integer> {
         .orElseThrow(
             () ->
                 new ConfigException(configFile + ": " + key + ": file '" + named + "' not found"));
+  }
+
+  /**
+   * The tenants of {@code cfg} (docs/design.md, "Tenants"): {@code tenants.names} and, with auth
+   * on, the keys file's keys marked {@code tenant_metrics: true}; refuses, naming the file and the
+   * key, a keys file past the bound, a budget of a tenant the proxy does not have, and a tenant's
+   * budget on a histogram without {@code llm_tenant}. The proxy checks the same at start (and each
+   * keys reload); here {@code --check} sees it too, and the budget is named first.
+   */
+  static TenantAllowlist checkTenants(ProxyConfig cfg, Budgets budgets) {
+    TenantAllowlist allow = TenantAllowlist.of(cfg.tenants().names());
+    if (cfg.auth().enabled()) {
+      KeysFile keys = KeysFile.load(Path.of(cfg.auth().keysFile()));
+      try {
+        allow = new TenantAllowlist.Rules(cfg.tenants().names(), Map.of()).allowlist(keys.keys());
+      } catch (IllegalArgumentException e) {
+        throw new ConfigException(cfg.auth().keysFile() + ": " + e.getMessage());
+      }
+    }
+    TenantBudgets.check(
+        budgets,
+        cfg.budgets() == null ? "budgets" : cfg.budgets(),
+        allow,
+        cfg.tenants().phaseHistograms());
+    return allow;
+  }
+
+  /** The start-up line (and {@code --check}'s) on where tenants come from. */
+  static String describeTenants(ProxyConfig.Tenants t, TenantAllowlist allow) {
+    return "tenants: "
+        + (allow.isEmpty()
+            ? "none allowlisted"
+            : allow.values().size() + " allowlisted (" + String.join(", ", allow.values()) + ")")
+        + (t.header() != null
+            ? "; from header " + t.header() + " when no allowlisted key names one"
+            : "")
+        + "; every other request is 'other'; llm_tenant "
+        + (t.phaseHistograms()
+            ? "on the phase histograms too (tenants.phase_histograms)"
+            : "not on the phase histograms");
   }
 
   /**

@@ -6,6 +6,7 @@ import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.admin.AdminServer;
 import io.phasemeter.proxy.budget.BudgetTracker;
 import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.budget.TenantBudgets;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.engine.EngineSpans;
@@ -13,6 +14,7 @@ import io.phasemeter.proxy.gateway.KeyStore;
 import io.phasemeter.proxy.gateway.Limiter;
 import io.phasemeter.proxy.gateway.RateLimiter;
 import io.phasemeter.proxy.gateway.SharedLimiter;
+import io.phasemeter.proxy.gateway.TenantAllowlist;
 import io.phasemeter.proxy.pipeline.BodyBudget;
 import io.phasemeter.proxy.pipeline.InFlight;
 import io.phasemeter.proxy.pipeline.PipelineRuntime;
@@ -89,12 +91,21 @@ final class ProxyRuntime implements PipelineRuntime {
     this.clock = b.clock;
     Map<String, String> providerKeys = providerKeys(config, b.environment);
     try {
-      this.metrics = b.metrics != null ? b.metrics : ProxyMetrics.create(b.budgets.bucketLayout());
+      ProxyConfig.Tenants tenants = config.tenants();
+      this.metrics =
+          b.metrics != null
+              ? b.metrics
+              : ProxyMetrics.create(b.budgets.bucketLayout(), tenants.phaseHistograms());
       if (!metrics.layout().covers(b.budgets.bucketLayout())) {
         // The alert rules name an le per limit: a histogram without it would never match.
         throw new IllegalArgumentException(
             "the metrics lack the budgets' bucket boundaries: build them with"
                 + " ProxyMetrics.create(budgets.bucketLayout())");
+      }
+      if (metrics.tenantPhases() != tenants.phaseHistograms()) {
+        throw new IllegalArgumentException(
+            "the metrics disagree with tenants.phase_histograms: build them with"
+                + " ProxyMetrics.create(layout, config.tenants().phaseHistograms())");
       }
       closeList.add("metrics", metrics::close);
       ProxyConfig.Telemetry t = config.telemetry();
@@ -123,7 +134,7 @@ final class ProxyRuntime implements PipelineRuntime {
       this.quantiles =
           new RollingQuantiles(
               STATS_SLICE, slices(b.budgets), 4096, BudgetTracker.limits(b.budgets));
-      this.stats = new LiveStats(quantiles);
+      this.stats = new LiveStats(quantiles, BudgetTracker.tenantSeries(b.budgets));
       this.engine =
           bind(new EngineSpans(t.engineSpans(), clock::nanoTime, List.of(metrics, stats)));
       this.records =
@@ -140,6 +151,7 @@ final class ProxyRuntime implements PipelineRuntime {
       }
       all.addAll(b.observers);
       this.observers = Collections.unmodifiableList(all);
+      String budgetsSource = config.budgets() == null ? "budgets" : config.budgets();
       this.keys =
           config.auth().enabled()
               ? bind(
@@ -147,8 +159,16 @@ final class ProxyRuntime implements PipelineRuntime {
                       Path.of(config.auth().keysFile()),
                       clock,
                       config.auth().cacheTtl(),
-                      config.auth().cacheMax()))
+                      config.auth().cacheMax(),
+                      java.util.concurrent.ForkJoinPool.commonPool(),
+                      new TenantAllowlist.Rules(
+                          tenants.names(), TenantBudgets.needed(b.budgets, budgetsSource))))
               : null;
+      TenantBudgets.check(
+          b.budgets,
+          budgetsSource,
+          keys != null ? keys.tenants() : TenantAllowlist.of(tenants.names()),
+          tenants.phaseHistograms());
       ProxyConfig.SharedLimits shared = config.auth().sharedLimits();
       if (config.auth().enabled() && shared.enabled()) {
         SharedLimiter sharedLimiter =

@@ -333,4 +333,102 @@ class ProxyMainTest {
         .startsWith("phasemeter proxy: " + file + ": auth.keys_file")
         .contains("no-such-keys.yaml", "not found");
   }
+
+  private Path tenantKeys(int marked) throws IOException {
+    StringBuilder keys = new StringBuilder("keys:\n");
+    for (int i = 0; i < marked; i++) {
+      keys.append("  - {name: t")
+          .append(i)
+          .append(", sha256: \"")
+          .append(String.format("%064x", i + 1))
+          .append("\", tenant_metrics: true}\n");
+    }
+    Path file = dir.resolve("keys.yaml");
+    Files.writeString(file, keys + "...\n");
+    return file;
+  }
+
+  @Test
+  void aKeysFilePastTheTenantBoundStopsStartUpNamingTheKey() throws IOException {
+    Path keys = tenantKeys(64);
+    Path file =
+        write(
+            "listen: {host: 127.0.0.1, port: 0}\nadmin: {host: 127.0.0.1, port: 0}\n"
+                + "auth: {enabled: true, keys_file: "
+                + keys
+                + "}\ntenants: {names: [team-a]}\n");
+
+    assertThat(run("--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine())
+        .isEqualTo(
+            "phasemeter proxy: "
+                + keys
+                + ": keys[63].tenant_metrics: 't63' would be tenant 65; at most 64 in all"
+                + " (tenants.names: 1, keys with tenant_metrics: true: 64), each a value of the"
+                + " llm_tenant label");
+  }
+
+  @Test
+  void aTenantsBudgetNeedsATenantOfTheProxyAndALabelledHistogram() throws IOException {
+    Path keys = tenantKeys(2);
+    Path budgets = dir.resolve("budgets.yaml");
+    Path file =
+        write(
+            "auth: {enabled: true, keys_file: "
+                + keys
+                + "}\ntenants: {names: [team-a]}\nbudgets: "
+                + budgets
+                + "\n");
+    String common = "quantile: 0.9, window: 1m, max_error_rate: 0.1, min_join_coverage: 0";
+
+    Files.writeString(
+        budgets,
+        "budgets:\n  - {name: a, tenant: team-a, limits_ms: {ttft: 500, tpot: 50, total: 9000,"
+            + " client_ttft: 600}, "
+            + common
+            + "}\n  - {name: b, tenant: t1, limits_ms: {total: 500}, "
+            + common
+            + "}\n  - {name: c, tenant: other, limits_ms: {total: 500}, "
+            + common
+            + "}\n");
+    assertThat(run("--check", "--config", file.toString())).as(err.toString()).isZero();
+    assertThat(out.toString())
+        .contains(
+            "tenants: 3 allowlisted (team-a, t0, t1); every other request is 'other';"
+                + " llm_tenant not on the phase histograms");
+
+    Files.writeString(
+        budgets,
+        "budgets:\n  - {name: x, tenant: team-z, limits_ms: {total: 500}, " + common + "}\n");
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+    assertThat(errLine())
+        .startsWith(
+            "phasemeter proxy: "
+                + budgets
+                + ": budgets[0] (x).tenant: 'team-z' is not a tenant of this proxy");
+
+    err.getBuffer().setLength(0);
+    Files.writeString(
+        budgets, "budgets:\n  - {name: q, tenant: t0, limits_ms: {queue: 50}, " + common + "}\n");
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+    assertThat(errLine())
+        .startsWith("phasemeter proxy: " + budgets + ": budgets[0] (q).limits_ms.queue: ")
+        .contains("set tenants.phase_histograms: true");
+
+    err.getBuffer().setLength(0);
+    Files.writeString(
+        file,
+        "auth: {enabled: true, keys_file: "
+            + keys
+            + "}\ntenants: {names: [team-a], phase_histograms: true}\nbudgets: "
+            + budgets
+            + "\n");
+    assertThat(run("--check", "--config", file.toString())).as(err.toString()).isZero();
+
+    Files.writeString(
+        budgets, "budgets:\n  - {name: i, tenant: t0, limits_ms: {itl: 50}, " + common + "}\n");
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+    assertThat(errLine()).contains("budgets[0] (i).limits_ms.itl: ", "which it never has");
+  }
 }

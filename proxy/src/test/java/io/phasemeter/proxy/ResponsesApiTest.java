@@ -282,7 +282,7 @@ class ResponsesApiTest extends ProxyTestBase {
         .contains("gen_ai_operation_name=\"embeddings\"")
         .contains("gen_ai_operation_name=\"rerank\"")
         .contains(
-            "llm_tokens_total{gen_ai_request_model=\"sim-llama\",gen_ai_token_type=\"input\",llm_pool=\"default\"} 12.0");
+            "llm_tokens_total{gen_ai_request_model=\"sim-llama\",gen_ai_token_type=\"input\",llm_pool=\"default\",llm_tenant=\"other\"} 12.0");
     Response noInput = call("/v1/embeddings", "{\"model\":\"sim-llama\"}");
     assertThat(noInput.status()).isEqualTo(400);
   }

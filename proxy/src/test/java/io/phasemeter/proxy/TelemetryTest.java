@@ -121,13 +121,13 @@ class TelemetryTest extends ProxyTestBase {
     String t = admin("/metrics").text();
     assertThat(t)
         .contains(
-            "gen_ai_server_request_duration_seconds_bucket{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"sim-llama\",llm_pool=\"default\",llm_streaming=\"true\",outcome=\"success\",le=\"0.01\"}",
-            "gen_ai_server_request_duration_seconds_bucket{gen_ai_operation_name=\"text_completion\",gen_ai_request_model=\"sim-llama\",llm_pool=\"default\",llm_streaming=\"false\",outcome=\"success\",le=\"655.36\"}",
-            "gen_ai_server_request_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"other\",llm_pool=\"none\",llm_streaming=\"false\",outcome=\"client_error\"} 1",
-            "gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\"} 1",
-            "gen_ai_server_time_per_output_token_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\"} 1",
+            "gen_ai_server_request_duration_seconds_bucket{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"sim-llama\",llm_pool=\"default\",llm_streaming=\"true\",llm_tenant=\"other\",outcome=\"success\",le=\"0.01\"}",
+            "gen_ai_server_request_duration_seconds_bucket{gen_ai_operation_name=\"text_completion\",gen_ai_request_model=\"sim-llama\",llm_pool=\"default\",llm_streaming=\"false\",llm_tenant=\"other\",outcome=\"success\",le=\"655.36\"}",
+            "gen_ai_server_request_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"other\",llm_pool=\"none\",llm_streaming=\"false\",llm_tenant=\"other\",outcome=\"client_error\"} 1",
+            "gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\",llm_tenant=\"other\"} 1",
+            "gen_ai_server_time_per_output_token_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\",llm_tenant=\"other\"} 1",
             "llm_inter_token_latency_seconds_count{gen_ai_request_model=\"sim-llama\",llm_pool=\"default\"} 3",
-            "llm_tokens_total{gen_ai_request_model=\"sim-llama\",gen_ai_token_type=\"output\",llm_pool=\"default\"} 6.0",
+            "llm_tokens_total{gen_ai_request_model=\"sim-llama\",gen_ai_token_type=\"output\",llm_pool=\"default\",llm_tenant=\"other\"} 6.0",
             "llm_requests_in_flight{llm_pool=\"default\"} 0.0",
             "llm_requests_in_flight{llm_pool=\"none\"} 0.0",
             "llm_queue_depth{llm_pool=\"default\"} 0.0",
@@ -226,7 +226,7 @@ class TelemetryTest extends ProxyTestBase {
     assertThat(series(after)).isEqualTo(before);
     assertThat(after)
         .contains(
-            "gen_ai_server_request_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"other\",llm_pool=\"none\",llm_streaming=\"false\",outcome=\"client_error\"} "
+            "gen_ai_server_request_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"other\",llm_pool=\"none\",llm_streaming=\"false\",llm_tenant=\"other\",outcome=\"client_error\"} "
                 + (total + 1));
   }
 

@@ -28,6 +28,9 @@ import java.util.Map;
  * each pool alerts on its own. A budget without {@code slo_period} gets one rule over its window
  * ({@code ...Breached}); one with it gets the SRE workbook's multi-window, multi-burn-rate pair
  * ({@code ...FastBurn} pages, {@code ...SlowBurn} opens a ticket).
+ *
+ * <p>A budget of one tenant selects that tenant's series ({@code llm_tenant="team-a"}) and its
+ * alerts carry the {@code llm_tenant} label; every other budget sums over tenants as over replicas.
  */
 public final class AlertRules {
   /** The one rule group. */
@@ -212,7 +215,7 @@ public final class AlertRules {
    * (Budgets makes every limit one). No interpolation.
    */
   static String shareAbove(Budget b, BudgetPhase p, Duration window) {
-    String matchers = join(p.matcher(), modelMatcher(b));
+    String matchers = join(p.matcher(), selector(b));
     String w = "[" + Durations.format(window) + "]";
     return "1 - (sum by (llm_pool) (rate("
         + p.metric()
@@ -298,6 +301,7 @@ public final class AlertRules {
     labels.put("budget", b.name());
     labels.put("llm_phase", p.key());
     labels.put("owner", p.owner());
+    tenantLabel(b, labels);
     Map<String, String> annotations = new LinkedHashMap<>();
     annotations.put(
         "summary",
@@ -349,7 +353,7 @@ public final class AlertRules {
   private static AlertRule errorRateRule(Budget b) {
     String count = "gen_ai_server_request_duration_seconds_count";
     String window = "[" + Durations.format(b.window()) + "]";
-    String model = modelMatcher(b);
+    String model = selector(b);
     String expr =
         "sum by (llm_pool) (rate("
             + count
@@ -368,6 +372,7 @@ public final class AlertRules {
     labels.put("severity", "page");
     labels.put("budget", b.name());
     labels.put("owner", owner);
+    tenantLabel(b, labels);
     Map<String, String> annotations = new LinkedHashMap<>();
     annotations.put(
         "summary",
@@ -399,6 +404,13 @@ public final class AlertRules {
         null);
   }
 
+  /** A budget of one tenant: its alerts say which ({@code llm_tenant}, as on the metrics). */
+  private static void tenantLabel(Budget b, Map<String, String> labels) {
+    if (!b.anyTenant()) {
+      labels.put("llm_tenant", b.tenant());
+    }
+  }
+
   /** A fifth of the window, between 1m and 15m: long enough to ride out one bad scrape. */
   static Duration forDuration(Budget b) {
     return clampFor(b.window().dividedBy(5));
@@ -426,12 +438,16 @@ public final class AlertRules {
             (k, v) -> y.append("          ").append(k).append(": ").append(quote(v)).append('\n'));
   }
 
-  private static String modelMatcher(Budget b) {
-    return b.anyModel() ? "" : "gen_ai_request_model=\"" + promString(b.model()) + "\"";
+  /** The matchers of the budget's requests: its model and its tenant, when it names them. */
+  private static String selector(Budget b) {
+    String model = b.anyModel() ? "" : "gen_ai_request_model=\"" + promString(b.model()) + "\"";
+    String tenant = b.anyTenant() ? "" : "llm_tenant=\"" + promString(b.tenant()) + "\"";
+    return join(model, tenant);
   }
 
   private static String modelText(Budget b) {
-    return b.anyModel() ? "all models" : "model " + b.model();
+    return (b.anyModel() ? "all models" : "model " + b.model())
+        + (b.anyTenant() ? "" : ", tenant " + b.tenant());
   }
 
   private static String join(String a, String b) {

@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.budget;
 
 import io.phasemeter.core.budget.LatencyLimit;
+import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.math.BigDecimal;
 import java.time.Duration;
@@ -31,6 +32,8 @@ import java.util.regex.Pattern;
  * @param sloPeriod the error budget period ({@code slo_period}), or null: with one, the alert rules
  *     are multi-window, multi-burn-rate ones over the period's budget; without, one rule over
  *     {@code window}
+ * @param tenant {@code "*"} (every tenant) or one tenant: an allowlisted name or {@code other}
+ *     (docs/design.md, "Tenants"); the proxy checks at start that it is one of its own
  */
 public record Budget(
     String name,
@@ -40,10 +43,14 @@ public record Budget(
     Map<String, Double> limitsMs,
     double maxErrorRate,
     double minJoinCoverage,
-    Duration sloPeriod) {
+    Duration sloPeriod,
+    String tenant) {
 
   /** The model value that means "every model". */
   public static final String ANY_MODEL = "*";
+
+  /** The tenant value that means "every tenant". */
+  public static final String ANY_TENANT = "*";
 
   /** The shortest error budget period: its scaled fast-burn windows stay a minute or longer. */
   public static final Duration MIN_SLO_PERIOD = Duration.ofDays(7);
@@ -68,6 +75,14 @@ public record Budget(
     }
     if (model.chars().anyMatch(Character::isISOControl)) {
       throw new IllegalArgumentException("model: must not contain control characters");
+    }
+    tenant = tenant == null ? ANY_TENANT : tenant;
+    if (!tenant.equals(ANY_TENANT) && !ProxyConfig.Tenants.NAME.matcher(tenant).matches()) {
+      throw new IllegalArgumentException(
+          "tenant: '"
+              + tenant
+              + "' must be \"*\" (every tenant) or a tenant: 1 to 64 letters, digits, '_', '.' or"
+              + " '-' (an allowlisted name, or other)");
     }
     if (!(quantile > 0 && quantile < 1)) {
       throw new IllegalArgumentException(
@@ -134,6 +149,33 @@ public record Budget(
                 + " quantile of at least 0.9306 or leave slo_period out");
       }
     }
+  }
+
+  /** A budget of every tenant. */
+  public Budget(
+      String name,
+      String model,
+      double quantile,
+      Duration window,
+      Map<String, Double> limitsMs,
+      double maxErrorRate,
+      double minJoinCoverage,
+      Duration sloPeriod) {
+    this(
+        name,
+        model,
+        quantile,
+        window,
+        limitsMs,
+        maxErrorRate,
+        minJoinCoverage,
+        sloPeriod,
+        ANY_TENANT);
+  }
+
+  /** Whether this budget applies to every tenant. */
+  public boolean anyTenant() {
+    return ANY_TENANT.equals(tenant);
   }
 
   /** The share of requests a limit allows above it, {@code 1 − quantile}, exactly (0.95: 0.05). */

@@ -21,6 +21,9 @@ import org.HdrHistogram.Histogram;
  * breach; NaN while the window has no successful request), and {@code /admin/stats} lists the same
  * figures with the error rate. Client-only phases are left to the load client.
  *
+ * <p>A budget with a {@code tenant} reads that tenant's series only ({@link #tenantSeries}: {@link
+ * LiveStats} keeps them per tenant).
+ *
  * <p>Whether a phase is breached is decided by {@link Budget#breached} from exact counts of the
  * values above the limit (the rolling series count them to the nanosecond), the same arithmetic as
  * the alert rule over the bucket whose boundary is the limit. The ratio's size comes from the
@@ -80,6 +83,27 @@ public final class BudgetTracker implements MeterBinder {
     }
     Map<String, long[]> out = new LinkedHashMap<>();
     bySeries.forEach((k, v) -> out.put(k, v.stream().mapToLong(Long::longValue).toArray()));
+    return out;
+  }
+
+  /**
+   * The rolling series {@link LiveStats} must keep per tenant: those a budget of one tenant reads
+   * (its limited server-side phases, and the successful and failed requests of its error rate).
+   */
+  public static java.util.Set<String> tenantSeries(Budgets budgets) {
+    java.util.Set<String> out = new TreeSet<>();
+    for (Budget b : budgets.budgets()) {
+      if (b.anyTenant()) {
+        continue;
+      }
+      out.add(Phases.TOTAL.key());
+      out.add(LiveStats.FAILED_SERIES);
+      for (BudgetPhase p : b.phases()) {
+        if (p.serverSide()) {
+          out.add(series(p));
+        }
+      }
+    }
     return out;
   }
 
@@ -150,6 +174,7 @@ public final class BudgetTracker implements MeterBinder {
           new JsonObject()
               .put("name", b.name())
               .put("model", b.model())
+              .put("tenant", b.tenant())
               .put("quantile", b.quantile())
               .put("window_s", b.window().toSeconds())
               .put("requests", ok + failed)
@@ -170,7 +195,14 @@ public final class BudgetTracker implements MeterBinder {
     };
   }
 
+  /**
+   * The series of {@code b}'s requests: a budget of every tenant reads every series of the phase
+   * (kept per tenant or not), a budget of one tenant only that tenant's.
+   */
   private static Predicate<RollingQuantiles.Key> matches(Budget b, String series) {
-    return k -> k.phase().equals(series) && (b.anyModel() || b.model().equals(k.model()));
+    return k ->
+        k.phase().equals(series)
+            && (b.anyModel() || b.model().equals(k.model()))
+            && (b.anyTenant() || b.tenant().equals(k.tenant()));
   }
 }

@@ -40,7 +40,8 @@ public record Budgets(List<Budget> budgets) {
           "max_error_rate",
           "min_join_coverage",
           "slo_period",
-          "slo_ms");
+          "slo_ms",
+          "tenant");
 
   public Budgets {
     budgets = List.copyOf(budgets);
@@ -158,6 +159,7 @@ public record Budgets(List<Budget> budgets) {
     }
     String name = text(node, "name", at, null);
     String model = text(node, "model", at, Budget.ANY_MODEL);
+    String tenant = text(node, "tenant", at, Budget.ANY_TENANT);
     double quantile = number(node, "quantile", at);
     String windowText = text(node, "window", at, null);
     Duration window;
@@ -199,7 +201,7 @@ public record Budgets(List<Budget> budgets) {
     }
     try {
       return new Budget(
-          name, model, quantile, window, limits, maxErrorRate, minJoinCoverage, sloPeriod);
+          name, model, quantile, window, limits, maxErrorRate, minJoinCoverage, sloPeriod, tenant);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }

@@ -24,7 +24,8 @@ public record ProxyConfig(
     Drain drain,
     Forwarded forwarded,
     List<Route> routes,
-    Transport transport) {
+    Transport transport,
+    Tenants tenants) {
 
   /** The most entries {@code routes} may have (each may add a value to metric labels). */
   public static final int MAX_ROUTES = 64;
@@ -34,6 +35,7 @@ public record ProxyConfig(
     forwarded = forwarded == null ? Forwarded.TRUST_NONE : forwarded;
     routes = routes == null ? List.of() : List.copyOf(routes);
     transport = transport == null ? Transport.AUTO : transport;
+    tenants = tenants == null ? Tenants.NONE : tenants;
     Objects.requireNonNull(listen, "listen");
     Objects.requireNonNull(admin, "admin");
     Objects.requireNonNull(limits, "limits");
@@ -88,7 +90,7 @@ public record ProxyConfig(
       Telemetry telemetry,
       String budgets,
       Drain drain) {
-    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null, null, null);
+    this(listen, admin, limits, auth, pools, telemetry, budgets, drain, null, null, null, null);
   }
 
   /** The pool that serves {@code model}, or {@code null}. */
@@ -114,7 +116,8 @@ public record ProxyConfig(
         drain,
         forwarded,
         routes,
-        transport);
+        transport,
+        tenants);
   }
 
   /** Returns a copy whose admin listener uses {@code port} (0 = any free port). */
@@ -130,35 +133,139 @@ public record ProxyConfig(
         drain,
         forwarded,
         routes,
-        transport);
+        transport,
+        tenants);
   }
 
   /** Returns a copy with {@code pools} replaced. */
   public ProxyConfig withPools(List<Pool> newPools) {
     return new ProxyConfig(
         listen, admin, limits, auth, newPools, telemetry, budgets, drain, forwarded, routes,
-        transport);
+        transport, tenants);
   }
 
   /** Returns a copy with {@code limits} replaced. */
   public ProxyConfig withLimits(Limits newLimits) {
     return new ProxyConfig(
         listen, admin, newLimits, auth, pools, telemetry, budgets, drain, forwarded, routes,
-        transport);
+        transport, tenants);
   }
 
   /** Returns a copy with {@code auth} replaced. */
   public ProxyConfig withAuth(Auth newAuth) {
     return new ProxyConfig(
         listen, admin, limits, newAuth, pools, telemetry, budgets, drain, forwarded, routes,
-        transport);
+        transport, tenants);
   }
 
   /** Returns a copy with {@code drain} replaced. */
   public ProxyConfig withDrain(Drain newDrain) {
     return new ProxyConfig(
         listen, admin, limits, auth, pools, telemetry, budgets, newDrain, forwarded, routes,
-        transport);
+        transport, tenants);
+  }
+
+  /** Returns a copy with {@code tenants} replaced. */
+  public ProxyConfig withTenants(Tenants newTenants) {
+    return new ProxyConfig(
+        listen,
+        admin,
+        limits,
+        auth,
+        pools,
+        telemetry,
+        budgets,
+        drain,
+        forwarded,
+        routes,
+        transport,
+        newTenants);
+  }
+
+  /**
+   * Where a request's tenant comes from (docs/design.md, "Tenants"): the {@code llm_tenant} label
+   * of the request, TTFT, TPOT, token and SLO metrics, the record's {@code tenant} and the root
+   * span's {@code llm.tenant}. A tenant is a verified key's name when that name is allowlisted,
+   * else the value of {@code header} when it is exactly an allowlisted value, else {@code other}.
+   * The allowlist is {@code names} with the names of the keys marked {@code tenant_metrics: true}
+   * in the keys file, at most {@link #MAX_VALUES} values in all, so the label's values stay bounded
+   * whatever clients send.
+   *
+   * @param header the request header a tenant may come from (lower case), or null: none
+   * @param names allowlisted tenants besides the keys' names
+   * @param phaseHistograms whether {@code llm_phase_duration_seconds} carries {@code llm_tenant}
+   *     too (a series per phase and tenant: off by default)
+   */
+  public record Tenants(String header, List<String> names, boolean phaseHistograms) {
+    /** The most values the allowlist may hold, {@code tenants.names} and keys together. */
+    public static final int MAX_VALUES = 64;
+
+    /** The tenant of every request outside the allowlist; no name may take it. */
+    public static final String OTHER = "other";
+
+    /** What a tenant name may be: the keys file's key names. */
+    public static final java.util.regex.Pattern NAME =
+        java.util.regex.Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+
+    // Headers that carry a credential: their value must never be compared, logged or labelled.
+    private static final Set<String> CREDENTIALS =
+        Set.of("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie");
+    private static final java.util.regex.Pattern TOKEN =
+        java.util.regex.Pattern.compile("[!#$%&'*+.^_`|~0-9a-z-]+");
+
+    /** No header, no names: every request is {@code other} unless a key is marked. */
+    public static final Tenants NONE = new Tenants(null, List.of(), false);
+
+    public Tenants {
+      header = header == null || header.isBlank() ? null : header.strip().toLowerCase(Locale.ROOT);
+      if (header != null && !TOKEN.matcher(header).matches()) {
+        throw new IllegalArgumentException(
+            "tenants.header: '" + header + "' is not an HTTP header name");
+      }
+      if (header != null && CREDENTIALS.contains(header)) {
+        throw new IllegalArgumentException(
+            "tenants.header: '"
+                + header
+                + "' carries credentials; name a header such as x-tenant-id (with auth on, a"
+                + " key's own name is its tenant: mark it tenant_metrics: true in the keys file)");
+      }
+      names = names == null ? List.of() : List.copyOf(names);
+      if (names.size() > MAX_VALUES) {
+        throw new IllegalArgumentException(
+            "tenants.names: at most "
+                + MAX_VALUES
+                + " values (got "
+                + names.size()
+                + "): each is a value of the llm_tenant label");
+      }
+      Set<String> seen = new HashSet<>();
+      for (int i = 0; i < names.size(); i++) {
+        String n = names.get(i);
+        if (n == null || !NAME.matcher(n).matches()) {
+          throw new IllegalArgumentException(
+              "tenants.names["
+                  + i
+                  + "]: '"
+                  + n
+                  + "' must be 1 to 64 letters, digits, '_', '.' or '-'");
+        }
+        if (n.equals(OTHER)) {
+          throw new IllegalArgumentException(
+              "tenants.names["
+                  + i
+                  + "]: 'other' is reserved for the requests of no allowlisted tenant");
+        }
+        if (!seen.add(n)) {
+          throw new IllegalArgumentException(
+              "tenants.names[" + i + "]: '" + n + "' is listed twice");
+        }
+      }
+    }
+
+    /** Whether tenants can come from somewhere besides the keys ({@code names} or a header). */
+    public boolean configured() {
+      return header != null || !names.isEmpty();
+    }
   }
 
   /**

@@ -29,7 +29,13 @@ import java.util.function.LongSupplier;
  */
 public final class EngineSpans implements MeterBinder {
   /** The request a held record belongs to: its labels and its generation span (for exemplars). */
-  public record Request(String traceId, String model, String pool, SpanContext generation) {}
+  public record Request(
+      String traceId, String model, String pool, String tenant, SpanContext generation) {
+    /** A request of no allowlisted tenant ({@code other}). */
+    public Request(String traceId, String model, String pool, SpanContext generation) {
+      this(traceId, model, pool, io.phasemeter.proxy.gateway.TenantAllowlist.OTHER, generation);
+    }
+  }
 
   /** Told once per held record, after the record itself was published. */
   public interface Observer {

@@ -16,6 +16,10 @@ import java.util.regex.Pattern;
  * @param allowPriorityHeader whether a request may choose its priority with {@code x-priority}
  * @param admin whether the key may use routes marked {@code admin_only} (the engine's
  *     administrative endpoints, when proxy.yaml allows them)
+ * @param tenantMetrics whether the key's name is an allowlisted tenant (its requests' {@code
+ *     llm_tenant} label; docs/design.md, "Tenants")
+ * @param sloOverride whether the key's requests may set their own objectives with the {@code
+ *     x-slo-*} headers
  */
 public record ApiKey(
     String name,
@@ -24,7 +28,9 @@ public record ApiKey(
     long tpm,
     Priority priority,
     boolean allowPriorityHeader,
-    boolean admin) {
+    boolean admin,
+    boolean tenantMetrics,
+    boolean sloOverride) {
 
   /**
    * The largest rpm or tpm accepted; the rate limiter's fixed-point arithmetic stays exact below
@@ -50,6 +56,18 @@ public record ApiKey(
     if (priority == null) {
       throw new IllegalArgumentException("priority: missing (use high, normal or low)");
     }
+  }
+
+  /** A key that names no tenant and may set its own objectives. */
+  public ApiKey(
+      String name,
+      String sha256,
+      long rpm,
+      long tpm,
+      Priority priority,
+      boolean allowPriorityHeader,
+      boolean admin) {
+    this(name, sha256, rpm, tpm, priority, allowPriorityHeader, admin, false, true);
   }
 
   /** A key that is not an admin key. */
@@ -92,6 +110,8 @@ public record ApiKey(
         + ", allowPriorityHeader="
         + allowPriorityHeader
         + (admin ? ", admin=true" : "")
+        + (tenantMetrics ? ", tenantMetrics=true" : "")
+        + (sloOverride ? "" : ", sloOverride=false")
         + "]";
   }
 

@@ -100,8 +100,12 @@ public final class KeyStore implements MeterBinder {
       long reloads,
       long failedReloads) {}
 
-  /** The keys in force, their hashes as bytes, and a generation that tags cached outcomes. */
-  private record Snapshot(long generation, List<ApiKey> keys, byte[][] hashes) {}
+  /**
+   * The keys in force, their hashes as bytes, the tenants they and {@code tenants.names} allowlist,
+   * and a generation that tags cached outcomes.
+   */
+  private record Snapshot(
+      long generation, List<ApiKey> keys, byte[][] hashes, TenantAllowlist tenants) {}
 
   /** A cached outcome, valid only while its generation is the one in force. */
   private record Cached(long generation, Verification outcome) {}
@@ -114,6 +118,7 @@ public final class KeyStore implements MeterBinder {
   private static final Verification INVALID = new Verification.Invalid();
 
   private final Path file;
+  private final TenantAllowlist.Rules tenantRules;
   private final Cache<String, Cached> cache;
   private final AtomicReference<Snapshot> current;
   private final LongAdder hits = new LongAdder();
@@ -128,6 +133,7 @@ public final class KeyStore implements MeterBinder {
   private KeyStore(
       Path file,
       KeysFile initial,
+      TenantAllowlist.Rules tenantRules,
       FileStamp stamp,
       byte[] contentHash,
       NanoClock clock,
@@ -135,9 +141,10 @@ public final class KeyStore implements MeterBinder {
       int cacheMax,
       Executor maintenance) {
     this.file = file;
+    this.tenantRules = tenantRules;
     this.stamp = stamp;
     this.contentHash = contentHash;
-    this.current = new AtomicReference<>(snapshot(0, initial));
+    this.current = new AtomicReference<>(snapshot(0, initial, tenants(tenantRules, initial, file)));
     this.cache =
         Caffeine.newBuilder()
             .expireAfterWrite(cacheTtl)
@@ -166,7 +173,24 @@ public final class KeyStore implements MeterBinder {
    */
   public static KeyStore create(
       Path keysFile, NanoClock clock, Duration cacheTtl, int cacheMax, Executor maintenance) {
+    return create(keysFile, clock, cacheTtl, cacheMax, maintenance, TenantAllowlist.Rules.NONE);
+  }
+
+  /**
+   * As {@link #create(Path, NanoClock, Duration, int, Executor)}, with the tenants the keys add to
+   * ({@code tenants.names}) and those that must stay: a keys file whose allowlist passes {@link
+   * TenantAllowlist#MAX} values, or drops a needed tenant, is refused at start and on reload (the
+   * previous keys stay).
+   */
+  public static KeyStore create(
+      Path keysFile,
+      NanoClock clock,
+      Duration cacheTtl,
+      int cacheMax,
+      Executor maintenance,
+      TenantAllowlist.Rules tenantRules) {
     Objects.requireNonNull(keysFile, "keysFile");
+    Objects.requireNonNull(tenantRules, "tenantRules");
     Objects.requireNonNull(clock, "clock");
     if (cacheTtl == null || cacheTtl.isNegative()) {
       throw new IllegalArgumentException("cacheTtl: must be zero or positive");
@@ -178,7 +202,7 @@ public final class KeyStore implements MeterBinder {
     byte[] bytes = read(keysFile);
     KeysFile keys = KeysFile.parse(new String(bytes, StandardCharsets.UTF_8), keysFile.toString());
     return new KeyStore(
-        keysFile, keys, stamp, sha256(bytes), clock, cacheTtl, cacheMax, maintenance);
+        keysFile, keys, tenantRules, stamp, sha256(bytes), clock, cacheTtl, cacheMax, maintenance);
   }
 
   /**
@@ -232,11 +256,13 @@ public final class KeyStore implements MeterBinder {
       FileStamp newStamp;
       byte[] bytes;
       KeysFile parsed;
+      TenantAllowlist tenants;
       try {
         // Stat before reading: a change that lands between the two then shows on the next check.
         newStamp = stat(file);
         bytes = read(file);
         parsed = KeysFile.parse(new String(bytes, StandardCharsets.UTF_8), file.toString());
+        tenants = tenants(tenantRules, parsed, file);
       } catch (ConfigException e) {
         failedReloads.increment();
         return new ReloadResult(
@@ -244,7 +270,7 @@ public final class KeyStore implements MeterBinder {
       }
       stamp = newStamp;
       contentHash = sha256(bytes);
-      return apply(parsed);
+      return apply(parsed, tenants);
     }
   }
 
@@ -272,7 +298,7 @@ public final class KeyStore implements MeterBinder {
         contentHash = hash;
         KeysFile parsed =
             KeysFile.parse(new String(bytes, StandardCharsets.UTF_8), file.toString());
-        return apply(parsed);
+        return apply(parsed, tenants(tenantRules, parsed, file));
       } catch (ConfigException e) {
         failedReloads.increment();
         return new ReloadResult(
@@ -284,6 +310,14 @@ public final class KeyStore implements MeterBinder {
   /** The keys in force, in file order. */
   public List<ApiKey> keys() {
     return current.get().keys();
+  }
+
+  /**
+   * The tenants in force: {@code tenants.names} and the names of the keys in force marked {@code
+   * tenant_metrics: true}. Does no IO.
+   */
+  public TenantAllowlist tenants() {
+    return current.get().tenants();
   }
 
   /** True when no key is configured, so every client is refused. */
@@ -332,12 +366,12 @@ public final class KeyStore implements MeterBinder {
     cache.cleanUp();
   }
 
-  private ReloadResult apply(KeysFile parsed) {
+  private ReloadResult apply(KeysFile parsed, TenantAllowlist tenants) {
     Snapshot old = current.get();
     if (old.keys().equals(parsed.keys())) {
       return new ReloadResult(ReloadStatus.UNCHANGED, old.keys().size(), Optional.empty());
     }
-    current.set(snapshot(old.generation() + 1, parsed));
+    current.set(snapshot(old.generation() + 1, parsed, tenants));
     // Entries of the old generation are already ignored; dropping them frees the memory.
     cache.invalidateAll();
     reloads.increment();
@@ -359,13 +393,22 @@ public final class KeyStore implements MeterBinder {
     return found == null ? INVALID : new Verification.Verified(found);
   }
 
-  private static Snapshot snapshot(long generation, KeysFile file) {
+  private static Snapshot snapshot(long generation, KeysFile file, TenantAllowlist tenants) {
     List<ApiKey> keys = file.keys();
     byte[][] hashes = new byte[keys.size()][];
     for (int i = 0; i < hashes.length; i++) {
       hashes[i] = HEX.parseHex(keys.get(i).sha256());
     }
-    return new Snapshot(generation, keys, hashes);
+    return new Snapshot(generation, keys, hashes, tenants);
+  }
+
+  /** The allowlist of {@code keys}, or the file and the key that break its bound. */
+  private static TenantAllowlist tenants(TenantAllowlist.Rules rules, KeysFile keys, Path file) {
+    try {
+      return rules.allowlist(keys.keys());
+    } catch (IllegalArgumentException e) {
+      throw new ConfigException(file + ": " + e.getMessage());
+    }
   }
 
   private static int indexOfWhitespace(String s) {

@@ -19,16 +19,19 @@ import java.util.Map;
  * <pre>{@code
  * keys:
  *   - {name: team-a, sha256: <hex>, rpm: 600, tpm: 200000, priority: high,
- *      allow_priority_header: false, admin: false}
+ *      allow_priority_header: false, admin: false, tenant_metrics: true, slo_override: true}
  * ...
  * }</pre>
  *
- * <p>{@code rpm} and {@code tpm} default to 0 (unlimited), {@code priority} to {@code normal} and
- * {@code allow_priority_header} and {@code admin} to false; {@code name} and {@code sha256} are
- * required. A field written with no value ({@code rpm:} alone) is an error, not its default.
- * Unknown keys, duplicate names and duplicate hashes are errors. Every problem becomes a {@link
- * ConfigException} of one line naming the file and the key path, e.g. {@code keys.yaml:
- * keys[2].sha256: must be 64 hex characters}. {@code keys: []} is valid and refuses every client.
+ * <p>{@code rpm} and {@code tpm} default to 0 (unlimited), {@code priority} to {@code normal},
+ * {@code allow_priority_header}, {@code admin} and {@code tenant_metrics} to false and {@code
+ * slo_override} to true; {@code name} and {@code sha256} are required. A key with {@code
+ * tenant_metrics: true} makes its name a tenant (the {@code llm_tenant} label; {@link
+ * TenantAllowlist}); {@code other} is reserved. A field written with no value ({@code rpm:} alone)
+ * is an error, not its default. Unknown keys, duplicate names and duplicate hashes are errors.
+ * Every problem becomes a {@link ConfigException} of one line naming the file and the key path,
+ * e.g. {@code keys.yaml: keys[2].sha256: must be 64 hex characters}. {@code keys: []} is valid and
+ * refuses every client.
  *
  * <p>The file ends with YAML's document end line, {@code ...}, and a newline. Cut at the end of any
  * line, a block-style file is still valid YAML, and would read as fewer keys or as a key whose
@@ -43,7 +46,16 @@ public record KeysFile(List<ApiKey> keys) {
   private static final ObjectMapper YAML =
       new ObjectMapper(new YAMLFactory()).enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
   private static final List<String> FIELDS =
-      List.of("name", "sha256", "rpm", "tpm", "priority", "allow_priority_header", "admin");
+      List.of(
+          "name",
+          "sha256",
+          "rpm",
+          "tpm",
+          "priority",
+          "allow_priority_header",
+          "admin",
+          "tenant_metrics",
+          "slo_override");
 
   /** The line a complete keys file ends with: YAML's document end marker. */
   public static final String END = "...";
@@ -182,24 +194,19 @@ public record KeysFile(List<ApiKey> keys) {
         throw new ConfigException(at + ".priority: " + e.getMessage());
       }
     }
-    boolean allowHeader = false;
-    JsonNode h = node.get("allow_priority_header");
-    if (h != null) {
-      if (!h.isBoolean()) {
-        throw new ConfigException(at + ".allow_priority_header: expected true or false");
-      }
-      allowHeader = h.booleanValue();
-    }
-    boolean admin = false;
-    JsonNode a = node.get("admin");
-    if (a != null) {
-      if (!a.isBoolean()) {
-        throw new ConfigException(at + ".admin: expected true or false");
-      }
-      admin = a.booleanValue();
+    boolean allowHeader = flag(node, "allow_priority_header", at, false);
+    boolean admin = flag(node, "admin", at, false);
+    boolean tenantMetrics = flag(node, "tenant_metrics", at, false);
+    boolean sloOverride = flag(node, "slo_override", at, true);
+    if (tenantMetrics && name.equals(TenantAllowlist.OTHER)) {
+      throw new ConfigException(
+          at
+              + ".tenant_metrics: the name 'other' is reserved for the requests of no allowlisted"
+              + " tenant; rename the key");
     }
     try {
-      return new ApiKey(name, sha256, rpm, tpm, priority, allowHeader, admin);
+      return new ApiKey(
+          name, sha256, rpm, tpm, priority, allowHeader, admin, tenantMetrics, sloOverride);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }
@@ -209,9 +216,21 @@ public record KeysFile(List<ApiKey> keys) {
     return switch (field) {
       case "rpm", "tpm" -> " (write 0 for unlimited)";
       case "priority" -> " (write high, normal or low)";
-      case "allow_priority_header", "admin" -> " (write true or false)";
+      case "allow_priority_header", "admin", "tenant_metrics", "slo_override" ->
+          " (write true or false)";
       default -> "";
     };
+  }
+
+  private static boolean flag(JsonNode node, String field, String at, boolean fallback) {
+    JsonNode v = node.get(field);
+    if (v == null) {
+      return fallback;
+    }
+    if (!v.isBoolean()) {
+      throw new ConfigException(at + "." + field + ": expected true or false");
+    }
+    return v.booleanValue();
   }
 
   private static String text(JsonNode node, String field, String at) {

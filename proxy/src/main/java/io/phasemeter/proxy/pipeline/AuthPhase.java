@@ -21,17 +21,22 @@ import java.util.Map;
  * Authorization: Bearer …} (or {@code api-key} / {@code x-api-key}); its priority is the keys
  * file's, which {@code x-priority} may lower always and raise only when the key allows it. The
  * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
+ *
+ * <p>The request's tenant is decided here, once ({@link TenantResolver}): from the tenant header
+ * first, so a request refused for its key still has one, then from the verified key's name.
  */
 final class AuthPhase {
   static final String PRIORITY_HEADER = "x-priority";
 
   private final KeyStore keys;
   private final Limiter limiter;
+  private final TenantResolver tenants;
 
   /** {@code keys} null: auth is off. */
-  AuthPhase(KeyStore keys, Limiter limiter) {
+  AuthPhase(KeyStore keys, Limiter limiter, TenantResolver tenants) {
     this.keys = keys;
     this.limiter = limiter;
+    this.tenants = tenants;
   }
 
   /**
@@ -48,6 +53,7 @@ final class AuthPhase {
 
   private Future<Void> verifyAndAdmit(RequestContext ctx, Span span) {
     MultiMap headers = ctx.request().headers();
+    ctx.tenant(tenants.fromHeaders(headers));
     if (keys == null) {
       ctx.admitted(requestedPriority(headers, Priority.HIGH, Priority.NORMAL));
       span.setAttribute(SpanAttributes.AUTH, "disabled");
@@ -67,6 +73,10 @@ final class AuthPhase {
           "Incorrect API key provided. Ask your gateway's operator for a valid key.");
     }
     ApiKey key = verified.key();
+    String keyTenant = tenants.ofKey(key);
+    if (keyTenant != null) {
+      ctx.tenant(keyTenant);
+    }
     span.setAttribute(SpanAttributes.AUTH, "verified");
     span.setAttribute(SpanAttributes.KEY_NAME, key.name());
     if (ctx.route().adminOnly() && !key.admin()) {

@@ -75,7 +75,11 @@ public final class Pipeline {
     Vertx vertx = runtime.vertx();
     OpenTelemetry openTelemetry = runtime.openTelemetry();
     this.deferral = runtime.spanDeferral();
-    this.auth = new AuthPhase(runtime.keys(), runtime.limiter());
+    this.auth =
+        new AuthPhase(
+            runtime.keys(),
+            runtime.limiter(),
+            new TenantResolver(config.tenants(), runtime.keys()));
     this.prepare =
         new PreparePhase(
             auth,

@@ -446,6 +446,7 @@ public final class RequestContext {
       rootSpan.setAttribute(SpanAttributes.HTTP_RESPONSE_STATUS_CODE, (long) status);
     }
     rootSpan.setAttribute(SpanAttributes.STREAMING, stream);
+    rootSpan.setAttribute(SpanAttributes.TENANT, tenant);
     if (firstTokenAt >= 0) {
       rootSpan.setAttribute(SpanAttributes.SERVER_TTFT_MS, serverTtftNanos() / 1e6);
     }

@@ -15,6 +15,10 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * budgets name them: the phases, {@code gateway}, {@code unattributed}, {@code total}, {@code
  * ttft}, {@code tpot} and {@code itl}, and, when engine spans are matched, {@code engine_queue},
  * {@code prefill} and {@code decode}.
+ *
+ * <p>A series is kept per tenant only where a budget of one tenant reads it ({@code tenantSeries});
+ * every other is kept for all tenants together ({@link RollingQuantiles.Key#ANY_TENANT}), so
+ * tenants cost memory only for what is judged per tenant.
  */
 public final class LiveStats implements RequestObserver, EngineSpans.Observer {
   /** The series failed requests are counted in (for the error rate); it is no phase. */
@@ -48,10 +52,36 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
   private static final int DECODE = FAILED + 9;
 
   private final RollingQuantiles quantiles;
-  private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
+  private final ByLabels<Series> byLabels = new ByLabels<>(Series::new);
+  // Per slot: whether it is kept per tenant.
+  private final boolean[] perTenant = new boolean[PHASES.length + EXTRA.length];
+  private final boolean anyPerTenant;
 
+  /** Live stats with every series kept for all tenants together. */
   public LiveStats(RollingQuantiles quantiles) {
+    this(quantiles, java.util.Set.of());
+  }
+
+  /**
+   * @param tenantSeries the series kept per tenant, named as budgets name them (and {@link
+   *     #FAILED_SERIES})
+   */
+  public LiveStats(RollingQuantiles quantiles, java.util.Set<String> tenantSeries) {
     this.quantiles = quantiles;
+    boolean any = false;
+    for (int slot = 0; slot < perTenant.length; slot++) {
+      perTenant[slot] = tenantSeries.contains(name(slot));
+      any |= perTenant[slot];
+    }
+    this.anyPerTenant = any;
+  }
+
+  private static String name(int slot) {
+    return slot < PHASES.length ? PHASES[slot].label() : EXTRA[slot - PHASES.length];
+  }
+
+  private Series series(String model, String pool, String tenant) {
+    return byLabels.get(model, pool, anyPerTenant ? tenant : RollingQuantiles.Key.ANY_TENANT);
   }
 
   public RollingQuantiles quantiles() {
@@ -64,7 +94,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
       // A pass-through (tokenize, audio, a stored response) is not what a model's budgets judge.
       return;
     }
-    Series s = byModelPool.get(ctx.modelLabel(), ctx.poolName());
+    Series s = series(ctx.modelLabel(), ctx.poolName(), ctx.tenant());
     if (ctx.outcome() != Outcome.SUCCESS) {
       // Counted for the error rate; failures never enter the latency quantiles.
       s.record(FAILED, ctx.rootNanos());
@@ -86,7 +116,7 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
     if (timings == null) {
       return;
     }
-    Series s = byModelPool.get(request.model(), request.pool());
+    Series s = series(request.model(), request.pool(), request.tenant());
     s.record(ENGINE_QUEUE, timings.queueNanos());
     s.record(PREFILL, timings.prefillNanos());
     s.record(DECODE, timings.decodeNanos());
@@ -94,22 +124,25 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
 
   @Override
   public void onInterTokenGap(RequestContext ctx, long gapNanos) {
-    byModelPool.get(ctx.modelLabel(), ctx.poolName()).record(ITL, gapNanos);
+    series(ctx.modelLabel(), ctx.poolName(), ctx.tenant()).record(ITL, gapNanos);
   }
 
   /**
-   * The rolling series of one (model, pool), named as budgets name them, resolved on first use and
-   * then recorded into without a lookup.
+   * The rolling series of one (model, pool, tenant), named as budgets name them, resolved on first
+   * use and then recorded into without a lookup; a slot not kept per tenant resolves to the series
+   * of every tenant, which all tenants of the (model, pool) share.
    */
   private final class Series {
     private final String model;
     private final String pool;
+    private final String tenant;
     private final AtomicReferenceArray<RollingQuantiles.Series> slots =
         new AtomicReferenceArray<>(PHASES.length + EXTRA.length);
 
-    Series(String model, String pool) {
+    Series(String model, String pool, String tenant) {
       this.model = model;
       this.pool = pool;
+      this.tenant = tenant;
     }
 
     /** Records {@code nanos} when it is a measurement (≥ 0). */
@@ -119,8 +152,13 @@ public final class LiveStats implements RequestObserver, EngineSpans.Observer {
       }
       RollingQuantiles.Series s = slots.get(slot);
       if (s == null) {
-        String name = slot < PHASES.length ? PHASES[slot].label() : EXTRA[slot - PHASES.length];
-        s = quantiles.series(new RollingQuantiles.Key(model, pool, name));
+        s =
+            quantiles.series(
+                new RollingQuantiles.Key(
+                    model,
+                    pool,
+                    perTenant[slot] ? tenant : RollingQuantiles.Key.ANY_TENANT,
+                    name(slot)));
         if (s == null) {
           return; // the bound on series is reached; not cached, so a later series may fit
         }

@@ -29,7 +29,14 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * The Prometheus metrics of docs/design.md §4. Histograms are recorded while the request's span (or
  * the phase's span) is current, so each carries an exemplar pointing at its trace. Labels come only
  * from configuration: a model that no pool serves is {@code other}, a request that never reached a
- * pool is in pool {@code none}; the number of series is bounded by the config, not the traffic.
+ * pool is in pool {@code none}, a request of no allowlisted tenant is tenant {@code other}; the
+ * number of series is bounded by the config, not the traffic.
+ *
+ * <p>{@code llm_tenant} is on the request duration, TTFT, TPOT and token metrics always, on {@code
+ * llm_phase_duration_seconds} only when built with tenant phase histograms ({@code
+ * tenants.phase_histograms}), and never on {@code llm_inter_token_latency_seconds}: a meter name
+ * has one set of label keys (Prometheus, and Micrometer's registry, require it), so where the label
+ * is, it is on every series, {@code other} included.
  *
  * <p>This class holds the registry and what is recorded per request; meters that read live state
  * (in flight, slots, upstreams, keys, engine spans, span export, budgets) are registered by the
@@ -45,13 +52,16 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   private static final Phase[] PHASES = Phase.all();
   private static final Outcome[] OUTCOMES = Outcome.values();
 
-  private final ByModelPool<Series> byModelPool = new ByModelPool<>(Series::new);
+  private final boolean tenantPhases;
+  private final ByLabels<Series> byLabels = new ByLabels<>(Series::new);
   private final Counter droppedRecords;
   private final Counter feedSubscribersCut;
 
-  private ProxyMetrics(PrometheusMeterRegistry registry, BucketLayout layout) {
+  private ProxyMetrics(
+      PrometheusMeterRegistry registry, BucketLayout layout, boolean tenantPhases) {
     this.registry = registry;
     this.layout = layout;
+    this.tenantPhases = tenantPhases;
     new JvmMemoryMetrics().bindTo(registry);
     gcMetrics.bindTo(registry);
     new JvmThreadMetrics().bindTo(registry);
@@ -100,10 +110,24 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
    * them) and take exemplars from the current OpenTelemetry span.
    */
   public static ProxyMetrics create(BucketLayout layout) {
+    return create(layout, false);
+  }
+
+  /**
+   * As {@link #create(BucketLayout)}; {@code tenantPhases} puts {@code llm_tenant} on {@code
+   * llm_phase_duration_seconds} too ({@code tenants.phase_histograms}).
+   */
+  public static ProxyMetrics create(BucketLayout layout, boolean tenantPhases) {
     return new ProxyMetrics(
         new PrometheusMeterRegistry(
             OPEN_METRICS_1_0, new PrometheusRegistry(), Clock.SYSTEM, new OtelExemplarContext()),
-        layout);
+        layout,
+        tenantPhases);
+  }
+
+  /** Whether {@code llm_phase_duration_seconds} carries {@code llm_tenant}. */
+  public boolean tenantPhases() {
+    return tenantPhases;
   }
 
   /** The bucket boundaries the histograms were built with. */
@@ -121,7 +145,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     if (timings == null) {
       return;
     }
-    Series series = byModelPool.get(request.model(), request.pool());
+    Series series = byLabels.get(request.model(), request.pool(), request.tenant());
     OtelExemplarContext.recordingFor(request.generation());
     try {
       series.record(Series.ENGINE_QUEUE, timings.queueNanos());
@@ -148,7 +172,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
       passThrough(ctx);
       return;
     }
-    Series series = byModelPool.get(ctx.modelLabel(), ctx.poolName());
+    Series series = byLabels.get(ctx.modelLabel(), ctx.poolName(), ctx.tenant());
     OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
     try {
       series
@@ -182,7 +206,7 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
   @Override
   public void onInterTokenGap(RequestContext ctx, long gapNanos) {
-    Timer itl = byModelPool.get(ctx.modelLabel(), ctx.poolName()).timer(Series.ITL);
+    Timer itl = byLabels.get(ctx.modelLabel(), ctx.poolName(), ctx.tenant()).timer(Series.ITL);
     OtelExemplarContext.recordingFor(ctx.rootSpan().getSpanContext());
     try {
       itl.record(gapNanos, TimeUnit.NANOSECONDS);
@@ -238,9 +262,11 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
   }
 
   /**
-   * The meters of one (model, pool), looked up once per request: each is registered on first use (a
-   * series appears when it has a value, as before) and then read from an array, so recording builds
-   * no key and allocates nothing.
+   * The meters of one (model, pool, tenant), looked up once per request: each is registered on
+   * first use (a series appears when it has a value, as before) and then read from an array, so
+   * recording builds no key and allocates nothing. The meters without {@code llm_tenant} (ITL, and
+   * the phases unless tenant phase histograms are on) are the same for every tenant of a (model,
+   * pool): registering returns the one meter.
    */
   private final class Series {
     // Slots 0 .. phases-1 are llm_phase_duration_seconds by phase; the rest follow.
@@ -258,15 +284,17 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
     private final String model;
     private final String pool;
+    private final String tenant;
     private final AtomicReferenceArray<Timer> timers = new AtomicReferenceArray<>(TIMERS);
     // By operation (a handful, from the route table): by outcome and streaming.
     private final java.util.concurrent.ConcurrentMap<String, AtomicReferenceArray<Timer>> requests =
         new java.util.concurrent.ConcurrentHashMap<>();
     private final AtomicReferenceArray<Counter> tokens = new AtomicReferenceArray<>(2);
 
-    Series(String model, String pool) {
+    Series(String model, String pool, String tenant) {
       this.model = model;
       this.pool = pool;
+      this.tenant = tenant;
     }
 
     /** Records {@code nanos} in the timer of {@code slot} when it is a measurement (≥ 0). */
@@ -303,6 +331,8 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
                 model,
                 "llm.pool",
                 pool,
+                "llm.tenant",
+                tenant,
                 "outcome",
                 outcome.label(),
                 "llm.streaming",
@@ -323,7 +353,9 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
                     "gen_ai.request.model",
                     model,
                     "llm.pool",
-                    pool)
+                    pool,
+                    "llm.tenant",
+                    tenant)
                 .description("Tokens by type")
                 .register(registry);
         tokens.set(type, c);
@@ -353,7 +385,9 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
             "gen_ai.request.model",
             model,
             "llm.pool",
-            pool);
+            pool,
+            "llm.tenant",
+            tenant);
       } else if (slot == TPOT) {
         return registerTimer(
             "gen_ai.server.time_per_output_token",
@@ -361,7 +395,9 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
             "gen_ai.request.model",
             model,
             "llm.pool",
-            pool);
+            pool,
+            "llm.tenant",
+            tenant);
       } else if (slot == ITL) {
         return registerTimer(
             "llm.inter_token_latency",
@@ -375,9 +411,23 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
     }
 
     private Timer phaseTimer(String phase) {
+      Duration[] boundaries = layout.boundaries(BucketLayout.Metric.PHASE, phase);
+      if (tenantPhases) {
+        return registerTimer(
+            "llm.phase.duration",
+            boundaries,
+            "llm.phase",
+            phase,
+            "gen_ai.request.model",
+            model,
+            "llm.pool",
+            pool,
+            "llm.tenant",
+            tenant);
+      }
       return registerTimer(
           "llm.phase.duration",
-          layout.boundaries(BucketLayout.Metric.PHASE, phase),
+          boundaries,
           "llm.phase",
           phase,
           "gen_ai.request.model",

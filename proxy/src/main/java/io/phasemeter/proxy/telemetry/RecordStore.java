@@ -62,7 +62,8 @@ public final class RecordStore implements RequestObserver {
   private static final int KEY_NAME = 7;
   private static final int ENGINE_STATUS = 8;
   private static final int OPERATION = 9;
-  private static final int STRINGS = 10;
+  private static final int TENANT = 10;
+  private static final int STRINGS = 11;
   // Trace id -> ring slot, open addressing with linear probing over the columns' own ids: an entry
   // is a slot + 1 (0 = free).
   private final int[] index;
@@ -119,7 +120,11 @@ public final class RecordStore implements RequestObserver {
       Span generation = ctx.phaseSpan(Phase.GENERATION);
       engine.hold(
           new EngineSpans.Request(
-              record.traceId(), ctx.modelLabel(), ctx.poolName(), generation.getSpanContext()),
+              record.traceId(),
+              ctx.modelLabel(),
+              ctx.poolName(),
+              ctx.tenant(),
+              generation.getSpanContext()),
           timings -> publish(record.withEngine(timings)));
       return;
     }
@@ -193,6 +198,7 @@ public final class RecordStore implements RequestObserver {
     c.strings[t + FINISH_REASON] = r.finishReason;
     c.strings[t + PRIORITY] = r.priority;
     c.strings[t + KEY_NAME] = r.keyName;
+    c.strings[t + TENANT] = r.tenant;
     c.strings[t + ENGINE_STATUS] = r.engineStatus;
     if (c.engine != null) {
       c.engine[k] = r.engine;
@@ -250,6 +256,7 @@ public final class RecordStore implements RequestObserver {
         c.upstreamAttempts[k],
         (f & EXTERNAL) != 0,
         c.strings[t + KEY_NAME],
+        c.strings[t + TENANT],
         (f & SAMPLED) != 0,
         c.strings[t + ENGINE_STATUS],
         c.engine == null ? null : c.engine[k]);

@@ -55,6 +55,8 @@ public final class RequestRecord {
   final int upstreamAttempts;
   final boolean external;
   final String keyName;
+  // An allowlisted tenant or "other" (docs/design.md, "Tenants"): configuration's strings only.
+  final String tenant;
   final boolean sampled;
   // The engine's split (issue 11): engineStatus null = not asked; "matched" with timings;
   // "missing".
@@ -88,6 +90,7 @@ public final class RequestRecord {
       int upstreamAttempts,
       boolean external,
       String keyName,
+      String tenant,
       boolean sampled,
       String engineStatus,
       EngineTimings engine) {
@@ -115,6 +118,7 @@ public final class RequestRecord {
     this.upstreamAttempts = upstreamAttempts;
     this.external = external;
     this.keyName = keyName;
+    this.tenant = tenant;
     this.sampled = sampled;
     this.engineStatus = engineStatus;
     this.engine = engine;
@@ -152,6 +156,7 @@ public final class RequestRecord {
         ctx.upstreamAttempts(),
         ctx.external(),
         ctx.keyName(),
+        ctx.tenant(),
         sampled,
         null,
         null);
@@ -190,6 +195,7 @@ public final class RequestRecord {
         upstreamAttempts,
         external,
         keyName,
+        tenant,
         sampled,
         timings == null ? "missing" : "matched",
         timings);
@@ -250,6 +256,7 @@ public final class RequestRecord {
       if (keyName != null) {
         g.writeStringField("key_name", keyName);
       }
+      g.writeStringField("tenant", tenant);
       g.writeBooleanField("sampled", sampled);
       if (engineStatus != null) {
         g.writeStringField("engine_status", engineStatus);

@@ -12,12 +12,12 @@ import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 
 /**
- * Rolling-window latency quantiles per (model, pool, phase), the way HdrHistogram's authors use it:
- * one {@link Recorder} per series takes values wait-free on the hot path; {@link #rotate()}, called
- * once per slice, swaps each recorder's interval histogram into a ring of the last {@code slices}
- * intervals, recycling the oldest. A window query merges the newest intervals. Values are
- * microseconds at two significant digits (1 % resolution) in histograms that grow with the range of
- * values seen, so an idle series costs little; the number of series is bounded.
+ * Rolling-window latency quantiles per (model, pool, tenant, phase), the way HdrHistogram's authors
+ * use it: one {@link Recorder} per series takes values wait-free on the hot path; {@link
+ * #rotate()}, called once per slice, swaps each recorder's interval histogram into a ring of the
+ * last {@code slices} intervals, recycling the oldest. A window query merges the newest intervals.
+ * Values are microseconds at two significant digits (1 % resolution) in histograms that grow with
+ * the range of values seen, so an idle series costs little; the number of series is bounded.
  */
 public final class RollingQuantiles {
   private static final int DIGITS = 2;
@@ -29,8 +29,19 @@ public final class RollingQuantiles {
   private final Map<String, long[]> limits;
   private final Map<Key, Series> series = new ConcurrentHashMap<>();
 
-  /** One series' identity. */
-  public record Key(String model, String pool, String phase) {}
+  /**
+   * One series' identity. {@code tenant} is {@link #ANY_TENANT} for a series kept for every tenant
+   * together (LiveStats keeps a series per tenant only where a tenant's budget reads it).
+   */
+  public record Key(String model, String pool, String tenant, String phase) {
+    /** The tenant of a series that holds every tenant's values. */
+    public static final String ANY_TENANT = "*";
+
+    /** The series of every tenant together. */
+    public Key(String model, String pool, String phase) {
+      this(model, pool, ANY_TENANT, phase);
+    }
+  }
 
   /** Quantiles of one merged window, in milliseconds. */
   public record Summary(long count, double p50, double p95, double p99, double max) {
@@ -70,9 +81,14 @@ public final class RollingQuantiles {
     this.limits = Map.copyOf(copy);
   }
 
-  /** Records one value; wait-free once the series exists. */
+  /** Records one value in the series of every tenant; wait-free once the series exists. */
   public void record(String model, String pool, String phase, long nanos) {
-    Series s = series(new Key(model, pool, phase));
+    record(new Key(model, pool, phase), nanos);
+  }
+
+  /** Records one value; wait-free once the series exists. */
+  public void record(Key key, long nanos) {
+    Series s = series(key);
     if (s != null) {
       s.record(nanos);
     }
@@ -141,15 +157,28 @@ public final class RollingQuantiles {
     return out;
   }
 
-  /** A summary per series over {@code window}, for series that saw values. */
+  /**
+   * A summary per (model, pool, phase) over {@code window}, for series that saw values, every
+   * tenant's together; the keys are of {@link Key#ANY_TENANT}.
+   */
   public Map<Key, Summary> summaries(Duration window) {
     Map<Key, Summary> out =
         new java.util.TreeMap<>(
             java.util.Comparator.comparing(Key::model)
                 .thenComparing(Key::pool)
                 .thenComparing(Key::phase));
+    java.util.Set<Key> all = new java.util.HashSet<>();
     for (Key k : List.copyOf(series.keySet())) {
-      Histogram h = merged(k::equals, window);
+      all.add(new Key(k.model(), k.pool(), k.phase()));
+    }
+    for (Key k : all) {
+      Histogram h =
+          merged(
+              x ->
+                  x.model().equals(k.model())
+                      && x.pool().equals(k.pool())
+                      && x.phase().equals(k.phase()),
+              window);
       if (h.getTotalCount() > 0) {
         out.put(k, Summary.of(h));
       }

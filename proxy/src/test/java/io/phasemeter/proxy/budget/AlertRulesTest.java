@@ -90,6 +90,36 @@ class AlertRulesTest {
   }
 
   @Test
+  void aTenantsBudgetSelectsItsTenantAndItsAlertsSayWhich() {
+    Budgets budgets =
+        parse(
+            "  - {name: team-a, tenant: team-a, model: sim-llama, quantile: 0.95, window: 10m,"
+                + " limits_ms: {ttft: 500, client_ttft: 600}, max_error_rate: 0.01,"
+                + " min_join_coverage: 0}\n");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+
+    assertThat(rules)
+        .extracting(AlertRule::alert)
+        .containsExactly("PhasemeterTeamATtftBreached", "PhasemeterTeamAErrorRateBreached");
+    assertThat(rules.get(0).expr())
+        .isEqualTo(
+            "1 - (sum by (llm_pool) (rate(gen_ai_server_time_to_first_token_seconds_bucket"
+                + "{gen_ai_request_model=\"sim-llama\",llm_tenant=\"team-a\",le=\"0.5\"}[10m]))"
+                + " / sum by (llm_pool) (rate(gen_ai_server_time_to_first_token_seconds_count"
+                + "{gen_ai_request_model=\"sim-llama\",llm_tenant=\"team-a\"}[10m])))"
+                + " > (1 - 0.95)");
+    assertThat(rules.get(1).expr())
+        .contains("{outcome!=\"success\",gen_ai_request_model=\"sim-llama\",llm_tenant=\"team-a\"}")
+        .contains("_count{gen_ai_request_model=\"sim-llama\",llm_tenant=\"team-a\"}[10m]");
+    for (AlertRule r : rules) {
+      assertThat(r.labels()).containsEntry("llm_tenant", "team-a");
+      assertThat(r.annotations().get("description")).contains("model sim-llama, tenant team-a");
+    }
+    assertThat(AlertRules.render(budgets, "t.yaml"))
+        .contains("# Budget team-a: model sim-llama, tenant team-a, p95 over 10m.");
+  }
+
+  @Test
   void modelQuantileWindowAndClientOnlyPhasesShapeTheOutput() {
     Budgets budgets = parse(SIM);
     List<AlertRule> rules = AlertRules.rules(budgets);

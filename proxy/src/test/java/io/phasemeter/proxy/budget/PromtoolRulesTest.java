@@ -100,15 +100,19 @@ class PromtoolRulesTest {
                 + limits
                 + "}, max_error_rate: 0.02, min_join_coverage: 0.9}\n"
                 + "  - {name: sim.only, model: sim-llama, quantile: 0.99, window: 30m,"
-                + " limits_ms: {queue: 5000, tpot: 80}, max_error_rate: 0, min_join_coverage: 0}\n",
+                + " limits_ms: {queue: 5000, tpot: 80}, max_error_rate: 0, min_join_coverage: 0}\n"
+                + "  - {name: team.a, tenant: team-a, quantile: 0.95, window: 10m,"
+                + " limits_ms: {ttft: 500, tpot: 50, total: 3000}, max_error_rate: 0.05,"
+                + " min_join_coverage: 0}\n",
             "test.yaml");
     Path rulesFile = dir.resolve("rules.yaml");
     Files.writeString(rulesFile, AlertRules.render(budgets, "test.yaml"));
     Promtool.runOk("check", "rules", rulesFile.toString());
     List<AlertRule> rules = AlertRules.rules(budgets);
     // 15 server-side phases of every-phase and its error rate, 2 phases of sim.only and its error
-    // rate
-    assertThat(rules).hasSize(15 + 1 + 2 + 1);
+    // rate, 3 of team.a (one tenant's, beside another tenant's series that break every limit) and
+    // its error rate
+    assertThat(rules).hasSize(15 + 1 + 2 + 1 + 3 + 1);
     runUnitTests(rulesFile, rules, committedRules(rulesFile));
   }
 
@@ -285,6 +289,14 @@ class PromtoolRulesTest {
     series(t, p.metric() + "_bucket{" + labels + ",le=\"" + le + "\"}", steps, atOrBelow);
     series(t, p.metric() + "_bucket{" + labels + ",le=\"+Inf\"}", steps, all);
     series(t, p.metric() + "_count{" + labels + "}", steps, all);
+    if (!b.anyTenant()) {
+      // Another tenant's requests, every one above the limit: outside the budget's selector.
+      String decoy = join(p.matcher(), decoyLabel(b));
+      series(
+          t, p.metric() + "_bucket{" + decoy + ",le=\"" + le + "\"}", steps, new long[all.length]);
+      series(t, p.metric() + "_bucket{" + decoy + ",le=\"+Inf\"}", steps, all);
+      series(t, p.metric() + "_count{" + decoy + "}", steps, all);
+    }
   }
 
   /** A counter rising by {@code increments[i]} per step for {@code steps[i][0]} steps each. */
@@ -331,6 +343,17 @@ class PromtoolRulesTest {
                     + ",outcome=\"upstream_error\"}"))
         .append('\n');
     t.append("        values: ").append(q("0+" + errors + "x" + steps)).append('\n');
+    if (!b.anyTenant()) {
+      // Another tenant's requests, every one failed: outside the budget's selector.
+      t.append("      - series: ")
+          .append(
+              q(
+                  "gen_ai_server_request_duration_seconds_count{"
+                      + decoyLabel(b)
+                      + ",gen_ai_operation_name=\"chat\",outcome=\"upstream_error\"}"))
+          .append('\n');
+      t.append("        values: ").append(q("0+" + total + "x" + steps)).append('\n');
+    }
     String human = GoFormat.humanizePercentage((double) errors / total);
     expectation(t, r, annotations, over, eval, human);
   }
@@ -400,7 +423,22 @@ class PromtoolRulesTest {
   }
 
   private static String modelLabel(Budget b) {
-    return "gen_ai_request_model=\"" + (b.anyModel() ? "sim-llama" : b.model()) + "\"";
+    return "gen_ai_request_model=\""
+        + (b.anyModel() ? "sim-llama" : b.model())
+        + "\""
+        + (b.anyTenant() ? "" : ",llm_tenant=\"" + b.tenant() + "\"");
+  }
+
+  /**
+   * The same model and pool, another tenant: a budget of one tenant that read it would judge
+   * another tenant's requests.
+   */
+  private static String decoyLabel(Budget b) {
+    return "gen_ai_request_model=\""
+        + (b.anyModel() ? "sim-llama" : b.model())
+        + "\",llm_tenant=\"decoy\",llm_pool=\""
+        + POOL
+        + "\"";
   }
 
   private static String join(String... parts) {

@@ -597,4 +597,41 @@ class ConfigLoaderTest {
         "telemetry.engine_spans.max_body_bytes");
     failsNaming("telemetry: {engine_spans: {max_spans: 0}}\n", "telemetry.engine_spans.max_spans");
   }
+
+  @Test
+  void tenantsParseWithTheirDefaultsAndTheEnvironment() {
+    assertThat(ConfigLoader.defaults().tenants()).isEqualTo(ProxyConfig.Tenants.NONE);
+    ProxyConfig c =
+        ConfigLoader.parse(
+            "tenants: {header: X-Tenant-ID, names: [team-a, team.b_2], phase_histograms: true}\n",
+            "t.yaml");
+    assertThat(c.tenants().header()).isEqualTo("x-tenant-id");
+    assertThat(c.tenants().names()).containsExactly("team-a", "team.b_2");
+    assertThat(c.tenants().phaseHistograms()).isTrue();
+
+    ProxyConfig env =
+        ConfigLoader.load(
+            null,
+            Map.of(
+                "PHASEMETER_TENANTS_HEADER", "x-team",
+                "PHASEMETER_TENANTS_NAMES", "a,b",
+                "PHASEMETER_TENANTS_PHASE_HISTOGRAMS", "true"));
+    assertThat(env.tenants())
+        .isEqualTo(new ProxyConfig.Tenants("x-team", java.util.List.of("a", "b"), true));
+  }
+
+  @Test
+  void badTenantsAreRefusedNamingTheKey() throws IOException {
+    failsNaming("tenants: {names: [team a]}\n", "tenants.names[0]: 'team a' must be 1 to 64");
+    failsNaming("tenants: {names: [a, other]}\n", "tenants.names[1]: 'other' is reserved");
+    failsNaming("tenants: {names: [a, b, a]}\n", "tenants.names[2]: 'a' is listed twice");
+    String names =
+        java.util.stream.IntStream.range(0, 65)
+            .mapToObj(i -> "t" + i)
+            .collect(java.util.stream.Collectors.joining(", "));
+    failsNaming("tenants: {names: [" + names + "]}\n", "tenants.names: at most 64 values (got 65)");
+    failsNaming("tenants: {header: \"x tenant\"}\n", "tenants.header: 'x tenant' is not");
+    failsNaming("tenants: {header: Authorization}\n", "tenants.header: 'authorization' carries");
+    failsNaming("tenants: {names: [a], label: x}\n", "unknown key 'tenants.label'");
+  }
 }

@@ -254,6 +254,59 @@ class KeyStoreTest {
         .hasMessage(file + ": keys[0].sha256: missing");
   }
 
+  @Test
+  void aKeysFilePastTheTenantBoundIsRefusedAtStartAndOnReloadTheOldKeysStay() throws IOException {
+    List<String> names = new java.util.ArrayList<>();
+    for (int i = 0; i < 63; i++) {
+      names.add("n" + i);
+    }
+    TenantAllowlist.Rules rules = new TenantAllowlist.Rules(names, java.util.Map.of());
+    write(tenant("team-a", KEY_A));
+    KeyStore store = KeyStore.create(file, clock, TTL, 100, Runnable::run, rules);
+    assertThat(store.tenants().values()).hasSize(64).contains("n0", "team-a");
+
+    write(tenant("team-a", KEY_A), tenant("team-b", KEY_B));
+    KeyStore.ReloadResult r = store.reloadIfChanged();
+
+    assertThat(r.status()).isEqualTo(ReloadStatus.FAILED);
+    assertThat(r.error().orElseThrow())
+        .startsWith(file + ": keys[1].tenant_metrics: 'team-b' would be tenant 65; at most 64")
+        .contains("tenants.names: 63, keys with tenant_metrics: true: 2");
+    assertThat(store.keys()).extracting(ApiKey::name).containsExactly("team-a");
+    assertThat(store.verifyKey(KEY_B).verified()).isFalse();
+    assertThat(store.tenants().contains("team-b")).isFalse();
+    assertThatThrownBy(() -> KeyStore.create(file, clock, TTL, 100, Runnable::run, rules))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("keys[1].tenant_metrics: 'team-b' would be tenant 65");
+  }
+
+  @Test
+  void aReloadThatDropsABudgetsTenantIsRefused() throws IOException {
+    write(tenant("team-a", KEY_A));
+    KeyStore store =
+        KeyStore.create(
+            file,
+            clock,
+            TTL,
+            100,
+            Runnable::run,
+            new TenantAllowlist.Rules(
+                List.of(), java.util.Map.of("team-a", "budgets.yaml: budgets[0] (a).tenant")));
+
+    write(entry("team-a", KEY_A, "high"));
+    KeyStore.ReloadResult r = store.reload();
+
+    assertThat(r.status()).isEqualTo(ReloadStatus.FAILED);
+    assertThat(r.error().orElseThrow())
+        .contains("no key named 'team-a' has tenant_metrics: true")
+        .contains("budgets.yaml: budgets[0] (a).tenant names that tenant");
+    assertThat(store.tenants().values()).containsExactly("team-a");
+  }
+
+  private static String tenant(String name, String key) {
+    return "{name: " + name + ", sha256: \"" + HashKeyMain.hash(key) + "\", tenant_metrics: true}";
+  }
+
   private KeyStore store(int cacheMax) {
     return KeyStore.create(file, clock, TTL, cacheMax, Runnable::run);
   }

@@ -153,5 +153,30 @@ class KeysFileTest {
     assertThat(f.keys()).extracting(ApiKey::name).containsExactly("team-chat", "nightly-batch");
     assertThat(f.keys().get(0).priority()).isEqualTo(Priority.HIGH);
     assertThat(f.keys().get(1).tpm()).isEqualTo(1_000_000);
+    assertThat(f.keys().get(0).tenantMetrics()).isTrue();
+    assertThat(f.keys().get(1).tenantMetrics()).isFalse();
+  }
+
+  @Test
+  void tenantMetricsAndSloOverrideParseWithTheirDefaultsAndOtherIsReserved() {
+    KeysFile f =
+        KeysFile.parse(
+            entries(
+                "{name: a, sha256: \"" + HASH_A + "\", tenant_metrics: true, slo_override: false}",
+                ok("b", HASH_B)),
+            "keys.yaml");
+
+    assertThat(f.keys().get(0).tenantMetrics()).isTrue();
+    assertThat(f.keys().get(0).sloOverride()).isFalse();
+    assertThat(f.keys().get(1).tenantMetrics()).isFalse();
+    assertThat(f.keys().get(1).sloOverride()).isTrue();
+    assertError(entries("{name: a, sha256: \"" + HASH_A + "\", tenant_metrics: yes please}"))
+        .isEqualTo("keys.yaml: keys[0].tenant_metrics: expected true or false");
+    assertError(entries("{name: a, sha256: \"" + HASH_A + "\", slo_override: 0}"))
+        .isEqualTo("keys.yaml: keys[0].slo_override: expected true or false");
+    assertError(
+            entries(
+                ok("a", HASH_A), "{name: other, sha256: \"" + HASH_B + "\", tenant_metrics: true}"))
+        .startsWith("keys.yaml: keys[1].tenant_metrics: the name 'other' is reserved");
   }
 }

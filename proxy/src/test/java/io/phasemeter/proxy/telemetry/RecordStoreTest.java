@@ -200,6 +200,7 @@ class RecordStoreTest {
         random.nextInt(4),
         random.nextBoolean(),
         pick(random, null, "team-a"),
+        pick(random, "other", "team-a"),
         random.nextBoolean(),
         engineStatus,
         timings);
