@@ -16,6 +16,8 @@ import java.util.regex.Pattern;
  * @param allowPriorityHeader whether a request may choose its priority with {@code x-priority}
  * @param admin whether the key may use routes marked {@code admin_only} (the engine's
  *     administrative endpoints, when proxy.yaml allows them)
+ * @param sloOverride whether the key's requests may set their own objectives with the {@code
+ *     x-slo-*} headers (docs/design.md, "Server-side goodput"); when false they get 403
  */
 public record ApiKey(
     String name,
@@ -24,7 +26,8 @@ public record ApiKey(
     long tpm,
     Priority priority,
     boolean allowPriorityHeader,
-    boolean admin) {
+    boolean admin,
+    boolean sloOverride) {
 
   /**
    * The largest rpm or tpm accepted; the rate limiter's fixed-point arithmetic stays exact below
@@ -50,6 +53,18 @@ public record ApiKey(
     if (priority == null) {
       throw new IllegalArgumentException("priority: missing (use high, normal or low)");
     }
+  }
+
+  /** A key whose requests may carry the {@code x-slo-*} headers. */
+  public ApiKey(
+      String name,
+      String sha256,
+      long rpm,
+      long tpm,
+      Priority priority,
+      boolean allowPriorityHeader,
+      boolean admin) {
+    this(name, sha256, rpm, tpm, priority, allowPriorityHeader, admin, true);
   }
 
   /** A key that is not an admin key. */
@@ -92,6 +107,7 @@ public record ApiKey(
         + ", allowPriorityHeader="
         + allowPriorityHeader
         + (admin ? ", admin=true" : "")
+        + (sloOverride ? "" : ", sloOverride=false")
         + "]";
   }
 

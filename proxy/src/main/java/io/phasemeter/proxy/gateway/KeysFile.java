@@ -19,16 +19,17 @@ import java.util.Map;
  * <pre>{@code
  * keys:
  *   - {name: team-a, sha256: <hex>, rpm: 600, tpm: 200000, priority: high,
- *      allow_priority_header: false, admin: false}
+ *      allow_priority_header: false, admin: false, slo_override: true}
  * ...
  * }</pre>
  *
- * <p>{@code rpm} and {@code tpm} default to 0 (unlimited), {@code priority} to {@code normal} and
- * {@code allow_priority_header} and {@code admin} to false; {@code name} and {@code sha256} are
- * required. A field written with no value ({@code rpm:} alone) is an error, not its default.
- * Unknown keys, duplicate names and duplicate hashes are errors. Every problem becomes a {@link
- * ConfigException} of one line naming the file and the key path, e.g. {@code keys.yaml:
- * keys[2].sha256: must be 64 hex characters}. {@code keys: []} is valid and refuses every client.
+ * <p>{@code rpm} and {@code tpm} default to 0 (unlimited), {@code priority} to {@code normal},
+ * {@code allow_priority_header} and {@code admin} to false and {@code slo_override} to true; {@code
+ * name} and {@code sha256} are required. A field written with no value ({@code rpm:} alone) is an
+ * error, not its default. Unknown keys, duplicate names and duplicate hashes are errors. Every
+ * problem becomes a {@link ConfigException} of one line naming the file and the key path, e.g.
+ * {@code keys.yaml: keys[2].sha256: must be 64 hex characters}. {@code keys: []} is valid and
+ * refuses every client.
  *
  * <p>The file ends with YAML's document end line, {@code ...}, and a newline. Cut at the end of any
  * line, a block-style file is still valid YAML, and would read as fewer keys or as a key whose
@@ -43,7 +44,15 @@ public record KeysFile(List<ApiKey> keys) {
   private static final ObjectMapper YAML =
       new ObjectMapper(new YAMLFactory()).enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
   private static final List<String> FIELDS =
-      List.of("name", "sha256", "rpm", "tpm", "priority", "allow_priority_header", "admin");
+      List.of(
+          "name",
+          "sha256",
+          "rpm",
+          "tpm",
+          "priority",
+          "allow_priority_header",
+          "admin",
+          "slo_override");
 
   /** The line a complete keys file ends with: YAML's document end marker. */
   public static final String END = "...";
@@ -198,8 +207,16 @@ public record KeysFile(List<ApiKey> keys) {
       }
       admin = a.booleanValue();
     }
+    boolean sloOverride = true;
+    JsonNode o = node.get("slo_override");
+    if (o != null) {
+      if (!o.isBoolean()) {
+        throw new ConfigException(at + ".slo_override: expected true or false");
+      }
+      sloOverride = o.booleanValue();
+    }
     try {
-      return new ApiKey(name, sha256, rpm, tpm, priority, allowHeader, admin);
+      return new ApiKey(name, sha256, rpm, tpm, priority, allowHeader, admin, sloOverride);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }
@@ -209,7 +226,7 @@ public record KeysFile(List<ApiKey> keys) {
     return switch (field) {
       case "rpm", "tpm" -> " (write 0 for unlimited)";
       case "priority" -> " (write high, normal or low)";
-      case "allow_priority_header", "admin" -> " (write true or false)";
+      case "allow_priority_header", "admin", "slo_override" -> " (write true or false)";
       default -> "";
     };
   }
