@@ -21,6 +21,8 @@ import java.util.Map;
  * Authorization: Bearer …} (or {@code api-key} / {@code x-api-key}); its priority is the keys
  * file's, which {@code x-priority} may lower always and raise only when the key allows it. The
  * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
+ * The request's own objectives ({@code x-slo-*}, {@link SloHeaders}) are read here too, once the
+ * key is known: a key may be denied them.
  */
 final class AuthPhase {
   static final String PRIORITY_HEADER = "x-priority";
@@ -50,6 +52,7 @@ final class AuthPhase {
     MultiMap headers = ctx.request().headers();
     if (keys == null) {
       ctx.admitted(requestedPriority(headers, Priority.HIGH, Priority.NORMAL));
+      ctx.sloHeaders(SloHeaders.parse(headers, null));
       span.setAttribute(SpanAttributes.AUTH, "disabled");
       return Future.succeededFuture();
     }
@@ -82,6 +85,8 @@ final class AuthPhase {
         key,
         requestedPriority(
             headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority()));
+    // Before the rate limits: a refused header costs the key nothing.
+    ctx.sloHeaders(SloHeaders.parse(headers, key));
     if (!key.limitsRequests() && !key.limitsTokens()) {
       // Nothing to count: no round trip to a shared store either.
       return Future.succeededFuture();
