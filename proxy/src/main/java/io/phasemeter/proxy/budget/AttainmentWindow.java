@@ -51,6 +51,18 @@ final class AttainmentWindow {
     }
   }
 
+  // Objective to column, read without allocating (Phases.fromKey copies the enum's values).
+  private static final Map<String, Integer> COLUMN_OF;
+
+  static {
+    Map<String, Integer> m = new HashMap<>();
+    m.put(io.phasemeter.proxy.pipeline.SloJudgement.ERROR, ERROR);
+    for (int k = ERROR + 1; k < WIDTH; k++) {
+      m.put(PHASE_OF_COLUMN[k].key(), k);
+    }
+    COLUMN_OF = Map.copyOf(m);
+  }
+
   private final long stepNanos;
   private final LongSupplier clock;
   private final int maxTenants;
@@ -69,11 +81,7 @@ final class AttainmentWindow {
 
   /** The column of a first missed objective ({@code error} or a catalogue key), or -1. */
   static int column(String objective) {
-    if (io.phasemeter.proxy.pipeline.SloJudgement.ERROR.equals(objective)) {
-      return ERROR;
-    }
-    Phases p = Phases.fromKey(objective).orElse(null);
-    return p == null ? -1 : COLUMN[p.ordinal()];
+    return COLUMN_OF.getOrDefault(objective, -1);
   }
 
   /** The objective a column counts: {@code error} or a catalogue key. */

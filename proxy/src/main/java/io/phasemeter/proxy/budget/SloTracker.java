@@ -89,14 +89,21 @@ public final class SloTracker implements RequestObserver, MeterBinder {
     return out;
   }
 
+  // Objective to slot, read without allocating (Phases.fromKey copies the enum's values).
+  private static final Map<String, Integer> SLOT_OF;
+
+  static {
+    Map<String, Integer> m = new java.util.HashMap<>();
+    m.put(SloJudgement.NONE, NONE_SLOT);
+    m.put(SloJudgement.ERROR, ERROR_SLOT);
+    for (Phases p : Phases.values()) {
+      m.put(p.key(), 2 + p.ordinal());
+    }
+    SLOT_OF = Map.copyOf(m);
+  }
+
   private static int slot(String objective) {
-    if (SloJudgement.NONE.equals(objective)) {
-      return NONE_SLOT;
-    }
-    if (SloJudgement.ERROR.equals(objective)) {
-      return ERROR_SLOT;
-    }
-    return 2 + Phases.fromKey(objective).orElseThrow().ordinal();
+    return SLOT_OF.get(objective);
   }
 
   private static String objectiveOf(int slot) {
