@@ -3,6 +3,9 @@ package io.phasemeter.bench;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.trace.Tracer;
 import io.phasemeter.core.NanoClock;
+import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.budget.ServerObjectives;
+import io.phasemeter.proxy.budget.SloTracker;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.RequestContext;
@@ -49,6 +52,7 @@ public class MeasuringBenchmark {
   private ProxyTelemetry telemetry;
   private ProxyMetrics metrics;
   private RequestCycle measured;
+  private RequestCycle measuredJudged;
   private RequestCycle unmeasured;
   private RequestCycle spansOnly;
   private RequestCycle spansLive;
@@ -79,6 +83,16 @@ public class MeasuringBenchmark {
     SpanDeferral deferred = telemetry.spanDeferral();
     SpanDeferral exportEverything = PresetIdGenerator.deferral((failed, nanos, traceId) -> true);
     measured = new RequestCycle(tracer, deferred, metrics, records, stats);
+    // Server-side goodput (issue 37): a budget whose objectives the request meets, as most do.
+    Budgets budgets =
+        Budgets.parse(
+            "budgets:\n  - {name: chat, quantile: 0.95, window: 10m, max_error_rate: 0.01,"
+                + " min_join_coverage: 0, slo_ms: {server_root: 6000, queue: 250, gateway: 60}}\n",
+            "bench");
+    ServerObjectives objectives = new ServerObjectives(budgets);
+    SloTracker slo = new SloTracker(objectives, budgets.budgets().size(), NanoClock.system());
+    slo.bindTo(metrics.registry());
+    measuredJudged = new RequestCycle(tracer, deferred, objectives, metrics, records, stats, slo);
     spansOnly = new RequestCycle(tracer, deferred);
     spansLive = new RequestCycle(tracer);
     spansExported = new RequestCycle(tracer, exportEverything);
@@ -98,6 +112,16 @@ public class MeasuringBenchmark {
   @Benchmark
   public RequestContext measured() {
     return measured.run();
+  }
+
+  /**
+   * Full measurement and server-side goodput: each request judged against a budget's objectives
+   * (met), counted in {@code llm_slo_requests_total} and the attainment window, its verdict on the
+   * record and the root span. Its figure minus {@code measured}'s is the judgement's cost.
+   */
+  @Benchmark
+  public RequestContext measuredJudged() {
+    return measuredJudged.run();
   }
 
   /** {@code telemetry.enabled: false}: the same phases, nothing measured. */

@@ -8,6 +8,7 @@ import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
+import io.phasemeter.proxy.pipeline.SloJudge;
 import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.pipeline.SyntheticRequest;
 
@@ -24,6 +25,7 @@ public final class RequestCycle {
   private final RequestObserver[] observers;
   private final ProxyConfig.Pool pool;
   private final SpanDeferral deferral;
+  private final SloJudge judge;
 
   /** Phase spans as SDK spans from the start (an embedder's SDK). */
   public RequestCycle(Tracer tracer, RequestObserver... observers) {
@@ -35,8 +37,18 @@ public final class RequestCycle {
    * SDK; null: SDK spans from the start.
    */
   public RequestCycle(Tracer tracer, SpanDeferral deferral, RequestObserver... observers) {
+    this(tracer, deferral, null, observers);
+  }
+
+  /**
+   * As {@link #RequestCycle(Tracer, SpanDeferral, RequestObserver...)}, each request's objectives
+   * judged by {@code judge} as the pipeline does (null: none judged).
+   */
+  public RequestCycle(
+      Tracer tracer, SpanDeferral deferral, SloJudge judge, RequestObserver... observers) {
     this.tracer = tracer;
     this.deferral = deferral;
+    this.judge = judge;
     this.observers = observers;
     ProxyConfig config = ConfigLoader.defaults();
     this.pool = config.pools().get(0);
@@ -78,7 +90,7 @@ public final class RequestCycle {
     request.end(Phase.GENERATION);
     request.begin(Phase.WRITE);
     request.end(Phase.WRITE);
-    request.finish(clock.nanoTime());
+    request.finish(clock.nanoTime(), judge);
     for (RequestObserver o : observers) {
       o.onFinished(ctx);
     }

@@ -46,6 +46,19 @@ public final class SpanAttributes {
    */
   public static final AttributeKey<String> TENANT = AttributeKey.stringKey("llm.tenant");
 
+  /**
+   * The proxy's verdict on the request's server-side objectives ({@code met} or {@code missed});
+   * only on a request it counted (docs/design.md, "Server-side goodput").
+   */
+  public static final AttributeKey<String> SLO_RESULT = AttributeKey.stringKey("llm.slo.result");
+
+  /**
+   * The first objective the request missed ({@code server_ttft}, {@code tpot}, …), {@code error}
+   * for a counted failure, {@code none} when met; beside {@link #SLO_RESULT}.
+   */
+  public static final AttributeKey<String> SLO_OBJECTIVE =
+      AttributeKey.stringKey("llm.slo.objective");
+
   // Every phase span.
   /** The phase's name from {@link Phases}. */
   public static final AttributeKey<String> PHASE = AttributeKey.stringKey("llm.phase");

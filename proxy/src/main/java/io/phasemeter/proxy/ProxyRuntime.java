@@ -6,6 +6,8 @@ import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.admin.AdminServer;
 import io.phasemeter.proxy.budget.BudgetTracker;
 import io.phasemeter.proxy.budget.Budgets;
+import io.phasemeter.proxy.budget.ServerObjectives;
+import io.phasemeter.proxy.budget.SloTracker;
 import io.phasemeter.proxy.budget.TenantBudgets;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ProxyConfig;
@@ -19,6 +21,7 @@ import io.phasemeter.proxy.pipeline.BodyBudget;
 import io.phasemeter.proxy.pipeline.InFlight;
 import io.phasemeter.proxy.pipeline.PipelineRuntime;
 import io.phasemeter.proxy.pipeline.RequestObserver;
+import io.phasemeter.proxy.pipeline.SloJudge;
 import io.phasemeter.proxy.pipeline.SlotPool;
 import io.phasemeter.proxy.pipeline.SpanDeferral;
 import io.phasemeter.proxy.telemetry.ExportPolicy;
@@ -77,6 +80,8 @@ final class ProxyRuntime implements PipelineRuntime {
   private final EngineSpans engine;
   private final RecordStore records;
   private final BudgetTracker tracker;
+  private final SloJudge sloJudge;
+  private final SloTracker sloTracker;
   private final List<RequestObserver> observers;
   private final KeyStore keys;
   private final Limiter limiter;
@@ -143,11 +148,16 @@ final class ProxyRuntime implements PipelineRuntime {
       // One owner for the exported share: the proxy's own SDK when it has one, else the records.
       bind(telemetry != null ? TraceExportMeters.of(telemetry) : TraceExportMeters.of(records));
       this.tracker = bind(new BudgetTracker(b.budgets, quantiles));
+      ServerObjectives objectives = new ServerObjectives(b.budgets);
+      // Judged only where requests are measured: telemetry.enabled: false measures nothing.
+      this.sloJudge = t.enabled() ? objectives : null;
+      this.sloTracker = bind(new SloTracker(objectives, b.budgets.budgets().size(), clock));
       List<RequestObserver> all = new ArrayList<>();
       if (t.enabled()) {
         all.add(metrics);
         all.add(records);
         all.add(stats);
+        all.add(sloTracker);
       }
       all.addAll(b.observers);
       this.observers = Collections.unmodifiableList(all);
@@ -269,6 +279,7 @@ final class ProxyRuntime implements PipelineRuntime {
         records,
         quantiles,
         tracker::status,
+        sloTracker::status,
         ready,
         engine,
         config.telemetry().engineSpans(),
@@ -376,6 +387,11 @@ final class ProxyRuntime implements PipelineRuntime {
   @Override
   public BodyBudget bodyBudget() {
     return bodyBudget;
+  }
+
+  @Override
+  public SloJudge sloJudge() {
+    return sloJudge;
   }
 
   private <T extends MeterBinder> T bind(T component) {

@@ -88,6 +88,57 @@ public record Objectives(List<Objective> list) {
   }
 
   /**
+   * Whether the proxy judges an objective on {@code phase} itself, on its own clock: its root and
+   * time to first token ({@code server_root}, {@code server_ttft}), its TPOT, and its own phases
+   * ({@code gateway}, {@code receive}, {@code queue}, {@code generation}, {@code write}, {@code
+   * unattributed}). Client-side, joined and engine figures ({@code client_*}, {@code
+   * network_envelope}, {@code transport_setup}, {@code engine_queue}, {@code prefill}, {@code
+   * decode}, …) are left to the load client: the proxy either cannot see them or sees them only
+   * when the engine's span arrives, after the request's record (docs/design.md, "Server-side
+   * goodput").
+   */
+  public static boolean judgedByProxy(Phases phase) {
+    if (!accepts(phase)) {
+      return false;
+    }
+    return phase.source() == Phases.Source.PIPELINE
+        || phase.source() == Phases.Source.PROXY
+        || phase == Phases.TPOT;
+  }
+
+  /** The objectives {@link #judgedByProxy}, in order; this instance when that is all of them. */
+  public Objectives judgedByProxy() {
+    List<Objective> kept = list.stream().filter(o -> judgedByProxy(o.phase())).toList();
+    return kept.size() == list.size() ? this : new Objectives(kept);
+  }
+
+  /**
+   * These objectives with {@code others} applied in their order: each one replaces the limit of the
+   * objective on the same figure, in its place, or is added at the end.
+   */
+  public Objectives overriddenBy(Objectives others) {
+    if (others.isEmpty()) {
+      return this;
+    }
+    List<Objective> out = new ArrayList<>(list);
+    for (Objective o : others.list) {
+      int at = -1;
+      for (int i = 0; i < out.size(); i++) {
+        if (out.get(i).phase() == o.phase()) {
+          at = i;
+          break;
+        }
+      }
+      if (at >= 0) {
+        out.set(at, o);
+      } else {
+        out.add(o);
+      }
+    }
+    return new Objectives(out);
+  }
+
+  /**
    * Parses the command-line form {@code ttft=500ms,tpot=50ms,e2el=10s} ({@code --slo}); the
    * objectives may also be separated by spaces, as vLLM's {@code --goodput ttft:500 tpot:50}.
    *

@@ -189,4 +189,25 @@ class ClientBudgetsTest {
     Files.writeString(f, "budgets:\n  - {name: mine, model: m, limits_ms: {queue: 1}}\n");
     assertThat(ClientBudgets.load(f).sloBudget("m")).isNull();
   }
+
+  @Test
+  void aBudgetOfObjectivesAloneGivesGoodputAndNoLatencyVerdict() throws Exception {
+    // The proxy's file (issue 37): no limits_ms, a tenant and an attainment target.
+    Path f = dir.resolve("slo-only.yaml");
+    Files.writeString(
+        f,
+        "budgets:\n"
+            + "  - {name: chat, model: m, tenant: team-a, quantile: 0.95, window: 5m,"
+            + " slo_ms: {client_ttft: 500, server_ttft: 400}, min_attainment: 0.99,"
+            + " max_error_rate: 0.01, min_join_coverage: 0.5}\n");
+    ClientBudgets b = ClientBudgets.load(f);
+    assertThat(b.sloBudget("m").slo().keys()).containsExactly("client_ttft", "server_ttft");
+    assertThat(b.limitsNanos("m")).isEmpty();
+    PhaseStats stats = new PhaseStats();
+    stats.add(pair(0, 10, 20));
+    assertThat(b.judgeLatency("m", stats)).isEmpty();
+    assertThat(b.judgeGates("m", 0, 1, true))
+        .extracting(BudgetResult::phase)
+        .containsExactly("error_rate", "join_coverage");
+  }
 }

@@ -58,6 +58,7 @@ public final class AdminServer {
       RecordStore records,
       RollingQuantiles quantiles,
       Supplier<JsonArray> budgetStatus,
+      Supplier<JsonArray> sloStatus,
       BooleanSupplier ready,
       EngineSpans engine,
       ProxyConfig.EngineSpans engineConfig,
@@ -297,6 +298,7 @@ public final class AdminServer {
         .put("version", io.phasemeter.proxy.PhasemeterProxy.version())
         .put("series", series)
         .put("budgets", sources.budgetStatus().get())
+        .put("slo", sources.sloStatus().get())
         .put("engine_spans", engineStatus(sources.engine()))
         .put("upstream_connections", sources.upstreamConnections().get());
   }

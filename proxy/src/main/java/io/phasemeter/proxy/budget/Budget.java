@@ -1,7 +1,7 @@
 package io.phasemeter.proxy.budget;
 
 import io.phasemeter.core.budget.LatencyLimit;
-import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.math.BigDecimal;
 import java.time.Duration;
@@ -15,10 +15,12 @@ import java.util.Objects;
 import java.util.regex.Pattern;
 
 /**
- * One budget from budgets.yaml: for requests to {@code model} ({@code "*"} = every model), the
- * {@code quantile} of each phase over {@code window} must stay at or under its limit, the error
- * rate under {@code maxErrorRate}, and (for the load client) the share of joined requests at or
- * above {@code minJoinCoverage}.
+ * One budget from budgets.yaml: for requests to {@code model} ({@code "*"} = every model) from
+ * {@code tenant} ({@code "*"} = every tenant), the {@code quantile} of each phase over {@code
+ * window} must stay at or under its limit, the error rate under {@code maxErrorRate}, and (for the
+ * load client) the share of joined requests at or above {@code minJoinCoverage}; with {@code slo},
+ * each request is judged against goodput's per-request objectives, and the share that met them all
+ * over {@code window} is its attainment, whose target is {@code minAttainment}.
  *
  * <p>The compact constructor rejects a bad value with an {@link IllegalArgumentException} whose
  * message starts with the key ({@code limits_ms.quue: unknown phase ...}); {@link Budgets} adds the
@@ -28,29 +30,39 @@ import java.util.regex.Pattern;
  * {@link LatencyLimit#breached}, the one definition that the live verdict, the alert rules and the
  * load client share.
  *
- * @param limitsMs phase key to limit in milliseconds, in the order of the file
+ * @param tenant {@code "*"} (every tenant) or one tenant value (docs/design.md, "Tenants")
+ * @param limitsMs phase key to limit in milliseconds, in the order of the file; may be empty when
+ *     {@code slo} is not (a budget of per-request objectives only)
  * @param sloPeriod the error budget period ({@code slo_period}), or null: with one, the alert rules
  *     are multi-window, multi-burn-rate ones over the period's budget; without, one rule over
  *     {@code window}
- * @param tenant {@code "*"} (every tenant) or one tenant: an allowlisted name or {@code other}
- *     (docs/design.md, "Tenants"); the proxy checks at start that it is one of its own
+ * @param slo goodput's per-request objectives ({@code slo_ms}), {@link Objectives#NONE} when none:
+ *     the proxy judges those it measures itself ({@link Objectives#judgedByProxy()}), the load
+ *     client all of them
+ * @param minAttainment the attainment target ({@code min_attainment}), a share in (0, 1), or null
+ *     (no target: the attainment is shown without a verdict); only with {@code slo}
  */
 public record Budget(
     String name,
     String model,
+    String tenant,
     double quantile,
     Duration window,
     Map<String, Double> limitsMs,
     double maxErrorRate,
     double minJoinCoverage,
     Duration sloPeriod,
-    String tenant) {
+    Objectives slo,
+    Double minAttainment) {
 
   /** The model value that means "every model". */
   public static final String ANY_MODEL = "*";
 
   /** The tenant value that means "every tenant". */
   public static final String ANY_TENANT = "*";
+
+  // A tenant value: an allowlisted name (part of the tenants' contract) or "other".
+  private static final Pattern TENANT = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
 
   /** The shortest error budget period: its scaled fast-burn windows stay a minute or longer. */
   public static final Duration MIN_SLO_PERIOD = Duration.ofDays(7);
@@ -76,14 +88,16 @@ public record Budget(
     if (model.chars().anyMatch(Character::isISOControl)) {
       throw new IllegalArgumentException("model: must not contain control characters");
     }
-    tenant = tenant == null ? ANY_TENANT : tenant;
-    if (!tenant.equals(ANY_TENANT) && !ProxyConfig.Tenants.NAME.matcher(tenant).matches()) {
+    if (tenant == null) {
+      tenant = ANY_TENANT;
+    }
+    if (!tenant.equals(ANY_TENANT) && !TENANT.matcher(tenant).matches()) {
       throw new IllegalArgumentException(
           "tenant: '"
               + tenant
-              + "' must be \"*\" (every tenant) or a tenant: 1 to 64 letters, digits, '_', '.' or"
-              + " '-' (an allowlisted name, or other)");
+              + "' is not \"*\" (every tenant) or a tenant (1 to 64 letters, digits, _ . -)");
     }
+    slo = slo == null ? Objectives.NONE : slo;
     if (!(quantile > 0 && quantile < 1)) {
       throw new IllegalArgumentException(
           "quantile: " + quantile + " is not between 0 and 1 (exclusive), e.g. 0.95");
@@ -96,12 +110,14 @@ public record Budget(
     if (window.toNanos() % 1_000_000 != 0) {
       throw new IllegalArgumentException("window: must be a whole number of milliseconds");
     }
-    if (limitsMs == null || limitsMs.isEmpty()) {
+    if ((limitsMs == null || limitsMs.isEmpty()) && slo.isEmpty()) {
       throw new IllegalArgumentException(
-          "limits_ms: give at least one phase limit, e.g. {queue: 250, ttft: 1200}");
+          "limits_ms: give at least one phase limit, e.g. {queue: 250, ttft: 1200}, or per-request"
+              + " objectives in slo_ms, e.g. {server_ttft: 500}, or both");
     }
     Map<String, Double> copy = new LinkedHashMap<>();
-    for (Map.Entry<String, Double> e : limitsMs.entrySet()) {
+    for (Map.Entry<String, Double> e :
+        (limitsMs == null ? Map.<String, Double>of() : limitsMs).entrySet()) {
       String key = e.getKey();
       if (BudgetPhase.fromKey(key).isEmpty()) {
         throw new IllegalArgumentException(
@@ -129,6 +145,19 @@ public record Budget(
             "limits_ms." + e.getKey() + ": " + e.getValue() + " is under a nanosecond");
       }
     }
+    if (minAttainment != null) {
+      if (slo.isEmpty()) {
+        throw new IllegalArgumentException(
+            "min_attainment: needs slo_ms (the attainment is the share of requests that met every"
+                + " objective of slo_ms)");
+      }
+      if (!(minAttainment > 0 && minAttainment < 1)) {
+        throw new IllegalArgumentException(
+            "min_attainment: "
+                + minAttainment
+                + " is not a share between 0 and 1 (exclusive), e.g. 0.99");
+      }
+    }
     if (sloPeriod != null) {
       if (sloPeriod.compareTo(MIN_SLO_PERIOD) < 0 || sloPeriod.compareTo(MAX_SLO_PERIOD) > 0) {
         throw new IllegalArgumentException(
@@ -151,7 +180,10 @@ public record Budget(
     }
   }
 
-  /** A budget of every tenant. */
+  /**
+   * A budget of phase limits only, for every tenant, without per-request objectives (the budgets
+   * file before {@code tenant}, {@code slo_ms} and {@code min_attainment} reached this record).
+   */
   public Budget(
       String name,
       String model,
@@ -164,18 +196,15 @@ public record Budget(
     this(
         name,
         model,
+        ANY_TENANT,
         quantile,
         window,
         limitsMs,
         maxErrorRate,
         minJoinCoverage,
         sloPeriod,
-        ANY_TENANT);
-  }
-
-  /** Whether this budget applies to every tenant. */
-  public boolean anyTenant() {
-    return ANY_TENANT.equals(tenant);
+        Objectives.NONE,
+        null);
   }
 
   /** The share of requests a limit allows above it, {@code 1 − quantile}, exactly (0.95: 0.05). */
@@ -214,6 +243,21 @@ public record Budget(
   /** The PromQL matcher of {@code phase}'s limit bucket ({@link BucketLayout#leMatcher}). */
   public String leMatcher(BudgetPhase phase) {
     return BucketLayout.leMatcher(limitNanos(phase));
+  }
+
+  /** Whether this budget applies to every tenant. */
+  public boolean anyTenant() {
+    return ANY_TENANT.equals(tenant);
+  }
+
+  /** Whether this budget applies to a request for {@code model} from {@code tenant}. */
+  public boolean matches(String model, String tenant) {
+    return (anyModel() || this.model.equals(model)) && (anyTenant() || this.tenant.equals(tenant));
+  }
+
+  /** Whether this budget gives per-request objectives ({@code slo_ms}). */
+  public boolean hasSlo() {
+    return !slo.isEmpty();
   }
 
   /** Whether this budget applies to every model. */

@@ -34,6 +34,7 @@ public record Budgets(List<Budget> budgets) {
       Set.of(
           "name",
           "model",
+          "tenant",
           "quantile",
           "window",
           "limits_ms",
@@ -41,7 +42,7 @@ public record Budgets(List<Budget> budgets) {
           "min_join_coverage",
           "slo_period",
           "slo_ms",
-          "tenant");
+          "min_attainment");
 
   public Budgets {
     budgets = List.copyOf(budgets);
@@ -168,30 +169,40 @@ public record Budgets(List<Budget> budgets) {
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + ".window: " + e.getMessage());
     }
+    Objectives slo = sloMs(node, at);
     JsonNode limitsNode = node.get("limits_ms");
-    if (limitsNode == null || limitsNode.isNull()) {
-      throw new ConfigException(at + ".limits_ms: missing (e.g. {queue: 250, ttft: 1200})");
-    }
-    if (!limitsNode.isObject()) {
-      throw new ConfigException(
-          at + ".limits_ms: expected a mapping of phase to milliseconds, e.g. {queue: 250}");
-    }
     Map<String, Double> limits = new LinkedHashMap<>();
-    Iterator<Map.Entry<String, JsonNode>> it = limitsNode.fields();
-    while (it.hasNext()) {
-      Map.Entry<String, JsonNode> e = it.next();
-      if (!e.getValue().isNumber()) {
+    if (limitsNode == null || limitsNode.isNull()) {
+      if (slo.isEmpty()) {
         throw new ConfigException(
             at
-                + ".limits_ms."
-                + e.getKey()
-                + ": expected a number of milliseconds, got '"
-                + e.getValue().asText()
-                + "'");
+                + ": give limits_ms (phase limits at the quantile, e.g. {queue: 250, ttft: 1200}),"
+                + " slo_ms (per-request objectives, e.g. {server_ttft: 500}) or both");
       }
-      limits.put(e.getKey(), e.getValue().doubleValue());
+    } else if (!limitsNode.isObject()) {
+      throw new ConfigException(
+          at + ".limits_ms: expected a mapping of phase to milliseconds, e.g. {queue: 250}");
+    } else {
+      Iterator<Map.Entry<String, JsonNode>> it = limitsNode.fields();
+      while (it.hasNext()) {
+        Map.Entry<String, JsonNode> e = it.next();
+        if (!e.getValue().isNumber()) {
+          throw new ConfigException(
+              at
+                  + ".limits_ms."
+                  + e.getKey()
+                  + ": expected a number of milliseconds, got '"
+                  + e.getValue().asText()
+                  + "'");
+        }
+        limits.put(e.getKey(), e.getValue().doubleValue());
+      }
     }
-    sloMs(node, at);
+    Double minAttainment = null;
+    JsonNode attainmentNode = node.get("min_attainment");
+    if (attainmentNode != null && !attainmentNode.isNull()) {
+      minAttainment = number(node, "min_attainment", at);
+    }
     double maxErrorRate = number(node, "max_error_rate", at);
     double minJoinCoverage = number(node, "min_join_coverage", at);
     Duration sloPeriod = null;
@@ -201,15 +212,27 @@ public record Budgets(List<Budget> budgets) {
     }
     try {
       return new Budget(
-          name, model, quantile, window, limits, maxErrorRate, minJoinCoverage, sloPeriod, tenant);
+          name,
+          model,
+          tenant,
+          quantile,
+          window,
+          limits,
+          maxErrorRate,
+          minJoinCoverage,
+          sloPeriod,
+          slo,
+          minAttainment);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }
   }
 
   /**
-   * Validates {@code slo_ms}, goodput's per-request objectives, with the load client's parser: one
-   * file feeds both. The proxy does not judge them yet.
+   * Reads {@code slo_ms}, goodput's per-request objectives, with the load client's parser: one file
+   * feeds both. The proxy judges those it measures on its own clock ({@link
+   * Objectives#judgedByProxy()}: server_ttft, tpot, server_root and its own phases), the load
+   * client all of them (docs/design.md, "Server-side goodput").
    */
   static Objectives sloMs(JsonNode node, String at) {
     JsonNode slo = node.get("slo_ms");

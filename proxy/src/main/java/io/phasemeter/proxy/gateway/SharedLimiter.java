@@ -535,7 +535,9 @@ public final class SharedLimiter implements Limiter, MeterBinder, AutoCloseable 
         (key.tpm() + n - 1) / n,
         key.priority(),
         key.allowPriorityHeader(),
-        key.admin());
+        key.admin(),
+        key.tenantMetrics(),
+        key.sloOverride());
   }
 
   private static Decision withSource(Decision d, String source) {

@@ -23,7 +23,9 @@ import java.util.Map;
  * token-rate decision needs the body, so {@link PreparePhase} takes it; see {@link #admitTokens}.
  *
  * <p>The request's tenant is decided here, once ({@link TenantResolver}): from the tenant header
- * first, so a request refused for its key still has one, then from the verified key's name.
+ * first, so a request refused for its key still has one, then from the verified key's name. The
+ * request's own objectives ({@code x-slo-*}, {@link SloHeaders}) are read here too, once the key is
+ * known: a key may be denied them.
  */
 final class AuthPhase {
   static final String PRIORITY_HEADER = "x-priority";
@@ -56,6 +58,7 @@ final class AuthPhase {
     ctx.tenant(tenants.fromHeaders(headers));
     if (keys == null) {
       ctx.admitted(requestedPriority(headers, Priority.HIGH, Priority.NORMAL));
+      ctx.sloHeaders(SloHeaders.parse(headers, null));
       span.setAttribute(SpanAttributes.AUTH, "disabled");
       return Future.succeededFuture();
     }
@@ -92,6 +95,8 @@ final class AuthPhase {
         key,
         requestedPriority(
             headers, key.allowPriorityHeader() ? Priority.HIGH : key.priority(), key.priority()));
+    // Before the rate limits: a refused header costs the key nothing.
+    ctx.sloHeaders(SloHeaders.parse(headers, key));
     if (!key.limitsRequests() && !key.limitsTokens()) {
       // Nothing to count: no round trip to a shared store either.
       return Future.succeededFuture();

@@ -54,6 +54,7 @@ public final class Pipeline {
   private final WritePhase write;
   private final ErrorResponder errors = new ErrorResponder();
   private final BodyBudget bodyBudget;
+  private final SloJudge sloJudge;
   private static final String MODELS = "/v1/models";
   private static final String MODELS_PREFIX = "/v1/models/";
 
@@ -96,6 +97,7 @@ public final class Pipeline {
     this.inFlightByPool = runtime.inFlight().byPool();
     this.unrouted = runtime.inFlight().unrouted();
     this.bodyBudget = runtime.bodyBudget();
+    this.sloJudge = runtime.sloJudge();
     this.receive =
         new ReceivePhase(
             vertx, config.limits().maxBodyBytes(), config.limits().receiveTimeout(), bodyBudget);
@@ -334,7 +336,7 @@ public final class Pipeline {
     // Whatever ending the request throws, it leaves the live set and the in-flight counts: a
     // drain waits on them, and llm_requests_in_flight is read from them.
     try {
-      ctx.finish(clock.nanoTime());
+      ctx.finish(clock.nanoTime(), sloJudge);
       for (RequestObserver o : observers) {
         try {
           o.onFinished(ctx);

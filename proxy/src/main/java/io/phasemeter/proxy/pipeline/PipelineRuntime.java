@@ -53,4 +53,12 @@ public interface PipelineRuntime {
 
   /** The bounds on request bodies, and what is held against them now. */
   BodyBudget bodyBudget();
+
+  /**
+   * Judges each finished request against its per-request objectives; null when nothing is judged
+   * (nothing is measured).
+   */
+  default SloJudge sloJudge() {
+    return null;
+  }
 }

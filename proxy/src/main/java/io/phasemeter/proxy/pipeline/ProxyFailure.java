@@ -26,6 +26,8 @@ public final class ProxyFailure extends RuntimeException {
         431, "invalid_request_error", "request_headers_too_large", Outcome.CLIENT_ERROR),
     INVALID_API_KEY(401, "invalid_request_error", "invalid_api_key", Outcome.CLIENT_ERROR),
     INVALID_PRIORITY(400, "invalid_request_error", "invalid_priority", Outcome.CLIENT_ERROR),
+    INVALID_SLO_HEADER(400, "invalid_request_error", "invalid_slo_header", Outcome.CLIENT_ERROR),
+    SLO_OVERRIDE_DENIED(403, "permission_error", "slo_override_denied", Outcome.CLIENT_ERROR),
     RATE_LIMIT_REQUESTS(429, "requests", "rate_limit_exceeded", Outcome.REJECTED),
     RATE_LIMIT_TOKENS(429, "tokens", "rate_limit_exceeded", Outcome.REJECTED),
     QUEUE_FULL(429, "rate_limit_error", "queue_full", Outcome.REJECTED),

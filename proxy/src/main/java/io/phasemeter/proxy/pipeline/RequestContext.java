@@ -7,6 +7,7 @@ import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.core.SpanAttributes;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.ApiKey;
 import io.phasemeter.proxy.gateway.Priority;
@@ -79,6 +80,8 @@ public final class RequestContext {
   private String keyName;
   // The tenant label value (docs/design.md, "Tenants"): an allowlisted name or OTHER_TENANT.
   private String tenant = OTHER_TENANT;
+  // The objectives the request's x-slo-* headers set (auth), NONE without them.
+  private Objectives sloHeaders = Objectives.NONE;
   private Runnable onFinish;
 
   // What the response showed: generation, write.
@@ -101,6 +104,8 @@ public final class RequestContext {
   // How it ended: decided once, by Verdict.of (see concluded).
   private Outcome outcome;
   private String errorType;
+  // The verdict on its objectives, judged once in finish; null when not counted.
+  private SloJudgement slo;
 
   private boolean cancelledByShutdown;
   // Body bytes this request holds against the proxy-wide budget, given back when it ends.
@@ -383,6 +388,15 @@ public final class RequestContext {
    * to call from any failure path; later calls do nothing.
    */
   void finish(long at) {
+    finish(at, null);
+  }
+
+  /**
+   * Ends the request as {@link #finish(long)} does, judging its objectives with {@code judge} (when
+   * not null, and the request is model traffic) once its root is stamped and before its root span
+   * ends.
+   */
+  void finish(long at, SloJudge judge) {
     if (finished) {
       return;
     }
@@ -416,6 +430,13 @@ public final class RequestContext {
       }
     }
     rootEnd = at;
+    if (judge != null && modelTraffic()) {
+      try {
+        slo = judge.judge(this);
+      } catch (RuntimeException e) {
+        LOG.warn("judging the request's objectives failed: {}", e.toString());
+      }
+    }
     long rootEndEpoch = clock.toEpochNanos(at);
     try {
       annotateRoot();
@@ -465,6 +486,10 @@ public final class RequestContext {
     if (outputTokens >= 0) {
       rootSpan.setAttribute(SpanAttributes.GEN_AI_USAGE_OUTPUT_TOKENS, outputTokens);
     }
+    if (slo != null) {
+      rootSpan.setAttribute(SpanAttributes.SLO_RESULT, slo.result());
+      rootSpan.setAttribute(SpanAttributes.SLO_OBJECTIVE, slo.objective());
+    }
     if (errorType != null) {
       rootSpan.setAttribute(SpanAttributes.ERROR_TYPE, errorType);
       if (outcome != Outcome.CLIENT_ERROR && outcome != Outcome.CANCELLED) {
@@ -503,6 +528,11 @@ public final class RequestContext {
     this.apiKey = key;
     this.keyName = key.name();
     this.priority = priority;
+  }
+
+  /** Auth: the objectives the request's {@code x-slo-*} headers set ({@link SloHeaders}). */
+  void sloHeaders(Objectives objectives) {
+    this.sloHeaders = objectives;
   }
 
   /** Auth: what to settle when the request ends (its key's rate limits). */
@@ -908,6 +938,27 @@ public final class RequestContext {
    */
   public String tenant() {
     return tenant;
+  }
+
+  /**
+   * The objectives the request's own {@code x-slo-*} headers set ({@code server_ttft}, {@code
+   * tpot}, {@code server_root}, in that order), {@link Objectives#NONE} without them.
+   */
+  public Objectives sloHeaders() {
+    return sloHeaders;
+  }
+
+  /**
+   * The verdict on the request's objectives, or null when it was not counted (or not yet judged: it
+   * is judged once, as the request ends, before any observer hears of it).
+   */
+  public SloJudgement slo() {
+    return slo;
+  }
+
+  /** Content-bearing chunks handed to the client (0 for a response not streamed). */
+  public long contentChunks() {
+    return contentChunks;
   }
 
   /** Auth: the request's tenant, an allowlisted name or {@link #OTHER_TENANT}. */

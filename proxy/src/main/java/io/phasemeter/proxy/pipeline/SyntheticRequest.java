@@ -105,4 +105,13 @@ public final class SyntheticRequest {
     ctx.finish(at);
     return ctx;
   }
+
+  /**
+   * Ends the request at {@code at} as the pipeline does, its objectives judged by {@code judge}
+   * (null: none), and returns it; observers not told.
+   */
+  public RequestContext finish(long at, SloJudge judge) {
+    ctx.finish(at, judge);
+    return ctx;
+  }
 }

@@ -7,6 +7,7 @@ import io.phasemeter.proxy.pipeline.Outcome;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
 import io.phasemeter.proxy.pipeline.RequestObserver;
+import io.phasemeter.proxy.pipeline.SloJudgement;
 import java.time.Duration;
 
 /**
@@ -203,6 +204,7 @@ public final class RecordStore implements RequestObserver {
     if (c.engine != null) {
       c.engine[k] = r.engine;
     }
+    c.slo[k] = r.slo;
     int i = bucket(r.traceHi, r.traceLo);
     while (index[i] != 0) {
       i = (i + 1) & mask;
@@ -259,7 +261,8 @@ public final class RecordStore implements RequestObserver {
         c.strings[t + TENANT],
         (f & SAMPLED) != 0,
         c.strings[t + ENGINE_STATUS],
-        c.engine == null ? null : c.engine[k]);
+        c.engine == null ? null : c.engine[k],
+        c.slo[k]);
   }
 
   /** The columns of CHUNK consecutive ring slots (fewer for the last one). */
@@ -275,6 +278,9 @@ public final class RecordStore implements RequestObserver {
     final String[] strings;
     // Only with engine spans on (issue 11).
     final EngineTimings[] engine;
+    // The verdict on the request's objectives: a request that met its budget's objectives, or
+    // failed, shares its budget's one instance, so most slots point at a few objects.
+    final SloJudgement[] slo;
 
     Chunk(int size) {
       traceHi = new long[size];
@@ -287,6 +293,7 @@ public final class RecordStore implements RequestObserver {
       numbers = new long[size * NUMBERS];
       strings = new String[size * STRINGS];
       engine = withEngine ? new EngineTimings[size] : null;
+      slo = new SloJudgement[size];
     }
   }
 

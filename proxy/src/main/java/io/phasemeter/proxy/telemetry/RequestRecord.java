@@ -7,6 +7,7 @@ import io.opentelemetry.api.trace.TraceId;
 import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.Phase;
 import io.phasemeter.proxy.pipeline.RequestContext;
+import io.phasemeter.proxy.pipeline.SloJudgement;
 import java.io.IOException;
 import java.io.StringWriter;
 import java.io.UncheckedIOException;
@@ -62,6 +63,8 @@ public final class RequestRecord {
   // "missing".
   final String engineStatus;
   final EngineTimings engine;
+  // The proxy's verdict on its objectives (issue 37), null when not counted.
+  final SloJudgement slo;
 
   // Every field, in declaration order: of, withEngine, and the record store rebuilding a record
   // from its columns.
@@ -93,7 +96,8 @@ public final class RequestRecord {
       String tenant,
       boolean sampled,
       String engineStatus,
-      EngineTimings engine) {
+      EngineTimings engine,
+      SloJudgement slo) {
     this.traceHi = traceHi;
     this.traceLo = traceLo;
     this.spanId = spanId;
@@ -122,6 +126,7 @@ public final class RequestRecord {
     this.sampled = sampled;
     this.engineStatus = engineStatus;
     this.engine = engine;
+    this.slo = slo;
   }
 
   /** The record of a finished request; {@code sampled} says whether its trace was exported. */
@@ -159,7 +164,8 @@ public final class RequestRecord {
         ctx.tenant(),
         sampled,
         null,
-        null);
+        null,
+        ctx.slo());
   }
 
   /**
@@ -198,7 +204,8 @@ public final class RequestRecord {
         tenant,
         sampled,
         timings == null ? "missing" : "matched",
-        timings);
+        timings,
+        slo);
   }
 
   /** The request's W3C trace id. */
@@ -258,6 +265,7 @@ public final class RequestRecord {
       }
       g.writeStringField("tenant", tenant);
       g.writeBooleanField("sampled", sampled);
+      writeSlo(g, slo);
       if (engineStatus != null) {
         g.writeStringField("engine_status", engineStatus);
         if (engine == null) {
@@ -279,6 +287,37 @@ public final class RequestRecord {
   @Override
   public String toString() {
     return json();
+  }
+
+  /**
+   * {@code "slo"}: null when the request was not counted, else the verdict, the budget (null when
+   * only headers gave objectives), the objectives judged, those missed and those a header set.
+   */
+  private static void writeSlo(JsonGenerator g, SloJudgement slo) throws IOException {
+    if (slo == null) {
+      g.writeNullField("slo");
+      return;
+    }
+    g.writeObjectFieldStart("slo");
+    g.writeStringField("result", slo.result());
+    g.writeStringField("objective", slo.objective());
+    g.writeStringField("budget", slo.budget());
+    g.writeObjectFieldStart("objectives_ms");
+    for (var o : slo.objectives().list()) {
+      g.writeNumberField(o.key(), o.limitMs());
+    }
+    g.writeEndObject();
+    g.writeArrayFieldStart("missed");
+    for (String k : slo.missed()) {
+      g.writeString(k);
+    }
+    g.writeEndArray();
+    g.writeArrayFieldStart("overridden");
+    for (String k : slo.overridden()) {
+      g.writeString(k);
+    }
+    g.writeEndArray();
+    g.writeEndObject();
   }
 
   private static void writeIfKnown(JsonGenerator g, String field, long nanos) throws IOException {

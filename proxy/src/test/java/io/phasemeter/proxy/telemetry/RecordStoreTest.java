@@ -8,6 +8,7 @@ import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.engine.EngineSpans;
 import io.phasemeter.proxy.engine.EngineTimings;
 import io.phasemeter.proxy.pipeline.FinishedRequests;
+import io.phasemeter.proxy.pipeline.SloJudgement;
 import io.vertx.core.json.JsonObject;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
@@ -203,8 +204,24 @@ class RecordStoreTest {
         pick(random, "other", "team-a"),
         random.nextBoolean(),
         engineStatus,
-        timings);
+        timings,
+        pick(random, null, MET, MISSED));
   }
+
+  private static final io.phasemeter.core.slo.Objectives OBJECTIVES =
+      io.phasemeter.core.slo.Objectives.parse("test", "server_ttft=500ms,tpot=12.5ms");
+  private static final SloJudgement MET =
+      new SloJudgement(
+          "chat", 0, true, "none", OBJECTIVES, java.util.List.of(), java.util.List.of());
+  private static final SloJudgement MISSED =
+      new SloJudgement(
+          null,
+          -1,
+          false,
+          "tpot",
+          OBJECTIVES,
+          java.util.List.of("tpot"),
+          java.util.List.of("server_ttft", "tpot"));
 
   private static long maybeAbsent(java.util.Random random) {
     return random.nextInt(4) == 0 ? -1 : (long) random.nextInt(Integer.MAX_VALUE) * 1_000L;
