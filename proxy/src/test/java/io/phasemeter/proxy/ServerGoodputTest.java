@@ -69,7 +69,7 @@ class ServerGoodputTest extends ProxyTestBase {
           tenant: other
           quantile: 0.95
           window: 5m
-          limits_ms: {queue: 250}
+          limits_ms: {total: 60000}
           slo_ms: {client_ttft: 0.001, server_ttft: 1000, tpot: 1000}
           min_attainment: 0.9
           max_error_rate: 1
@@ -124,6 +124,8 @@ class ServerGoodputTest extends ProxyTestBase {
             + "]\n"
             + "    health: {path: null}\n"
             + "    slots: 4\n"
+            // team-a is allowlisted so that its budget is valid; no request here is team-a's.
+            + "tenants: {names: [team-a]}\n"
             + "auth: {enabled: true, keys_file: "
             + keys
             + "}\n";
