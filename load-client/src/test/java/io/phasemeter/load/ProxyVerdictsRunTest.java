@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.phasemeter.load.report.RunMerge;
 import io.phasemeter.proxy.PhasemeterProxy;
+import io.phasemeter.proxy.budget.Budgets;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.sim.Simulator;
 import io.phasemeter.sim.SimulatorConfig;
@@ -64,7 +65,8 @@ class ProxyVerdictsRunTest {
     Files.writeString(
         budgets,
         "budgets:\n  - name: chat\n    model: \"*\"\n    quantile: 0.95\n    window: 1m\n"
-            + "    limits_ms: {total: 60000}\n    slo_ms: {server_root: 300}\n");
+            + "    limits_ms: {total: 60000}\n    slo_ms: {server_root: 300}\n"
+            + "    max_error_rate: 1\n    min_join_coverage: 0\n");
     PhasemeterProxy proxy =
         PhasemeterProxy.builder(
                 servers,
@@ -77,6 +79,8 @@ class ProxyVerdictsRunTest {
                         + sim.port()
                         + "]\n    slots: 64\n",
                     "test.yaml"))
+            // As phasemeter proxy does with the configuration's budgets file.
+            .budgets(Budgets.load(budgets))
             .start()
             .await(10, TimeUnit.SECONDS);
     Path run = dir.resolve("run");
