@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.budget;
 
 import io.phasemeter.core.budget.LatencyLimit;
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.proxy.telemetry.BucketLayout;
 import java.math.BigDecimal;
 import java.time.Duration;
@@ -14,10 +15,11 @@ import java.util.Objects;
 import java.util.regex.Pattern;
 
 /**
- * One budget from budgets.yaml: for requests to {@code model} ({@code "*"} = every model), the
- * {@code quantile} of each phase over {@code window} must stay at or under its limit, the error
- * rate under {@code maxErrorRate}, and (for the load client) the share of joined requests at or
- * above {@code minJoinCoverage}.
+ * One budget from budgets.yaml: for requests to {@code model} ({@code "*"} = every model) from
+ * {@code tenant} ({@code "*"} = every tenant), the {@code quantile} of each phase over {@code
+ * window} must stay at or under its limit, the error rate under {@code maxErrorRate}, (for the load
+ * client) the share of joined requests at or above {@code minJoinCoverage}, and, with {@code
+ * minAttainment}, the share of requests that met every objective of {@code slo} at or above it.
  *
  * <p>The compact constructor rejects a bad value with an {@link IllegalArgumentException} whose
  * message starts with the key ({@code limits_ms.quue: unknown phase ...}); {@link Budgets} adds the
@@ -31,6 +33,12 @@ import java.util.regex.Pattern;
  * @param sloPeriod the error budget period ({@code slo_period}), or null: with one, the alert rules
  *     are multi-window, multi-burn-rate ones over the period's budget; without, one rule over
  *     {@code window}
+ * @param slo goodput's per-request objectives ({@code slo_ms}), {@link Objectives#NONE} when absent
+ * @param minAttainment the attainment target ({@code min_attainment}): the share of judged requests
+ *     that must meet every objective, in (0, 1); null when absent (no attainment alert). Only with
+ *     {@code slo_ms}
+ * @param tenant the tenant the budget applies to ({@code tenant}), {@value #ANY_TENANT} for every
+ *     tenant; only its syntax is checked here (the proxy checks it against its allowlist)
  */
 public record Budget(
     String name,
@@ -40,10 +48,19 @@ public record Budget(
     Map<String, Double> limitsMs,
     double maxErrorRate,
     double minJoinCoverage,
-    Duration sloPeriod) {
+    Duration sloPeriod,
+    Objectives slo,
+    Double minAttainment,
+    String tenant) {
 
   /** The model value that means "every model". */
   public static final String ANY_MODEL = "*";
+
+  /** The tenant value that means "every tenant". */
+  public static final String ANY_TENANT = "*";
+
+  /** A tenant value: an allowlisted name or {@code other} (RequestContext.OTHER_TENANT). */
+  private static final Pattern TENANT = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
 
   /** The shortest error budget period: its scaled fast-burn windows stay a minute or longer. */
   public static final Duration MIN_SLO_PERIOD = Duration.ofDays(7);
@@ -55,6 +72,30 @@ public record Budget(
   static final BigDecimal FASTEST_BURN = new BigDecimal("14.4");
 
   private static final Pattern NAME = Pattern.compile("[a-z0-9][a-z0-9_.-]*");
+
+  /** A budget without objectives, for every tenant. */
+  public Budget(
+      String name,
+      String model,
+      double quantile,
+      Duration window,
+      Map<String, Double> limitsMs,
+      double maxErrorRate,
+      double minJoinCoverage,
+      Duration sloPeriod) {
+    this(
+        name,
+        model,
+        quantile,
+        window,
+        limitsMs,
+        maxErrorRate,
+        minJoinCoverage,
+        sloPeriod,
+        Objectives.NONE,
+        null,
+        ANY_TENANT);
+  }
 
   public Budget {
     if (name == null || !NAME.matcher(name).matches()) {
@@ -134,6 +175,63 @@ public record Budget(
                 + " quantile of at least 0.9306 or leave slo_period out");
       }
     }
+    slo = slo == null ? Objectives.NONE : slo;
+    tenant = tenant == null ? ANY_TENANT : tenant;
+    if (!tenant.equals(ANY_TENANT) && !TENANT.matcher(tenant).matches()) {
+      throw new IllegalArgumentException(
+          "tenant: '"
+              + tenant
+              + "' is not a tenant (\"*\" for every tenant, or a name of 1 to 64 letters,"
+              + " digits, _ . -)");
+    }
+    if (minAttainment != null) {
+      if (!(minAttainment > 0 && minAttainment < 1)) {
+        throw new IllegalArgumentException(
+            "min_attainment: "
+                + minAttainment
+                + " is not a share between 0 and 1 (exclusive), e.g. 0.99");
+      }
+      if (slo.isEmpty()) {
+        throw new IllegalArgumentException(
+            "min_attainment: needs slo_ms (the objectives whose attainment it sets)");
+      }
+      BigDecimal fastest = FASTEST_BURN.multiply(BigDecimal.ONE.subtract(bd(minAttainment)));
+      if (sloPeriod != null && fastest.compareTo(BigDecimal.ONE) >= 0) {
+        throw new IllegalArgumentException(
+            "min_attainment: "
+                + minAttainment
+                + " allows "
+                + BigDecimal.ONE
+                    .subtract(bd(minAttainment))
+                    .movePointRight(2)
+                    .stripTrailingZeros()
+                    .toPlainString()
+                + "% of requests to miss; with slo_period the fast-burn alert (14.4 x that) could"
+                + " never fire: use a min_attainment of at least 0.9306 or leave slo_period out");
+      }
+    }
+  }
+
+  private static BigDecimal bd(double v) {
+    return BigDecimal.valueOf(v);
+  }
+
+  /**
+   * The share of judged requests allowed to miss an objective, {@code 1 − min_attainment}, exactly
+   * (0.99: 0.01): the error budget of the attainment alerts.
+   *
+   * @throws IllegalStateException when the budget has no {@code min_attainment}
+   */
+  public BigDecimal allowedMissedShare() {
+    if (minAttainment == null) {
+      throw new IllegalStateException(name + " has no min_attainment");
+    }
+    return BigDecimal.ONE.subtract(bd(minAttainment));
+  }
+
+  /** Whether this budget applies to every tenant. */
+  public boolean anyTenant() {
+    return ANY_TENANT.equals(tenant);
   }
 
   /** The share of requests a limit allows above it, {@code 1 − quantile}, exactly (0.95: 0.05). */

@@ -40,7 +40,9 @@ public record Budgets(List<Budget> budgets) {
           "max_error_rate",
           "min_join_coverage",
           "slo_period",
-          "slo_ms");
+          "slo_ms",
+          "min_attainment",
+          "tenant");
 
   public Budgets {
     budgets = List.copyOf(budgets);
@@ -189,7 +191,13 @@ public record Budgets(List<Budget> budgets) {
       }
       limits.put(e.getKey(), e.getValue().doubleValue());
     }
-    sloMs(node, at);
+    Objectives slo = sloMs(node, at);
+    String tenant = text(node, "tenant", at, Budget.ANY_TENANT);
+    Double minAttainment = null;
+    JsonNode attainmentNode = node.get("min_attainment");
+    if (attainmentNode != null && !attainmentNode.isNull()) {
+      minAttainment = number(node, "min_attainment", at);
+    }
     double maxErrorRate = number(node, "max_error_rate", at);
     double minJoinCoverage = number(node, "min_join_coverage", at);
     Duration sloPeriod = null;
@@ -199,15 +207,25 @@ public record Budgets(List<Budget> budgets) {
     }
     try {
       return new Budget(
-          name, model, quantile, window, limits, maxErrorRate, minJoinCoverage, sloPeriod);
+          name,
+          model,
+          quantile,
+          window,
+          limits,
+          maxErrorRate,
+          minJoinCoverage,
+          sloPeriod,
+          slo,
+          minAttainment,
+          tenant);
     } catch (IllegalArgumentException e) {
       throw new ConfigException(at + "." + e.getMessage());
     }
   }
 
   /**
-   * Validates {@code slo_ms}, goodput's per-request objectives, with the load client's parser: one
-   * file feeds both. The proxy does not judge them yet.
+   * Reads {@code slo_ms}, goodput's per-request objectives, with the load client's parser: one file
+   * feeds both ({@link Objectives#NONE} when absent).
    */
   static Objectives sloMs(JsonNode node, String at) {
     JsonNode slo = node.get("slo_ms");
