@@ -115,9 +115,9 @@ class PrometheusIntegrationTest extends ProxyTestBase {
           new ArrayList<>(DashboardQueries.expressions(REPO.resolve("dashboards/phasemeter.json")));
       for (String alert : AlertRules.expressions(REPO.resolve("dashboards/alerts.yaml"))) {
         // An alert returns data only while it fires: check the measured side of the comparison
-        // (a number, or "(1 - q)" for a share above a limit; a bucket le="<limit>" that the proxy
-        // did not expose would return nothing).
-        expressions.add(alert.replaceFirst("\\s*>\\s*(\\(1 - [0-9.]+\\)|[0-9.eE+-]+)\\s*$", ""));
+        // (a number, or "(1 - q)" for a share above a limit, or "< m" for an attainment; a bucket
+        // le="<limit>" that the proxy did not expose would return nothing).
+        expressions.add(alert.replaceFirst("\\s*[<>]\\s*(\\(1 - [0-9.]+\\)|[0-9.eE+-]+)\\s*$", ""));
       }
       assertThat(expressions).hasSizeGreaterThan(25);
       List<String> empty = new ArrayList<>();

@@ -12,7 +12,8 @@ import java.util.Map;
  * @param labels rule labels, in output order
  * @param annotations summary and description templates, in output order
  * @param budget the budget it guards
- * @param phase the phase it guards, or null for the error-rate alert
+ * @param phase the phase it guards, or null for the error-rate and attainment alerts
+ * @param kind what it judges
  */
 public record AlertRule(
     String alert,
@@ -21,10 +22,32 @@ public record AlertRule(
     Map<String, String> labels,
     Map<String, String> annotations,
     Budget budget,
-    BudgetPhase phase) {
+    BudgetPhase phase,
+    Kind kind) {
 
-  /** Whether this is the budget's error-rate alert rather than a phase-latency alert. */
+  /** What a rule judges. */
+  public enum Kind {
+    /** The share of a phase's values above its limit ({@code limits_ms}). */
+    PHASE,
+    /** The budget's error rate ({@code max_error_rate}). */
+    ERROR_RATE,
+    /** The share of judged requests that met every objective ({@code min_attainment}). */
+    ATTAINMENT
+  }
+
+  public AlertRule {
+    if ((phase != null) != (kind == Kind.PHASE)) {
+      throw new IllegalArgumentException("a phase rule, and only a phase rule, has a phase");
+    }
+  }
+
+  /** Whether this is the budget's error-rate alert. */
   public boolean errorRate() {
-    return phase == null;
+    return kind == Kind.ERROR_RATE;
+  }
+
+  /** Whether this is one of the budget's SLO attainment alerts. */
+  public boolean attainment() {
+    return kind == Kind.ATTAINMENT;
   }
 }

@@ -14,6 +14,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 
 /**
  * Renders budgets as Prometheus alerting rules: per budget, for each server-side phase it limits,
@@ -58,6 +59,7 @@ public final class AlertRules {
         }
       }
       out.add(errorRateRule(b));
+      out.addAll(AttainmentRules.rules(b));
     }
     return out;
   }
@@ -67,7 +69,7 @@ public final class AlertRules {
    * sourceName} (the budgets file as the user named it).
    */
   public static String render(Budgets budgets, String sourceName) {
-    return header(sourceName, "", "dashboards/alerts.yaml") + groups(budgets);
+    return header(budgets, sourceName, "", "dashboards/alerts.yaml") + groups(budgets);
   }
 
   /** Name of the PrometheusRule object that {@link #renderPrometheusRule} writes. */
@@ -80,7 +82,7 @@ public final class AlertRules {
   public static String renderPrometheusRule(Budgets budgets, String sourceName) {
     StringBuilder y =
         new StringBuilder(
-            header(sourceName, " --kubernetes", "config/kubernetes/prometheusrule.yaml"));
+            header(budgets, sourceName, " --kubernetes", "config/kubernetes/prometheusrule.yaml"));
     y.append("apiVersion: monitoring.coreos.com/v1\n");
     y.append("kind: PrometheusRule\n");
     y.append("metadata:\n");
@@ -94,7 +96,7 @@ public final class AlertRules {
     return y.toString();
   }
 
-  private static String header(String sourceName, String flags, String out) {
+  private static String header(Budgets budgets, String sourceName, String flags, String out) {
     StringBuilder y = new StringBuilder();
     y.append("# Prometheus alerting rules generated from ").append(sourceName).append(".\n");
     y.append("# Do not edit by hand: change the budgets, then run\n");
@@ -108,6 +110,9 @@ public final class AlertRules {
     y.append("# Each phase alert counts the share of requests above the limit from the bucket\n");
     y.append("# whose le is the limit (the proxy makes every limit a boundary), summed over\n");
     y.append("# every proxy replica per pool: each pool alerts on its own, with its llm_pool.\n");
+    if (budgets.budgets().stream().anyMatch(b -> b.minAttainment() != null)) {
+      y.append(AttainmentRules.HEADER);
+    }
     return y.toString();
   }
 
@@ -125,7 +130,7 @@ public final class AlertRules {
       y.append("      # Budget ")
           .append(b.name())
           .append(": ")
-          .append(modelText(b))
+          .append(scopeText(b))
           .append(", p")
           .append(percent(b.quantile()))
           .append(" over ")
@@ -145,9 +150,19 @@ public final class AlertRules {
               .append(" the proxy alone cannot observe it.\n");
         }
       }
+      if (!b.anyTenant()) {
+        for (BudgetPhase p : b.phases()) {
+          String note = p.serverSide() ? tenantNote(p) : null;
+          if (note != null) {
+            y.append("      # ").append(p.key()).append(" (").append(p.metric()).append(") ");
+            y.append(note).append(".\n");
+          }
+        }
+      }
       y.append("      # min_join_coverage (")
           .append(plain(b.minJoinCoverage()))
           .append(") is judged by the load client.\n");
+      AttainmentRules.comments(b).forEach(c -> y.append("      # ").append(c).append('\n'));
       for (AlertRule r : rules) {
         if (r.budget() == b) {
           appendRule(y, r);
@@ -246,44 +261,65 @@ public final class AlertRules {
 
   private static AlertRule burnRule(
       Budget b, BudgetPhase p, String suffix, String severity, List<Burn> burns) {
+    String expr = burnExpr(b, burns, w -> shareAbove(b, p, w), allowed(b));
+    String what = burnText(b, burns, b.allowedShareAbove());
+    return phaseAlert(b, p, suffix, severity, expr, burnFor(b, burns), what);
+  }
+
+  /**
+   * The workbook's condition: for any of {@code burns}, the share over both its windows is above
+   * its rate times {@code allowed} (PromQL, e.g. {@code (1 - 0.95)}).
+   */
+  static String burnExpr(
+      Budget b, List<Burn> burns, Function<Duration, String> share, String allowed) {
     List<String> alternatives = new ArrayList<>();
-    List<String> windows = new ArrayList<>();
-    Duration shortest = null;
     for (Burn burn : burns) {
-      String threshold = plain(burn.rate()) + " * " + allowed(b);
-      Duration lw = burn.longWindow(b);
-      Duration sw = burn.shortWindow(b);
+      String threshold = plain(burn.rate()) + " * " + allowed;
       alternatives.add(
           "("
-              + shareAbove(b, p, lw)
+              + share.apply(burn.longWindow(b))
               + " > "
               + threshold
               + " and "
-              + shareAbove(b, p, sw)
+              + share.apply(burn.shortWindow(b))
               + " > "
               + threshold
               + ")");
+    }
+    return String.join(" or ", alternatives);
+  }
+
+  /** The windows and rates of {@code burns} in words, {@code allowed} a share (0.05). */
+  static String burnText(Budget b, List<Burn> burns, BigDecimal allowed) {
+    List<String> windows = new ArrayList<>();
+    for (Burn burn : burns) {
       windows.add(
           "over "
-              + Durations.format(lw)
+              + Durations.format(burn.longWindow(b))
               + " and "
-              + Durations.format(sw)
+              + Durations.format(burn.shortWindow(b))
               + " at "
               + plain(burn.rate())
               + "x the allowed "
-              + plain(b.allowedShareAbove().movePointRight(2))
+              + plain(allowed.movePointRight(2))
               + "%");
+    }
+    return "over the long window of "
+        + (burns.size() == 1 ? "its condition (" : "the first condition that holds (")
+        + String.join("; or ", windows)
+        + "; error budget period "
+        + Durations.format(b.sloPeriod())
+        + ")";
+  }
+
+  /** A fifth of the shortest window, between 1m and 15m. */
+  static Duration burnFor(Budget b, List<Burn> burns) {
+    Duration shortest = null;
+    for (Burn burn : burns) {
+      Duration sw = burn.shortWindow(b);
       shortest = shortest == null || sw.compareTo(shortest) < 0 ? sw : shortest;
     }
-    String expr = String.join(" or ", alternatives);
-    String what =
-        "over the long window of "
-            + (burns.size() == 1 ? "its condition (" : "the first condition that holds (")
-            + String.join("; or ", windows)
-            + "; error budget period "
-            + Durations.format(b.sloPeriod())
-            + ")";
-    return phaseAlert(b, p, suffix, severity, expr, clampFor(shortest.dividedBy(5)), what);
+    return clampFor(shortest.dividedBy(5));
   }
 
   private static AlertRule phaseAlert(
@@ -326,7 +362,7 @@ public final class AlertRules {
             + " ("
             + series
             + ") in pool {{ $labels.llm_pool }} ("
-            + modelText(b)
+            + scopeText(b)
             + ", all proxy replicas together) took longer than the budget's "
             + plain(limitMs)
             + " ms limit (le=\""
@@ -347,7 +383,8 @@ public final class AlertRules {
         Collections.unmodifiableMap(labels),
         Collections.unmodifiableMap(annotations),
         b,
-        p);
+        p,
+        AlertRule.Kind.PHASE);
   }
 
   private static AlertRule errorRateRule(Budget b) {
@@ -387,7 +424,7 @@ public final class AlertRules {
         "Over the last "
             + Durations.format(b.window())
             + ", {{ $value | humanizePercentage }} of requests in pool {{ $labels.llm_pool }} ("
-            + modelText(b)
+            + scopeText(b)
             + ") did not succeed (outcome != success), above the budget's "
             + plain(BigDecimal.valueOf(b.maxErrorRate()).movePointRight(2))
             + "%. Split "
@@ -401,7 +438,8 @@ public final class AlertRules {
         Collections.unmodifiableMap(labels),
         Collections.unmodifiableMap(annotations),
         b,
-        null);
+        null,
+        AlertRule.Kind.ERROR_RATE);
   }
 
   /** A budget of one tenant: its alerts say which ({@code llm_tenant}, as on the metrics). */
@@ -416,12 +454,27 @@ public final class AlertRules {
     return clampFor(b.window().dividedBy(5));
   }
 
-  private static Duration clampFor(Duration fifth) {
+  static Duration clampFor(Duration fifth) {
     Duration d = Duration.ofSeconds(fifth.toSeconds());
     if (d.compareTo(MIN_FOR) < 0) {
       return MIN_FOR;
     }
     return d.compareTo(MAX_FOR) > 0 ? MAX_FOR : d;
+  }
+
+  /**
+   * Why a tenant budget's rule on {@code p} may select nothing: its histogram carries {@code
+   * llm_tenant} only with {@code tenants.phase_histograms: true}, or never; null when it always
+   * does.
+   */
+  private static String tenantNote(BudgetPhase p) {
+    return switch (p.histogram()) {
+      case TTFT, TPOT, REQUEST -> null;
+      case PHASE ->
+          "carries llm_tenant only with tenants.phase_histograms: true in proxy.yaml (the proxy"
+              + " refuses this budget without it)";
+      case ITL -> "has no llm_tenant label: its rule cannot select one tenant";
+    };
   }
 
   private static void appendRule(StringBuilder y, AlertRule r) {
@@ -441,16 +494,21 @@ public final class AlertRules {
   /** The matchers of the budget's requests: its model and its tenant, when it names them. */
   private static String selector(Budget b) {
     String model = b.anyModel() ? "" : "gen_ai_request_model=\"" + promString(b.model()) + "\"";
-    String tenant = b.anyTenant() ? "" : "llm_tenant=\"" + promString(b.tenant()) + "\"";
-    return join(model, tenant);
+    return join(model, tenantMatcher(b));
   }
 
-  private static String modelText(Budget b) {
+  /** {@code llm_tenant="<tenant>"}, or empty for a budget of every tenant. */
+  static String tenantMatcher(Budget b) {
+    return b.anyTenant() ? "" : "llm_tenant=\"" + promString(b.tenant()) + "\"";
+  }
+
+  /** The requests a budget covers, in words: {@code all models}, {@code model m, tenant t}. */
+  static String scopeText(Budget b) {
     return (b.anyModel() ? "all models" : "model " + b.model())
         + (b.anyTenant() ? "" : ", tenant " + b.tenant());
   }
 
-  private static String join(String a, String b) {
+  static String join(String a, String b) {
     if (a.isEmpty()) {
       return b;
     }
@@ -458,7 +516,7 @@ public final class AlertRules {
   }
 
   /** A PromQL double-quoted string body. */
-  private static String promString(String s) {
+  static String promString(String s) {
     return s.replace("\\", "\\\\").replace("\"", "\\\"");
   }
 
@@ -467,11 +525,11 @@ public final class AlertRules {
     return "'" + s.replace("'", "''") + "'";
   }
 
-  private static String plain(double v) {
+  static String plain(double v) {
     return plain(BigDecimal.valueOf(v));
   }
 
-  private static String plain(BigDecimal v) {
+  static String plain(BigDecimal v) {
     return v.stripTrailingZeros().toPlainString();
   }
 

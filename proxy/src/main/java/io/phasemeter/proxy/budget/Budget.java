@@ -178,6 +178,39 @@ public record Budget(
                 + " quantile of at least 0.9306 or leave slo_period out");
       }
     }
+    if (minAttainment != null && sloPeriod != null) {
+      BigDecimal fastest = FASTEST_BURN.multiply(BigDecimal.ONE.subtract(bd(minAttainment)));
+      if (fastest.compareTo(BigDecimal.ONE) >= 0) {
+        throw new IllegalArgumentException(
+            "min_attainment: "
+                + minAttainment
+                + " allows "
+                + BigDecimal.ONE
+                    .subtract(bd(minAttainment))
+                    .movePointRight(2)
+                    .stripTrailingZeros()
+                    .toPlainString()
+                + "% of requests to miss; with slo_period the fast-burn alert (14.4 x that) could"
+                + " never fire: use a min_attainment of at least 0.9306 or leave slo_period out");
+      }
+    }
+  }
+
+  private static BigDecimal bd(double v) {
+    return BigDecimal.valueOf(v);
+  }
+
+  /**
+   * The share of judged requests allowed to miss an objective, {@code 1 − min_attainment}, exactly
+   * (0.99: 0.01): the error budget of the attainment alerts.
+   *
+   * @throws IllegalStateException when the budget has no {@code min_attainment}
+   */
+  public BigDecimal allowedMissedShare() {
+    if (minAttainment == null) {
+      throw new IllegalStateException(name + " has no min_attainment");
+    }
+    return BigDecimal.ONE.subtract(bd(minAttainment));
   }
 
   /**

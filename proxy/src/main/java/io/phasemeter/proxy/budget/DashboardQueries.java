@@ -15,7 +15,10 @@ import java.util.Map;
  * expression can be parsed or evaluated by Prometheus itself.
  */
 public final class DashboardQueries {
-  /** What each template variable becomes: every model and pool, one-minute rate windows. */
+  /**
+   * What each template variable becomes: every model, pool and tenant, one-minute rate windows, an
+   * hour's time range.
+   */
   public static final Map<String, String> SUBSTITUTIONS;
 
   static {
@@ -23,8 +26,10 @@ public final class DashboardQueries {
     // Longer names first, so $__rate_interval is not read as $__rate.
     m.put("$__rate_interval", "1m");
     m.put("$__interval", "1m");
+    m.put("$__range", "1h");
     m.put("$model", ".*");
     m.put("$pool", ".*");
+    m.put("$tenant", ".*");
     SUBSTITUTIONS = Collections.unmodifiableMap(m);
   }
 

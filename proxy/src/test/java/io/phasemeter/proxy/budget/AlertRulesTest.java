@@ -1,6 +1,7 @@
 package io.phasemeter.proxy.budget;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.entry;
 
 import io.phasemeter.proxy.AlertsMain;
 import java.io.PrintWriter;
@@ -47,7 +48,7 @@ class AlertRulesTest {
   }
 
   @Test
-  void committedBudgetsGiveOneAlertPerServerSidePhaseAndOneForErrors() {
+  void committedBudgetsGiveOneAlertPerServerSidePhaseOneForErrorsAndOneOnAttainment() {
     List<AlertRule> rules = AlertRules.rules(Budgets.load(BUDGETS));
     assertThat(rules)
         .extracting(AlertRule::alert)
@@ -56,7 +57,8 @@ class AlertRulesTest {
             "PhasemeterChatInteractiveQueueBreached",
             "PhasemeterChatInteractiveTtftBreached",
             "PhasemeterChatInteractiveTotalBreached",
-            "PhasemeterChatInteractiveErrorRateBreached");
+            "PhasemeterChatInteractiveErrorRateBreached",
+            "LLMSloAttainmentChatInteractive");
     AlertRule queue = rules.get(1);
     // The share above 250 ms, read from the bucket whose boundary is the limit.
     assertThat(queue.expr())
@@ -87,6 +89,164 @@ class AlertRulesTest {
             "sum by (llm_pool) (rate(gen_ai_server_request_duration_seconds_count"
                 + "{outcome!=\"success\"}[10m])) / sum by (llm_pool) (rate("
                 + "gen_ai_server_request_duration_seconds_count[10m])) > 0.01");
+    assertThat(rules.get(5).expr())
+        .isEqualTo(attainment("budget=\"chat-interactive\"", "10m") + " < 0.99");
+  }
+
+  /** Met ÷ judged per tenant and pool over {@code w}; met is 0 where no request met. */
+  private static String attainment(String selector, String w) {
+    String judged =
+        "sum by (llm_tenant, llm_pool) (rate(llm_slo_requests_total{" + selector + "}[" + w + "]))";
+    return "(sum by (llm_tenant, llm_pool) (rate(llm_slo_requests_total{"
+        + selector
+        + ",result=\"met\"}["
+        + w
+        + "])) or 0 * "
+        + judged
+        + ") / "
+        + judged;
+  }
+
+  @Test
+  void minAttainmentGivesOneRuleOnMetOverJudgedPerTenantAndPool() {
+    Budgets budgets =
+        parse(
+            "  - {name: chat.b, model: m, quantile: 0.95, window: 30m, limits_ms: {queue: 250},"
+                + " max_error_rate: 0.01, min_join_coverage: 0,"
+                + " slo_ms: {server_ttft: 500, client_ttft: 700, tpot: 50.5},"
+                + " min_attainment: 0.975}\n");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    assertThat(rules)
+        .extracting(AlertRule::alert)
+        .containsExactly(
+            "PhasemeterChatBQueueBreached",
+            "PhasemeterChatBErrorRateBreached",
+            "LLMSloAttainmentChatB");
+    AlertRule r = rules.get(2);
+    assertThat(r.attainment()).isTrue();
+    assertThat(r.errorRate()).isFalse();
+    assertThat(r.phase()).isNull();
+    // The metric has no model label: the budget label already names the requests it judged.
+    assertThat(r.expr()).isEqualTo(attainment("budget=\"chat.b\"", "30m") + " < 0.975");
+    assertThat(r.forDuration()).isEqualTo(Duration.ofMinutes(6));
+    assertThat(r.labels())
+        .containsExactly(
+            entry("severity", "page"),
+            entry("budget", "chat.b"),
+            entry("owner", "on-call (triage by objective)"));
+    assertThat(r.annotations().get("summary"))
+        .isEqualTo(
+            "Budget chat.b: SLO attainment of tenant {{ $labels.llm_tenant }} in pool"
+                + " {{ $labels.llm_pool }} is {{ $value | humanizePercentage }}, under its 97.5%"
+                + " target; page on-call (triage by objective)");
+    assertThat(r.annotations().get("description"))
+        .contains("Over the last 30m", "llm_slo_requests_total{budget=\"chat.b\"}", "model m")
+        .contains("(server_ttft 500 ms, tpot 50.5 ms; x-slo-* headers override per request)")
+        .contains("min_attainment of 97.5%", "by objective");
+    assertThat(AlertRules.render(budgets, "t.yaml"))
+        .contains("# Each attainment alert divides the requests that met every objective")
+        .contains("      # slo_ms client_ttft is judged by the load client only (phasemeter load)")
+        .contains(
+            "      # Attainment: llm_slo_requests_total{budget=\"chat.b\"}, met / judged per tenant"
+                + " and pool, at least 97.5% (server_ttft 500 ms, tpot 50.5 ms;");
+  }
+
+  @Test
+  void minAttainmentWithAnSloPeriodGivesTheBurnRatePairOverItsErrorBudget() {
+    Budgets budgets =
+        parse(
+            "  - {name: chat, quantile: 0.95, window: 10m, slo_period: 30d,"
+                + " limits_ms: {queue: 250}, max_error_rate: 0.01, min_join_coverage: 0,"
+                + " slo_ms: {server_ttft: 500}, min_attainment: 0.99}\n");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    assertThat(rules)
+        .extracting(AlertRule::alert)
+        .containsExactly(
+            "PhasemeterChatQueueFastBurn",
+            "PhasemeterChatQueueSlowBurn",
+            "PhasemeterChatErrorRateBreached",
+            "LLMSloAttainmentChatFastBurn",
+            "LLMSloAttainmentChatSlowBurn");
+    String sel = "budget=\"chat\"";
+    assertThat(rules.get(3).expr())
+        .isEqualTo(
+            "(1 - ("
+                + attainment(sel, "1h")
+                + ") > 14.4 * (1 - 0.99) and 1 - ("
+                + attainment(sel, "5m")
+                + ") > 14.4 * (1 - 0.99)) or (1 - ("
+                + attainment(sel, "6h")
+                + ") > 6 * (1 - 0.99) and 1 - ("
+                + attainment(sel, "30m")
+                + ") > 6 * (1 - 0.99))");
+    assertThat(rules.get(3).labels()).containsEntry("severity", "page");
+    assertThat(rules.get(3).forDuration()).isEqualTo(Duration.ofMinutes(1));
+    assertThat(rules.get(4).expr())
+        .isEqualTo(
+            "(1 - ("
+                + attainment(sel, "72h")
+                + ") > 1 * (1 - 0.99) and 1 - ("
+                + attainment(sel, "6h")
+                + ") > 1 * (1 - 0.99))");
+    assertThat(rules.get(4).labels()).containsEntry("severity", "ticket");
+    assertThat(rules.get(4).forDuration()).isEqualTo(Duration.ofMinutes(15));
+    assertThat(rules.get(4).annotations().get("summary"))
+        .contains("missed an objective (99% attainment allows 1%); ticket for on-call");
+    assertThat(rules.get(3).annotations().get("description"))
+        .contains(
+            "over 1h and 5m at 14.4x the allowed 1%; or over 6h and 30m at 6x the allowed 1%");
+  }
+
+  @Test
+  void aShortWindowAndShortForMakeRulesForARealPrometheusTest() {
+    Budgets budgets =
+        parse(
+            "  - {name: e2e, quantile: 0.95, window: 10s, limits_ms: {ttft: 800},"
+                + " max_error_rate: 0.5, min_join_coverage: 0, slo_ms: {server_ttft: 200},"
+                + " min_attainment: 0.9}\n");
+    String rules = ShortForRules.render(budgets, Duration.ofSeconds(2));
+    assertThat(rules).contains("[10s]").doesNotContain("for: 1m");
+    assertThat(rules.split("        for: 2s\n", -1)).hasSize(AlertRules.rules(budgets).size() + 1);
+  }
+
+  @Test
+  void aTenantsBudgetSelectsItsTenantInEveryRule() {
+    Budgets budgets =
+        parse(
+            "  - {name: gold, tenant: team-gold, quantile: 0.95, window: 10m,"
+                + " limits_ms: {ttft: 800, queue: 100, itl: 50}, max_error_rate: 0.01,"
+                + " min_join_coverage: 0, slo_ms: {tpot: 40}, min_attainment: 0.99}\n");
+    List<AlertRule> rules = AlertRules.rules(budgets);
+    assertThat(rules)
+        .extracting(AlertRule::alert)
+        .containsExactly(
+            "PhasemeterGoldTtftBreached",
+            "PhasemeterGoldQueueBreached",
+            "PhasemeterGoldItlBreached",
+            "PhasemeterGoldErrorRateBreached",
+            "LLMSloAttainmentGold");
+    assertThat(rules.get(0).expr())
+        .contains(
+            "gen_ai_server_time_to_first_token_seconds_bucket{llm_tenant=\"team-gold\",le=\"0.8\"}")
+        .contains("gen_ai_server_time_to_first_token_seconds_count{llm_tenant=\"team-gold\"}");
+    assertThat(rules.get(3).expr())
+        .contains("{outcome!=\"success\",llm_tenant=\"team-gold\"}[10m]")
+        .contains("gen_ai_server_request_duration_seconds_count{llm_tenant=\"team-gold\"}[10m]");
+    for (AlertRule r : rules.subList(0, 4)) {
+      assertThat(r.labels()).as(r.alert()).containsEntry("llm_tenant", "team-gold");
+      assertThat(r.annotations().get("description")).contains("all models, tenant team-gold");
+    }
+    assertThat(rules.get(4).expr())
+        .isEqualTo(attainment("budget=\"gold\",llm_tenant=\"team-gold\"", "10m") + " < 0.99");
+    // The tenant comes from the series, grouped by it.
+    assertThat(rules.get(4).labels()).doesNotContainKey("llm_tenant");
+    assertThat(AlertRules.render(budgets, "t.yaml"))
+        .contains("# Budget gold: all models, tenant team-gold, p95 over 10m.")
+        .contains(
+            "# queue (llm_phase_duration_seconds) carries llm_tenant only with"
+                + " tenants.phase_histograms: true")
+        .contains("# itl (llm_inter_token_latency_seconds) has no llm_tenant label")
+        .doesNotContain("# ttft (");
   }
 
   @Test
@@ -259,7 +419,7 @@ class AlertRulesTest {
     Path out = dir.resolve("sub/alerts.yaml");
     Cli r = cli("--budgets", BUDGETS.toString(), "--out", out.toString());
     assertThat(r.code).isZero();
-    assertThat(r.err).contains("wrote 5 rules to " + out);
+    assertThat(r.err).contains("wrote 6 rules to " + out);
     assertThat(Files.readString(out))
         .isEqualTo(AlertRules.render(Budgets.load(BUDGETS), BUDGETS.toString()));
     Cli stdout = cli("--budgets", BUDGETS.toString());
@@ -268,26 +428,28 @@ class AlertRulesTest {
   }
 
   @Test
-  void goodputObjectivesChangeNoRule(@TempDir Path dir) throws Exception {
+  void goodputObjectivesWithoutMinAttainmentAddNoRule(@TempDir Path dir) throws Exception {
     String shipped = Files.readString(BUDGETS);
-    Path withSlo = dir.resolve("budgets.yaml");
-    Files.writeString(
-        withSlo,
-        shipped.replace(
-            "    max_error_rate: 0.01\n",
-            "    max_error_rate: 0.01\n    slo_ms: {client_ttft: 500, tpot: 50, queue: 250}\n"));
-    assertThat(Files.readString(withSlo)).contains("slo_ms:");
-    Cli r = cli("--budgets", withSlo.toString());
+    String target = "    min_attainment: 0.99\n";
+    assertThat(shipped).contains(target);
+    Path noTarget = dir.resolve("budgets.yaml");
+    Files.writeString(noTarget, shipped.replace(target, ""));
+    Cli r = cli("--budgets", noTarget.toString());
     assertThat(r.code).as(r.err).isZero();
+    List<AlertRule> shippedRules = AlertRules.rules(Budgets.load(BUDGETS));
+    assertThat(AlertRules.rules(Budgets.load(noTarget)))
+        .extracting(AlertRule::expr)
+        .containsExactlyElementsOf(
+            shippedRules.stream().filter(x -> !x.attainment()).map(AlertRule::expr).toList());
     assertThat(r.out)
-        .isEqualTo(
-            cli("--budgets", BUDGETS.toString())
-                .out
-                .replace(BUDGETS.toString(), withSlo.toString()));
+        .contains(
+            "      # slo_ms without min_attainment: no attainment alert (/admin/stats shows the"
+                + " attainment without a verdict).\n")
+        .doesNotContain("LLMSloAttainment");
+    Path withSlo = dir.resolve("bad.yaml");
     Files.writeString(
         withSlo,
-        shipped.replace(
-            "    max_error_rate: 0.01\n", "    slo_ms: {e2el: 5}\n    max_error_rate: 0.01\n"));
+        shipped.replace("    slo_ms: {server_ttft: 1200, tpot: 100}\n", "    slo_ms: {e2el: 5}\n"));
     Cli bad = cli("--budgets", withSlo.toString());
     assertThat(bad.code).isEqualTo(2);
     assertThat(bad.err.strip())
@@ -321,6 +483,7 @@ class AlertRulesTest {
     assertThat(r.code).isZero();
     assertThat(r.out)
         .contains("--budgets=FILE", "--out=FILE", "network_envelope", "dashboards/alerts.")
+        .contains("min_attainment", "LLMSloAttainment", "llm_tenant")
         .contains("phasemeter alerts --budgets config/budgets.yaml --out dashboards/alerts.yaml");
   }
 

@@ -2,7 +2,9 @@ package io.phasemeter.proxy.budget;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
 
+import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.proxy.config.ConfigException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -249,5 +251,59 @@ class BudgetsTest {
         .hasMessageContaining(
             "(chat-interactive).slo_period: quantile 0.9 allows 10% above a limit; the fast-burn"
                 + " alert (14.4 x that) could never fire");
+  }
+
+  @Test
+  void sloTenantAndMinAttainmentAreKeptAndDefaultToNone() {
+    Budget plain = Budgets.parse(one(OK_REST), SRC).budgets().get(0);
+    assertThat(plain.slo()).isEqualTo(Objectives.NONE);
+    assertThat(plain.minAttainment()).isNull();
+    assertThat(plain.tenant()).isEqualTo("*");
+    assertThat(plain.anyTenant()).isTrue();
+    Budget b =
+        Budgets.parse(
+                one(
+                    OK_REST
+                        + "    slo_ms: {server_ttft: 500, tpot: 50}\n"
+                        + "    min_attainment: 0.99\n"
+                        + "    tenant: team-a\n"),
+                SRC)
+            .budgets()
+            .get(0);
+    assertThat(b.slo().limitsMs())
+        .containsExactly(entry("server_ttft", 500.0), entry("tpot", 50.0));
+    assertThat(b.minAttainment()).isEqualTo(0.99);
+    assertThat(b.allowedMissedShare()).isEqualByComparingTo("0.01");
+    assertThat(b.tenant()).isEqualTo("team-a");
+    assertThat(b.anyTenant()).isFalse();
+  }
+
+  @Test
+  void badAttainmentOrTenantIsOneLineNamingTheKey() {
+    String slo = "    slo_ms: {server_ttft: 500}\n";
+    refused(
+        slo + "    min_attainment: 1\n",
+        "min_attainment: 1.0 is not a share between 0 and 1 (exclusive), e.g. 0.99");
+    refused(
+        slo + "    min_attainment: 0\n",
+        "min_attainment: 0.0 is not a share between 0 and 1 (exclusive), e.g. 0.99");
+    refused(slo + "    min_attainment: 99%\n", "min_attainment: expected a number, got '99%'");
+    refused(
+        "    min_attainment: 0.99\n",
+        "min_attainment: needs slo_ms (the objectives whose attainment it sets)");
+    refused(
+        slo + "    min_attainment: 0.9\n    slo_period: 30d\n",
+        "min_attainment: 0.9 allows 10% of requests to miss; with slo_period the fast-burn alert"
+            + " (14.4 x that) could never fire");
+    refused("    tenant: team a\n", "tenant: 'team a' is not a tenant");
+    refused("    tenant: '" + "t".repeat(65) + "'\n", "tenant: '" + "t".repeat(65) + "' is not");
+    refused("    tenant: [a, b]\n", "tenant: expected a single value");
+  }
+
+  private static void refused(String extra, String expected) {
+    assertThatThrownBy(() -> Budgets.parse(one(OK_REST + extra), SRC))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith(SRC + ": budgets[0] (chat-interactive)." + expected)
+        .hasMessageNotContaining("\n");
   }
 }

@@ -39,6 +39,7 @@ class DashboardTest {
           "llm_slots_in_use",
           "llm_slots_capacity",
           "llm_budget_ratio",
+          "llm_slo_requests_total",
           "llm_traces_exported_ratio",
           "llm_telemetry_dropped_total",
           "llm_engine_spans_total",
@@ -79,7 +80,7 @@ class DashboardTest {
   }
 
   @Test
-  void templateVariablesAreDatasourceModelAndPool() {
+  void templateVariablesAreDatasourceModelPoolAndTenant() {
     JsonNode vars = dashboard.path("templating").path("list");
     JsonNode ds = byName(vars, "datasource");
     assertThat(ds.path("type").asText()).isEqualTo("datasource");
@@ -89,9 +90,13 @@ class DashboardTest {
             "label_values(gen_ai_server_request_duration_seconds_count, gen_ai_request_model)");
     assertThat(byName(vars, "pool").path("query").path("query").asText())
         .isEqualTo("label_values(gen_ai_server_request_duration_seconds_count, llm_pool)");
-    for (String name : List.of("model", "pool")) {
+    assertThat(byName(vars, "tenant").path("query").path("query").asText())
+        .isEqualTo("label_values(llm_slo_requests_total, llm_tenant)");
+    for (String name : List.of("model", "pool", "tenant")) {
       assertThat(byName(vars, name).path("datasource")).isEqualTo(DATASOURCE);
       assertThat(byName(vars, name).path("allValue").asText()).isEqualTo(".*");
+      assertThat(byName(vars, name).path("multi").asBoolean()).isTrue();
+      assertThat(byName(vars, name).path("includeAll").asBoolean()).isTrue();
     }
   }
 
@@ -114,7 +119,11 @@ class DashboardTest {
             "Budget ratio",
             "Exported trace share",
             "Telemetry dropped",
-            "GC pause");
+            "GC pause",
+            "SLO attainment by tenant",
+            "Goodput (met requests/s) by tenant",
+            "SLO misses by first missed objective",
+            "SLO attainment over the time range by tenant");
     for (DashboardQueries.Target t : DashboardQueries.targets(dashboard)) {
       boolean wantExemplars =
           t.panel().startsWith("Time to first token") || t.panel().startsWith("Total");
@@ -135,6 +144,35 @@ class DashboardTest {
         .contains("llm_phase!~\"gateway|engine_queue|prefill|decode\"");
   }
 
+  /**
+   * Every panel on a metric that carries {@code llm_tenant} follows the tenant variable; the phase
+   * and inter-token histograms do not carry it (phase only with tenants.phase_histograms), so a
+   * tenant picked there would empty them.
+   */
+  @Test
+  void panelsOnTenantLabelledMetricsFollowTheTenantVariable() {
+    Set<String> labelled =
+        Set.of(
+            "gen_ai_server_request_duration_seconds",
+            "gen_ai_server_time_to_first_token_seconds",
+            "gen_ai_server_time_per_output_token_seconds",
+            "llm_tokens_total",
+            "llm_slo_requests_total");
+    Pattern selector = Pattern.compile("\\b([a-z_]+?)(?:_bucket|_count|_sum)?\\{([^}]*)\\}");
+    int filtered = 0;
+    for (DashboardQueries.Target t : DashboardQueries.targets(dashboard)) {
+      Matcher m = selector.matcher(t.expr());
+      while (m.find()) {
+        boolean tenantFilter = m.group(2).contains("llm_tenant=~\"$tenant\"");
+        assertThat(tenantFilter)
+            .as("tenant filter on %s in %s", m.group(1), t.panel())
+            .isEqualTo(labelled.contains(m.group(1)));
+        filtered += tenantFilter ? 1 : 0;
+      }
+    }
+    assertThat(filtered).isGreaterThanOrEqualTo(20);
+  }
+
   @Test
   void everyExpressionUsesOnlyKnownMetricsAndNoLeftoverVariables() throws Exception {
     List<String> exprs = DashboardQueries.expressions(DASHBOARD);
@@ -153,7 +191,8 @@ class DashboardTest {
             "llm_phase",
             "gen_ai_token_type",
             "gen_ai_operation_name",
-            "llm_streaming"));
+            "llm_streaming",
+            "llm_tenant"));
     assertThat(used).isSubsetOf(KNOWN_METRICS);
     assertThat(exprs).allSatisfy(e -> assertThat(e).doesNotContain("$"));
   }
@@ -177,12 +216,85 @@ class DashboardTest {
         .contains("SUCCESS: " + exprs.size() + " rules found");
   }
 
+  /**
+   * The attainment panels on synthetic counters ({@code promtool test rules}, {@code
+   * promql_expr_test}): team-a met half its requests, team-b none (no {@code met} series at all),
+   * which the panels show as 0, not as a missing line.
+   */
+  @Test
+  void theAttainmentPanelsComputeFromTheCounters(@TempDir Path dir) throws Exception {
+    Promtool.require();
+    String series = "llm_slo_requests_total{budget=\"chat\",llm_pool=\"default\",llm_tenant=\"";
+    StringBuilder t = new StringBuilder("rule_files: []\nevaluation_interval: 1m\ntests:\n");
+    t.append("  - interval: 1m\n    input_series:\n");
+    for (String[] s :
+        new String[][] {
+          {"team-a\",result=\"met\",objective=\"none\"}", "0+60x20"},
+          {"team-a\",result=\"missed\",objective=\"server_ttft\"}", "0+60x20"},
+          {"team-b\",result=\"missed\",objective=\"error\"}", "0+30x20"}
+        }) {
+      t.append("      - series: '").append(series).append(s[0]).append("'\n");
+      t.append("        values: '").append(s[1]).append("'\n");
+    }
+    t.append("    promql_expr_test:\n");
+    String a = "{budget=\"chat\",llm_tenant=\"team-a\"}";
+    String b = "{budget=\"chat\",llm_tenant=\"team-b\"}";
+    exprTest(t, panelExpr("SLO attainment by tenant", 0), a, "0.5", b, "0");
+    exprTest(t, panelExpr("SLO attainment over the time range by tenant", 0), a, "0.5", b, "0");
+    exprTest(
+        t,
+        panelExpr("Goodput (met requests/s) by tenant", 0),
+        "{llm_tenant=\"team-a\"}",
+        "1",
+        "{llm_tenant=\"team-b\"}",
+        "0");
+    exprTest(
+        t,
+        panelExpr("Goodput (met requests/s) by tenant", 1),
+        "{llm_tenant=\"team-a\"}",
+        "2",
+        "{llm_tenant=\"team-b\"}",
+        "0.5");
+    exprTest(
+        t,
+        panelExpr("SLO misses by first missed objective", 0),
+        "{llm_tenant=\"team-a\",objective=\"server_ttft\"}",
+        "1",
+        "{llm_tenant=\"team-b\",objective=\"error\"}",
+        "0.5");
+    Path file = dir.resolve("panels_test.yaml");
+    Files.writeString(file, t.toString());
+    assertThat(Promtool.runOk("test", "rules", file.toString())).contains("SUCCESS");
+  }
+
+  /** The {@code i}-th query of the panel titled {@code title}, variables substituted. */
+  private static String panelExpr(String title, int i) {
+    return DashboardQueries.substitute(
+        DashboardQueries.targets(dashboard).stream()
+            .filter(t -> t.panel().equals(title))
+            .skip(i)
+            .findFirst()
+            .orElseThrow(() -> new AssertionError("no query " + i + " in panel " + title))
+            .expr());
+  }
+
+  private static void exprTest(
+      StringBuilder t, String expr, String labels1, String value1, String labels2, String value2) {
+    t.append("      - expr: '").append(expr.replace("'", "''")).append("'\n");
+    t.append("        eval_time: 10m\n        exp_samples:\n");
+    t.append("          - labels: '").append(labels1).append("'\n");
+    t.append("            value: ").append(value1).append('\n');
+    t.append("          - labels: '").append(labels2).append("'\n");
+    t.append("            value: ").append(value2).append('\n');
+  }
+
   @Test
   void substitutionCoversBothVariableForms() {
     assertThat(
             DashboardQueries.substitute(
-                "rate(x{m=~\"$model\",p=~\"${pool}\"}[$__rate_interval]) + rate(y[$__interval])"))
-        .isEqualTo("rate(x{m=~\".*\",p=~\".*\"}[1m]) + rate(y[1m])");
+                "rate(x{m=~\"$model\",p=~\"${pool}\",t=~\"$tenant\"}[$__rate_interval])"
+                    + " + rate(y[$__interval]) + increase(z[$__range])"))
+        .isEqualTo("rate(x{m=~\".*\",p=~\".*\",t=~\".*\"}[1m]) + rate(y[1m]) + increase(z[1h])");
   }
 
   private static JsonNode byName(JsonNode vars, String name) {

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class PromtoolRulesTest {
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
-  private static final String POOL = "default";
+  static final String POOL = "default";
 
   /**
    * Whether fixtures write {@code le} as Prometheus 3 stores it ({@code 0.0003}) rather than as
@@ -42,7 +42,7 @@ class PromtoolRulesTest {
   @Test
   void committedRulesPassCheckRules() {
     assertThat(Promtool.runOk("check", "rules", AlertRulesTest.ALERTS.toString()))
-        .contains("SUCCESS: 5 rules found");
+        .contains("SUCCESS: 6 rules found");
   }
 
   @Test
@@ -59,7 +59,7 @@ class PromtoolRulesTest {
     assertThat(committed.keySet())
         .as("alerts in dashboards/alerts.yaml")
         .containsExactlyElementsOf(rules.stream().map(AlertRule::alert).toList());
-    String out = runUnitTests(AlertRulesTest.ALERTS.toAbsolutePath(), rules, committed);
+    String out = runUnitTests(dir, AlertRulesTest.ALERTS.toAbsolutePath(), rules, committed);
     assertThat(out).contains("SUCCESS");
   }
 
@@ -81,7 +81,7 @@ class PromtoolRulesTest {
     List<AlertRule> rules = AlertRules.rules(budgets);
     // Fast and slow burn per phase, and each budget's error rate.
     assertThat(rules).hasSize(2 * 2 + 1 + 2 + 1);
-    assertThat(runUnitTests(rulesFile, rules, committedRules(rulesFile))).contains("SUCCESS");
+    assertThat(runUnitTests(dir, rulesFile, rules, committedRules(rulesFile))).contains("SUCCESS");
   }
 
   @Test
@@ -113,7 +113,7 @@ class PromtoolRulesTest {
     // rate, 3 of team.a (one tenant's, beside another tenant's series that break every limit) and
     // its error rate
     assertThat(rules).hasSize(15 + 1 + 2 + 1 + 3 + 1);
-    runUnitTests(rulesFile, rules, committedRules(rulesFile));
+    runUnitTests(dir, rulesFile, rules, committedRules(rulesFile));
   }
 
   /**
@@ -141,7 +141,7 @@ class PromtoolRulesTest {
     try {
       for (boolean normalised : new boolean[] {false, true}) {
         normalisedLe = normalised;
-        assertThat(runUnitTests(rulesFile, rules, committedRules(rulesFile)))
+        assertThat(runUnitTests(dir, rulesFile, rules, committedRules(rulesFile)))
             .as("le as %s", normalised ? "Prometheus 3 stores it" : "/metrics prints it")
             .contains("SUCCESS");
       }
@@ -150,7 +150,13 @@ class PromtoolRulesTest {
     }
   }
 
-  private String runUnitTests(Path rulesFile, List<AlertRule> rules, Map<String, JsonNode> yaml)
+  /**
+   * Writes and runs a {@code promtool test rules} file for {@code rules} (of {@code rulesFile},
+   * whose annotations {@code yaml} holds by alert name): each fires over its limit and holds under
+   * it.
+   */
+  static String runUnitTests(
+      Path dir, Path rulesFile, List<AlertRule> rules, Map<String, JsonNode> yaml)
       throws Exception {
     boolean burns = rules.stream().anyMatch(r -> r.budget().burnRates());
     StringBuilder t = new StringBuilder();
@@ -163,6 +169,8 @@ class PromtoolRulesTest {
       if (r.errorRate()) {
         errorRateCase(t, r, annotations, true);
         errorRateCase(t, r, annotations, false);
+      } else if (r.attainment() && !r.budget().burnRates()) {
+        AttainmentCases.simple(t, r, annotations);
       } else if (r.budget().burnRates()) {
         burnCases(t, r, annotations);
       } else {
@@ -199,16 +207,18 @@ class PromtoolRulesTest {
   }
 
   /**
-   * The burn-rate forms, with {@code a = 1 − q} the allowed share above the limit. Fast burn
-   * (page): 16a above for two long windows fires on the first condition (value 16a); 8a for the
-   * second's long window and an hour fires on the second only (value 8a); 4a stays silent; and 16a
-   * followed by a recovery longer than the second's short window is silent, the long windows still
-   * hot. Slow burn (ticket): 2a for its long window and 8h fires (value 2a); a/2 stays silent; and
-   * 2a followed by a recovery longer than its short window is silent.
+   * The burn-rate forms, with {@code a = 1 − q} the allowed share above the limit ({@code 1 −
+   * min_attainment}, the share allowed to miss, for an attainment rule). Fast burn (page): 16a
+   * above for two long windows fires on the first condition (value 16a); 8a for the second's long
+   * window and an hour fires on the second only (value 8a); 4a stays silent; and 16a followed by a
+   * recovery longer than the second's short window is silent, the long windows still hot. Slow burn
+   * (ticket): 2a for its long window and 8h fires (value 2a); a/2 stays silent; and 2a followed by
+   * a recovery longer than its short window is silent.
    */
   private static void burnCases(StringBuilder t, AlertRule r, JsonNode annotations) {
     Budget b = r.budget();
-    double a = 1 - b.quantile();
+    // The allowed share: above a phase's limit, or of requests that missed an objective.
+    double a = r.attainment() ? 1 - b.minAttainment() : 1 - b.quantile();
     if (r.alert().endsWith("FastBurn")) {
       long long1 = AlertRules.FAST_BURN.get(0).longWindow(b).toMinutes();
       long long2 = AlertRules.FAST_BURN.get(1).longWindow(b).toMinutes();
@@ -259,12 +269,17 @@ class PromtoolRulesTest {
       List<long[]> segments,
       double fires) {
     caseHeader(t, r.alert() + " " + name, interval);
-    phaseSeries(t, r.budget(), r.phase(), segments);
     long steps = segments.stream().mapToLong(x -> x[0]).sum() - 1;
     // On an evaluation (every 10m), at most 9m before the series end.
     Duration eval = Duration.ofMinutes(steps * minutesPerStep / 10 * 10);
     String human =
         fires < 0 ? null : GoFormat.humanizePercentage(Math.round(1000 * fires) / 1000.0);
+    if (r.attainment()) {
+      AttainmentCases.burnSeries(t, r, segments);
+      expectation(t, r, annotations, fires >= 0, eval, human, AttainmentCases.firing(r));
+      return;
+    }
+    phaseSeries(t, r.budget(), r.phase(), segments);
     expectation(t, r, annotations, fires >= 0, eval, human);
   }
 
@@ -273,7 +288,7 @@ class PromtoolRulesTest {
    * step}, as the bucket at the limit, {@code +Inf} and {@code _count}.
    */
   private static void phaseSeries(StringBuilder t, Budget b, BudgetPhase p, List<long[]> segments) {
-    String labels = join(p.matcher(), modelLabel(b), "llm_pool=\"" + POOL + "\"");
+    String labels = join(p.matcher(), modelLabel(b), tenantLabel(b), "llm_pool=\"" + POOL + "\"");
     long[] atOrBelow = new long[segments.size()];
     long[] all = new long[segments.size()];
     List<long[]> steps = new ArrayList<>();
@@ -300,7 +315,7 @@ class PromtoolRulesTest {
   }
 
   /** A counter rising by {@code increments[i]} per step for {@code steps[i][0]} steps each. */
-  private static void series(StringBuilder t, String name, List<long[]> steps, long[] increments) {
+  static void series(StringBuilder t, String name, List<long[]> steps, long[] increments) {
     StringBuilder v = new StringBuilder();
     long value = 0;
     for (int i = 0; i < increments.length; i++) {
@@ -330,7 +345,11 @@ class PromtoolRulesTest {
     long steps = eval.toMinutes() + 1;
     caseHeader(t, r, over, eval, "1m");
     String base =
-        join(modelLabel(b), "llm_pool=\"" + POOL + "\"", "gen_ai_operation_name=\"chat\"");
+        join(
+            modelLabel(b),
+            tenantLabel(b),
+            "llm_pool=\"" + POOL + "\"",
+            "gen_ai_operation_name=\"chat\"");
     t.append("      - series: ")
         .append(q("gen_ai_server_request_duration_seconds_count{" + base + ",outcome=\"success\"}"))
         .append('\n');
@@ -359,7 +378,7 @@ class PromtoolRulesTest {
   }
 
   /** Past the window and the for duration, so the rate covers only the injected traffic. */
-  private static Duration evalTime(AlertRule r) {
+  static Duration evalTime(AlertRule r) {
     // Rounded up to ten minutes: an evaluation when they run every 10m (burn-rate fixtures).
     long minutes = r.budget().window().plus(r.forDuration()).plusMinutes(2).toMinutes();
     return Duration.ofMinutes((minutes + 9) / 10 * 10);
@@ -370,7 +389,7 @@ class PromtoolRulesTest {
     caseHeader(t, r.alert() + (over ? " over the limit" : " at or under the limit"), interval);
   }
 
-  private static void caseHeader(StringBuilder t, String name, String interval) {
+  static void caseHeader(StringBuilder t, String name, String interval) {
     t.append("  - name: ").append(q(name));
     t.append("\n    interval: ").append(interval).append("\n    input_series:\n");
   }
@@ -382,6 +401,22 @@ class PromtoolRulesTest {
       boolean over,
       Duration eval,
       String value) {
+    expectation(t, r, annotations, over, eval, value, Map.of());
+  }
+
+  /**
+   * One alert test: at {@code eval}, {@code r} fires once, with the rule's labels, {@code llm_pool}
+   * and {@code seriesLabels}, and its annotations with {@code value} and those labels filled in (or
+   * nothing fires when not {@code over}).
+   */
+  static void expectation(
+      StringBuilder t,
+      AlertRule r,
+      JsonNode annotations,
+      boolean over,
+      Duration eval,
+      String value,
+      Map<String, String> seriesLabels) {
     t.append("    alert_rule_test:\n");
     t.append("      - eval_time: ").append(eval.toMinutes()).append("m\n");
     t.append("        alertname: ").append(r.alert()).append('\n');
@@ -393,26 +428,28 @@ class PromtoolRulesTest {
     t.append("          - exp_labels:\n");
     Map<String, String> labels = new LinkedHashMap<>(r.labels());
     labels.put("llm_pool", POOL);
+    labels.putAll(seriesLabels);
     labels.forEach(
         (k, v) -> t.append("              ").append(k).append(": ").append(q(v)).append('\n'));
     t.append("            exp_annotations:\n");
     annotations
         .fields()
         .forEachRemaining(
-            e ->
-                t.append("              ")
-                    .append(e.getKey())
-                    .append(": ")
-                    .append(
-                        q(
-                            e.getValue()
-                                .asText()
-                                .replace("{{ $value | humanizePercentage }}", value)
-                                .replace("{{ $labels.llm_pool }}", POOL)))
-                    .append('\n'));
+            e -> {
+              String text =
+                  e.getValue().asText().replace("{{ $value | humanizePercentage }}", value);
+              for (Map.Entry<String, String> l : labels.entrySet()) {
+                text = text.replace("{{ $labels." + l.getKey() + " }}", l.getValue());
+              }
+              t.append("              ")
+                  .append(e.getKey())
+                  .append(": ")
+                  .append(q(text))
+                  .append('\n');
+            });
   }
 
-  private static Map<String, JsonNode> committedRules(Path rulesFile) throws Exception {
+  static Map<String, JsonNode> committedRules(Path rulesFile) throws Exception {
     Map<String, JsonNode> out = new LinkedHashMap<>();
     for (JsonNode group : YAML.readTree(Files.readString(rulesFile)).path("groups")) {
       for (JsonNode rule : group.path("rules")) {
@@ -441,7 +478,14 @@ class PromtoolRulesTest {
         + "\"";
   }
 
-  private static String join(String... parts) {
+  /**
+   * The budget's tenant on the fixture's series; every request is other's when the budget's is *.
+   */
+  private static String tenantLabel(Budget b) {
+    return "llm_tenant=\"" + (b.anyTenant() ? "other" : b.tenant()) + "\"";
+  }
+
+  static String join(String... parts) {
     List<String> kept = new ArrayList<>();
     for (String s : parts) {
       if (!s.isEmpty()) {
@@ -455,7 +499,7 @@ class PromtoolRulesTest {
     return BigDecimal.valueOf(v).stripTrailingZeros().toPlainString();
   }
 
-  private static String q(String s) {
+  static String q(String s) {
     return "'" + s.replace("'", "''") + "'";
   }
 }
