@@ -26,7 +26,7 @@ import picocli.CommandLine.Option;
           + " a slow-burn ticket instead) and one alert on its error rate. Client-only phases (network_envelope, ttft_envelope,"
           + " client_total, client_ttft, transport_setup, schedule_lag) are judged by"
           + " 'phasemeter load --budgets' and only noted in a comment.",
-      "A budget with slo_ms and min_attainment also gets LLMSloAttainment<Budget>: the share of"
+      "A budget with slo_ms and min_attainment also gets Phasemeter<Budget>AttainmentBreached: the share of"
           + " the requests the proxy judged under it that met every objective"
           + " (llm_slo_requests_total), per tenant and pool (by llm_tenant, llm_pool), over its"
           + " window, below min_attainment; with slo_period, a fast-burn page and a slow-burn"

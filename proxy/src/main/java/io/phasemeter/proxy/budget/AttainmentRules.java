@@ -15,9 +15,9 @@ import java.util.Set;
  * the requests the proxy judged under the budget that met every objective, from {@code
  * llm_slo_requests_total{budget="<name>"}}, per tenant and pool ({@code sum by (llm_tenant,
  * llm_pool)}), so each tenant fires alone. Without {@code slo_period}, one rule over the budget's
- * window, {@code LLMSloAttainment<Budget>}, when the attainment is below {@code min_attainment};
- * with it, the phase rules' multi-window, multi-burn-rate pair over the error budget {@code 1 −
- * min_attainment} ({@code …FastBurn} pages, {@code …SlowBurn} opens a ticket).
+ * window, {@code Phasemeter<Budget>AttainmentBreached}, when the attainment is below {@code
+ * min_attainment}; with it, the phase rules' multi-window, multi-burn-rate pair over the error
+ * budget {@code 1 − min_attainment} ({@code …FastBurn} pages, {@code …SlowBurn} opens a ticket).
  *
  * <p>Met is {@code (met or 0 * judged)}: a tenant whose every request missed has no {@code
  * result="met"} series, and a plain division would give no sample, so no alert, at 0 %. A tenant
@@ -220,7 +220,7 @@ final class AttainmentRules {
     labels.put("budget", b.name());
     labels.put("owner", OWNER);
     return new AlertRule(
-        "LLMSloAttainment" + b.camelName() + suffix,
+        "Phasemeter" + b.camelName() + "Attainment" + (suffix.isEmpty() ? "Breached" : suffix),
         expr,
         forDuration,
         Collections.unmodifiableMap(labels),

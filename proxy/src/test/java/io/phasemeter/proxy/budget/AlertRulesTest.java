@@ -58,7 +58,7 @@ class AlertRulesTest {
             "PhasemeterChatInteractiveTtftBreached",
             "PhasemeterChatInteractiveTotalBreached",
             "PhasemeterChatInteractiveErrorRateBreached",
-            "LLMSloAttainmentChatInteractive");
+            "PhasemeterChatInteractiveAttainmentBreached");
     AlertRule queue = rules.get(1);
     // The share above 250 ms, read from the bucket whose boundary is the limit.
     assertThat(queue.expr())
@@ -121,7 +121,7 @@ class AlertRulesTest {
         .containsExactly(
             "PhasemeterChatBQueueBreached",
             "PhasemeterChatBErrorRateBreached",
-            "LLMSloAttainmentChatB");
+            "PhasemeterChatBAttainmentBreached");
     AlertRule r = rules.get(2);
     assertThat(r.attainment()).isTrue();
     assertThat(r.errorRate()).isFalse();
@@ -165,8 +165,8 @@ class AlertRulesTest {
             "PhasemeterChatQueueFastBurn",
             "PhasemeterChatQueueSlowBurn",
             "PhasemeterChatErrorRateBreached",
-            "LLMSloAttainmentChatFastBurn",
-            "LLMSloAttainmentChatSlowBurn");
+            "PhasemeterChatAttainmentFastBurn",
+            "PhasemeterChatAttainmentSlowBurn");
     String sel = "budget=\"chat\"";
     assertThat(rules.get(3).expr())
         .isEqualTo(
@@ -224,7 +224,7 @@ class AlertRulesTest {
             "PhasemeterGoldQueueBreached",
             "PhasemeterGoldItlBreached",
             "PhasemeterGoldErrorRateBreached",
-            "LLMSloAttainmentGold");
+            "PhasemeterGoldAttainmentBreached");
     assertThat(rules.get(0).expr())
         .contains(
             "gen_ai_server_time_to_first_token_seconds_bucket{llm_tenant=\"team-gold\",le=\"0.8\"}")
@@ -445,7 +445,7 @@ class AlertRulesTest {
         .contains(
             "      # slo_ms without min_attainment: no attainment alert (/admin/stats shows the"
                 + " attainment without a verdict).\n")
-        .doesNotContain("LLMSloAttainment");
+        .doesNotContain("AttainmentBreached");
     Path withSlo = dir.resolve("bad.yaml");
     Files.writeString(
         withSlo,
@@ -483,7 +483,7 @@ class AlertRulesTest {
     assertThat(r.code).isZero();
     assertThat(r.out)
         .contains("--budgets=FILE", "--out=FILE", "network_envelope", "dashboards/alerts.")
-        .contains("min_attainment", "LLMSloAttainment", "llm_tenant")
+        .contains("min_attainment", "AttainmentBreached", "llm_tenant")
         .contains("phasemeter alerts --budgets config/budgets.yaml --out dashboards/alerts.yaml");
   }
 

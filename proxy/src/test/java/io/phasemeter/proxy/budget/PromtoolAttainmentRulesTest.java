@@ -40,10 +40,10 @@ class PromtoolAttainmentRulesTest {
         .containsExactly(
             "PhasemeterChatTtftBreached",
             "PhasemeterChatErrorRateBreached",
-            "LLMSloAttainmentChat",
+            "PhasemeterChatAttainmentBreached",
             "PhasemeterGoldTtftBreached",
             "PhasemeterGoldErrorRateBreached",
-            "LLMSloAttainmentGold");
+            "PhasemeterGoldAttainmentBreached");
     assertThat(run(budgets, rules)).contains("SUCCESS");
   }
 
@@ -66,10 +66,10 @@ class PromtoolAttainmentRulesTest {
     assertThat(attainment)
         .extracting(AlertRule::alert)
         .containsExactly(
-            "LLMSloAttainmentChatFastBurn",
-            "LLMSloAttainmentChatSlowBurn",
-            "LLMSloAttainmentGoldFastBurn",
-            "LLMSloAttainmentGoldSlowBurn");
+            "PhasemeterChatAttainmentFastBurn",
+            "PhasemeterChatAttainmentSlowBurn",
+            "PhasemeterGoldAttainmentFastBurn",
+            "PhasemeterGoldAttainmentSlowBurn");
     assertThat(run(budgets, attainment)).contains("SUCCESS");
   }
 
