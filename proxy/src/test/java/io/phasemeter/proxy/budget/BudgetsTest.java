@@ -290,12 +290,12 @@ class BudgetsTest {
     refused(slo + "    min_attainment: 99%\n", "min_attainment: expected a number, got '99%'");
     refused(
         "    min_attainment: 0.99\n",
-        "min_attainment: needs slo_ms (the objectives whose attainment it sets)");
+        "min_attainment: needs slo_ms (the attainment is the share of requests that met every");
     refused(
         slo + "    min_attainment: 0.9\n    slo_period: 30d\n",
         "min_attainment: 0.9 allows 10% of requests to miss; with slo_period the fast-burn alert"
             + " (14.4 x that) could never fire");
-    refused("    tenant: team a\n", "tenant: 'team a' is not a tenant");
+    refused("    tenant: team a\n", "tenant: 'team a' is not \"*\" (every tenant) or a tenant");
     refused("    tenant: '" + "t".repeat(65) + "'\n", "tenant: '" + "t".repeat(65) + "' is not");
     refused("    tenant: [a, b]\n", "tenant: expected a single value");
   }

@@ -460,10 +460,7 @@ class PromtoolRulesTest {
   }
 
   private static String modelLabel(Budget b) {
-    return "gen_ai_request_model=\""
-        + (b.anyModel() ? "sim-llama" : b.model())
-        + "\""
-        + (b.anyTenant() ? "" : ",llm_tenant=\"" + b.tenant() + "\"");
+    return "gen_ai_request_model=\"" + (b.anyModel() ? "sim-llama" : b.model()) + "\"";
   }
 
   /**

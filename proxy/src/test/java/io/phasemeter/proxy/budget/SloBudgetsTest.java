@@ -59,10 +59,10 @@ class SloBudgetsTest {
     JsonObject status = tracker.status().getJsonObject(0);
     assertThat(status.getJsonArray("phases")).isEmpty();
     assertThat(status.getString("name")).isEqualTo("chat");
-    // The alert rules: the error-rate rule alone, no phase rule.
+    // The alert rules: the error-rate rule and the attainment rule, no phase rule.
     assertThat(AlertRules.rules(budgets))
         .extracting(AlertRule::alert)
-        .containsExactly("PhasemeterChatErrorRateBreached");
+        .containsExactly("PhasemeterChatErrorRateBreached", "PhasemeterChatAttainmentBreached");
     assertThat(AlertRules.render(budgets, SRC)).contains("# Budget chat:");
   }
 
