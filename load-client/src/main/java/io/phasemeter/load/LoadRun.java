@@ -187,6 +187,15 @@ public final class LoadRun {
                 o.api(), o.stream(), o.admin() != null, o.joinSampledOnly(), sloSkipped::put);
       }
       sloNotes(out, budgets, o.model(), sloSource, sloSkipped);
+      for (ClientBudgets.Budget b : budgets.tenantBudgets(o.model())) {
+        out.println(
+            "note: budget '"
+                + b.name()
+                + "' covers tenant "
+                + b.tenant()
+                + " only: the proxy judges it on that tenant's requests; this run judges the"
+                + " budgets of every tenant");
+      }
       o.workload();
       for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
         if (o.concurrency() == 0) {
@@ -442,6 +451,10 @@ public final class LoadRun {
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);
     conditions.put("budgets_file", o.budgets() == null ? null : o.budgets().toString());
     conditions.put("budgets_sha256", budgets.sha256());
+    // Budgets of one tenant, which the run does not judge (the proxy does, per tenant).
+    List<String> tenantBudgets =
+        budgets.tenantBudgets(o.model()).stream().map(ClientBudgets.Budget::name).toList();
+    conditions.put("budgets_of_one_tenant", tenantBudgets.isEmpty() ? null : tenantBudgets);
     // Goodput's objectives (catalogue names) and where they came from: --slo wins over slo_ms.
     conditions.put("slo", goodput == null ? null : goodput.objectives().toString());
     conditions.put("slo_source", sloSource);

@@ -47,6 +47,8 @@ public final class ClientBudgets {
    *
    * @param maxErrorRate NaN when the file gives none (then {@code --max-error-rate} judges the run)
    * @param slo goodput's per-request objectives ({@code slo_ms}), {@link Objectives#NONE} when none
+   * @param tenant {@code "*"}, or the one tenant the budget covers: the proxy judges such a budget
+   *     on that tenant's requests; the load client leaves it out ({@link #tenantBudgets})
    */
   public record Budget(
       String name,
@@ -55,7 +57,14 @@ public final class ClientBudgets {
       Map<String, Double> limitsMs,
       double maxErrorRate,
       double minJoinCoverage,
-      Objectives slo) {}
+      Objectives slo,
+      String tenant) {
+
+    /** Whether the budget covers every tenant's requests (the only ones the load client judges). */
+    public boolean anyTenant() {
+      return tenant.equals("*");
+    }
+  }
 
   private final List<Budget> budgets;
   private final String sha256;
@@ -137,7 +146,8 @@ public final class ClientBudgets {
               limits,
               share(b, "max_error_rate", where, Double.NaN),
               share(b, "min_join_coverage", where, 0.0),
-              sloMs(b, where)));
+              sloMs(b, where),
+              b.path("tenant").asText("*")));
     }
     return new ClientBudgets(List.copyOf(out), sha256(bytes));
   }
@@ -204,9 +214,23 @@ public final class ClientBudgets {
     return forModel(model).stream().filter(b -> !b.slo().isEmpty()).toList();
   }
 
-  /** The budgets that apply to {@code model}. */
+  /**
+   * The budgets that apply to {@code model}, of every tenant: a budget of one tenant is the proxy's
+   * to judge on that tenant's requests, while a run's requests may be any tenant's.
+   */
   public List<Budget> forModel(String model) {
-    return budgets.stream().filter(b -> b.model().equals("*") || b.model().equals(model)).toList();
+    return budgets.stream()
+        .filter(Budget::anyTenant)
+        .filter(b -> b.model().equals("*") || b.model().equals(model))
+        .toList();
+  }
+
+  /** The budgets of one tenant that apply to {@code model}, which the run leaves out. */
+  public List<Budget> tenantBudgets(String model) {
+    return budgets.stream()
+        .filter(b -> !b.anyTenant())
+        .filter(b -> b.model().equals("*") || b.model().equals(model))
+        .toList();
   }
 
   /** SHA-256 of the file, for the report's conditions; null without a file. */

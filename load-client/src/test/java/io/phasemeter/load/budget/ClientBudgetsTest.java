@@ -105,6 +105,28 @@ class ClientBudgetsTest {
   }
 
   @Test
+  void aBudgetOfOneTenantIsLeftToTheProxy() throws Exception {
+    Path f = dir.resolve("b.yaml");
+    Files.writeString(
+        f,
+        "budgets:\n"
+            + "  - {name: team-a, model: m, tenant: team-a, quantile: 0.95, window: 1m,"
+            + " limits_ms: {total: 1}, slo_ms: {server_ttft: 1}, max_error_rate: 0,"
+            + " min_join_coverage: 0}\n"
+            + "  - {name: all, quantile: 0.95, window: 1m, limits_ms: {total: 100},"
+            + " max_error_rate: 0.5, min_join_coverage: 0}\n");
+    ClientBudgets budgets = ClientBudgets.load(f);
+    // The run's requests may be any tenant's: the tenant's limits and objectives are not the run's.
+    assertThat(budgets.forModel("m")).extracting(ClientBudgets.Budget::name).containsExactly("all");
+    assertThat(budgets.sloBudget("m")).isNull();
+    assertThat(budgets.limitsNanos("m")).containsOnlyKeys("server_root");
+    assertThat(budgets.tenantBudgets("m"))
+        .extracting(ClientBudgets.Budget::name)
+        .containsExactly("team-a");
+    assertThat(budgets.tenantBudgets("other-model")).isEmpty();
+  }
+
+  @Test
   void badFilesSayWhereInOneLine() throws Exception {
     Path f = dir.resolve("bad.yaml");
     Files.writeString(f, "budgets:\n  - name: b\n    limits_ms: {quue: 100}\n");
@@ -192,12 +214,12 @@ class ClientBudgetsTest {
 
   @Test
   void aBudgetOfObjectivesAloneGivesGoodputAndNoLatencyVerdict() throws Exception {
-    // The proxy's file (issue 37): no limits_ms, a tenant and an attainment target.
+    // The proxy's file (issue 37): no limits_ms, an attainment target.
     Path f = dir.resolve("slo-only.yaml");
     Files.writeString(
         f,
         "budgets:\n"
-            + "  - {name: chat, model: m, tenant: team-a, quantile: 0.95, window: 5m,"
+            + "  - {name: chat, model: m, tenant: \"*\", quantile: 0.95, window: 5m,"
             + " slo_ms: {client_ttft: 500, server_ttft: 400}, min_attainment: 0.99,"
             + " max_error_rate: 0.01, min_join_coverage: 0.5}\n");
     ClientBudgets b = ClientBudgets.load(f);
