@@ -28,7 +28,8 @@ BODY = (b'{"model":"sim-llama","messages":[{"role":"user","content":"Say eight w
 def main():
     host, port, secs, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\n"
-           b"Content-Type: application/json\r\nContent-Length: " + str(len(BODY)).encode()
+           b"Content-Type: application/json\r\nx-tenant-id: bench-a\r\n"
+           b"Content-Length: " + str(len(BODY)).encode()
            + b"\r\n\r\n" + BODY)
     s = socket.create_connection((host, port), timeout=10)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
