@@ -236,10 +236,20 @@ class ServerGoodputTest extends ProxyTestBase {
     assertThat(e2e.getJsonObject("slo").getJsonObject("objectives_ms").fieldNames())
         .containsExactly("server_ttft", "tpot", "server_root");
 
-    // A response not streamed has no first token written: server_ttft is absent, never held.
+    // A response not streamed has no first token and no gaps between tokens: server_ttft and tpot
+    // do not apply (as the load client refuses them for --no-stream), so chat's budget leaves it
+    // nothing to judge: not counted, rather than missed on figures it could never have...
     assertThat(send(TEAM, body("sim-llama", false)).status()).isEqualTo(200);
+    assertThat(record(n++).getValue("slo")).isNull();
+    // ...while its own x-slo-e2e-ms applies; its x-slo-ttft-ms does not.
+    assertThat(
+            send(TEAM, body("sim-llama", false), "x-slo-e2e-ms", "0.001", "x-slo-ttft-ms", "1")
+                .status())
+        .isEqualTo(200);
     JsonObject whole = record(n++);
-    assertSlo(whole, "chat", "missed", "server_ttft");
+    assertSlo(whole, null, "missed", "server_root", "server_root");
+    assertThat(whole.getJsonObject("slo").getJsonObject("objectives_ms").fieldNames())
+        .containsExactly("server_root");
 
     // sim-mini's budget gives only a client-side objective: nothing for the proxy to judge...
     assertThat(send(TEAM, body("sim-mini", true)).status()).isEqualTo(200);
@@ -258,7 +268,7 @@ class ServerGoodputTest extends ProxyTestBase {
         .isEqualTo("missed");
     assertThat(root(roots, slow).getAttributes().get(SpanAttributes.SLO_OBJECTIVE))
         .isEqualTo("server_ttft");
-    assertThat(root(roots, record(9)).getAttributes().get(SpanAttributes.SLO_RESULT)).isNull();
+    assertThat(root(roots, record(8)).getAttributes().get(SpanAttributes.SLO_RESULT)).isNull();
 
     assertTheCountsEqualARecountFromTheRecords(n);
   }
@@ -297,7 +307,7 @@ class ServerGoodputTest extends ProxyTestBase {
 
     // The engine fails: counted, missed, objective error, whatever the objectives.
     Response failed =
-        send(TEAM, body("sim-llama", false), "x-sim-fault", "error", "x-slo-tpot-ms", "5000");
+        send(TEAM, body("sim-llama", true), "x-sim-fault", "error", "x-slo-tpot-ms", "5000");
     assertThat(failed.status()).isEqualTo(502);
     JsonObject error = record(n++);
     assertThat(error.getString("outcome")).isEqualTo("upstream_error");

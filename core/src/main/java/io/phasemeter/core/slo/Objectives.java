@@ -113,6 +113,16 @@ public record Objectives(List<Objective> list) {
   }
 
   /**
+   * These objectives without those on {@code phases}: the figures a request cannot have (a response
+   * not streamed has no first token and no gaps between tokens to time).
+   */
+  public Objectives without(Phases... phases) {
+    List<Phases> drop = List.of(phases);
+    List<Objective> kept = list.stream().filter(o -> !drop.contains(o.phase())).toList();
+    return kept.size() == list.size() ? this : new Objectives(kept);
+  }
+
+  /**
    * These objectives with {@code others} applied in their order: each one replaces the limit of the
    * objective on the same figure, in its place, or is added at the end.
    */

@@ -44,17 +44,40 @@ public final class ServerObjectives implements SloJudge {
    * One budget with {@code slo_ms}: its objectives the proxy judges, and the verdicts every request
    * that met them, or failed, shares.
    */
-  record Entry(
-      int index, Budget budget, Objectives objectives, SloJudgement met, SloJudgement error) {
+  record Entry(int index, Budget budget, Kind streamed, Kind unstreamed) {
     static Entry of(int index, Budget b) {
       Objectives o = b.slo().judgedByProxy();
-      return new Entry(
-          index,
-          b,
+      return new Entry(index, b, Kind.of(b, index, o), Kind.of(b, index, withoutStreamFigures(o)));
+    }
+
+    /** The objectives the proxy judges a streamed request by (a response not streamed: fewer). */
+    Objectives objectives() {
+      return streamed.objectives();
+    }
+
+    /** The objectives of a request streamed or not, and their shared verdicts. */
+    Kind of(RequestContext ctx) {
+      return ctx.streaming() ? streamed : unstreamed;
+    }
+  }
+
+  /** One budget's objectives for one kind of response, and the verdicts shared by its requests. */
+  record Kind(Objectives objectives, SloJudgement met, SloJudgement error) {
+    static Kind of(Budget b, int index, Objectives o) {
+      return new Kind(
           o,
           new SloJudgement(b.name(), index, true, SloJudgement.NONE, o, List.of(), List.of()),
           new SloJudgement(b.name(), index, false, SloJudgement.ERROR, o, List.of(), List.of()));
     }
+  }
+
+  /**
+   * The objectives a response not streamed can be judged on: it has no first token and no gaps
+   * between tokens ({@code server_ttft}, {@code tpot}), as the load client refuses them for a
+   * {@code --no-stream} run. Judging them absent would make every such request missed.
+   */
+  static Objectives withoutStreamFigures(Objectives o) {
+    return o.without(Phases.SERVER_TTFT, Phases.TPOT);
   }
 
   public ServerObjectives(Budgets budgets) {
@@ -106,21 +129,23 @@ public final class ServerObjectives implements SloJudge {
       return null;
     }
     Entry e = select(ctx.modelLabel(), ctx.tenant());
-    Objectives headers = ctx.sloHeaders();
+    Kind k = e == null ? null : e.of(ctx);
+    Objectives headers =
+        ctx.streaming() ? ctx.sloHeaders() : withoutStreamFigures(ctx.sloHeaders());
     boolean succeeded = ctx.outcome() == Outcome.SUCCESS;
     if (headers.isEmpty()) {
-      if (e == null || e.objectives.isEmpty()) {
+      if (k == null || k.objectives().isEmpty()) {
         return null;
       }
       if (!succeeded) {
-        return e.error;
+        return k.error();
       }
-      Verdict v = e.objectives.judge(true, figures(ctx));
-      return v.good() ? e.met : judgement(e, e.objectives, v, List.of());
+      Verdict v = k.objectives().judge(true, figures(ctx));
+      return v.good() ? k.met() : judgement(e, k.objectives(), v, List.of());
     }
     // Only headers gave objectives when the budget gives none the proxy judges.
-    Entry used = e == null || e.objectives.isEmpty() ? null : e;
-    Objectives objectives = used == null ? headers : used.objectives.overriddenBy(headers);
+    Entry used = k == null || k.objectives().isEmpty() ? null : e;
+    Objectives objectives = used == null ? headers : k.objectives().overriddenBy(headers);
     Verdict v = objectives.judge(succeeded, figures(ctx));
     return judgement(used, objectives, v, headers.keys());
   }
