@@ -8,7 +8,6 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * The rules on a budget's SLO attainment ({@code slo_ms} with {@code min_attainment}): the share of
@@ -32,25 +31,6 @@ final class AttainmentRules {
 
   private static final String OWNER = "on-call (triage by objective)";
 
-  /**
-   * The objectives the proxy judges on its own clock (docs/design.md §6, "Goodput"); the others
-   * ({@code client_*}, {@code network_envelope}, the engine's phases …) only the load client.
-   */
-  private static final Set<String> PROXY_JUDGED =
-      Set.of(
-          "server_ttft",
-          "tpot",
-          "server_root",
-          "receive",
-          "auth",
-          "prepare",
-          "route",
-          "queue",
-          "generation",
-          "write",
-          "gateway",
-          "unattributed");
-
   /** The rules file's header lines when some budget has an attainment target. */
   static final String HEADER =
       "# Each attainment alert divides the requests that met every objective by those the proxy\n"
@@ -60,7 +40,8 @@ final class AttainmentRules {
 
   /** The attainment rules of {@code b}: none without {@code min_attainment}. */
   static List<AlertRule> rules(Budget b) {
-    if (b.minAttainment() == null) {
+    if (b.minAttainment() == null || b.slo().judgedByProxy().isEmpty()) {
+      // Without an objective the proxy judges, no request is counted under this budget.
       return List.of();
     }
     if (b.burnRates()) {
@@ -100,7 +81,8 @@ final class AttainmentRules {
     if (b.slo().isEmpty()) {
       return out;
     }
-    List<String> client = b.slo().keys().stream().filter(k -> !PROXY_JUDGED.contains(k)).toList();
+    List<String> judged = b.slo().judgedByProxy().keys();
+    List<String> client = b.slo().keys().stream().filter(k -> !judged.contains(k)).toList();
     if (!client.isEmpty()) {
       out.add(
           "slo_ms "
@@ -113,6 +95,10 @@ final class AttainmentRules {
       out.add(
           "slo_ms without min_attainment: no attainment alert (/admin/stats shows the attainment"
               + " without a verdict).");
+    } else if (judged.isEmpty()) {
+      out.add(
+          "min_attainment without an objective the proxy judges: no attainment alert (the proxy"
+              + " counts no request under this budget).");
     } else {
       out.add(
           "Attainment: "
@@ -247,13 +233,9 @@ final class AttainmentRules {
   private static String objectivesText(Budget b) {
     List<String> parts = new ArrayList<>();
     b.slo()
+        .judgedByProxy()
         .limitsMs()
-        .forEach(
-            (k, ms) -> {
-              if (PROXY_JUDGED.contains(k)) {
-                parts.add(k + " " + AlertRules.plain(ms) + " ms");
-              }
-            });
+        .forEach((k, ms) -> parts.add(k + " " + AlertRules.plain(ms) + " ms"));
     return (parts.isEmpty() ? "none from the budget" : String.join(", ", parts))
         + "; x-slo-* headers override per request";
   }

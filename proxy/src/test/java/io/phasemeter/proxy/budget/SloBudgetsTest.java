@@ -67,6 +67,21 @@ class SloBudgetsTest {
   }
 
   @Test
+  void anAttainmentTargetOnClientObjectivesAloneGivesNoRuleThatCouldNeverFire() {
+    Budgets budgets =
+        Budgets.parse(
+            budget(
+                "    slo_ms: {client_ttft: 900, network_envelope: 50}\n    min_attainment: 0.99\n"),
+            SRC);
+    // The proxy counts no request under it: a rule on its counter would never see one.
+    assertThat(AlertRules.rules(budgets))
+        .extracting(AlertRule::alert)
+        .containsExactly("PhasemeterChatErrorRateBreached");
+    assertThat(AlertRules.render(budgets, SRC))
+        .contains("min_attainment without an objective the proxy judges: no attainment alert");
+  }
+
+  @Test
   void tenantDefaultsToEveryTenantAndLimitsAloneStillLoad() {
     Budget b = Budgets.parse(budget("    limits_ms: {queue: 250}\n"), SRC).budgets().get(0);
     assertThat(b.tenant()).isEqualTo(Budget.ANY_TENANT);
