@@ -58,8 +58,8 @@ final class AuthPhase {
     ctx.tenant(tenants.fromHeaders(headers));
     if (keys == null) {
       ctx.admitted(requestedPriority(headers, Priority.HIGH, Priority.NORMAL));
-      ctx.sloHeaders(SloHeaders.parse(headers, null));
       span.setAttribute(SpanAttributes.AUTH, "disabled");
+      ctx.sloHeaders(SloHeaders.parse(headers, null));
       return Future.succeededFuture();
     }
     Verification v = verify(headers);
