@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -35,7 +36,8 @@ import org.junit.jupiter.api.TestInfo;
  * request's trace id as metadata), k6's per-request phases are the record's, and the network
  * envelope k6 computes from {@code Server-Timing} agrees with the load client's for the same
  * traffic. Each test writes its processes' logs and k6's outputs under {@code
- * accuracy/target/k6/<test>} and prints one line of figures.
+ * accuracy/target/k6/<test>} (the simulator and the proxy the simulator's tests share, under {@code
+ * accuracy/target/k6/simulator-proxy}) and prints one line of figures.
  */
 class K6Test {
   static final Path ROOT = AccuracySuiteTest.ROOT;
@@ -65,6 +67,16 @@ class K6Test {
   private final HttpClient http =
       HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
   private final List<Process> processes = new ArrayList<>();
+
+  /**
+   * The simulator and the proxy in front of it, which three of the tests use as they are: started
+   * by the first of them (logs under {@code accuracy/target/k6/simulator-proxy}), stopped after the
+   * last. Each test finds its own requests by their trace ids.
+   */
+  private static final List<Process> SIM_PROXY = new ArrayList<>();
+
+  private static int simProxyPort;
+  private static int simAdminPort;
   private RealWorld rw;
   private Path work;
   private int proxyPort;
@@ -85,16 +97,47 @@ class K6Test {
 
   @AfterEach
   void stopProcesses() throws Exception {
+    stop(processes);
+  }
+
+  @AfterAll
+  static void stopSimulatorAndProxy() throws Exception {
+    stop(SIM_PROXY);
+  }
+
+  private static void stop(List<Process> processes) throws Exception {
     List<Process> reversed = new ArrayList<>(processes);
     Collections.reverse(reversed);
     for (Process p : reversed) {
       Procs.stop(p);
     }
+    processes.clear();
+  }
+
+  /**
+   * The shared simulator and proxy (started if none is yet): proxyPort and adminPort are theirs.
+   */
+  private void simulatorAndProxy() throws Exception {
+    if (SIM_PROXY.isEmpty()) {
+      Path dir = ROOT.resolve("accuracy/target/k6/simulator-proxy");
+      AccuracySuiteTest.deleteTree(dir);
+      Files.createDirectories(dir);
+      try {
+        startProxy(SIM_MODEL, startSim(dir, SIM_PROXY), dir, SIM_PROXY);
+      } catch (Exception | AssertionError e) {
+        stop(SIM_PROXY); // the next test starts them afresh
+        throw e;
+      }
+      simProxyPort = proxyPort;
+      simAdminPort = adminPort;
+    }
+    proxyPort = simProxyPort;
+    adminPort = simAdminPort;
   }
 
   @Test
   void budgetsThatHoldExitZeroAndEveryTraceIdHasTheProxysRecord() throws Exception {
-    startProxy(SIM_MODEL, startSim());
+    simulatorAndProxy();
     K6Started started = startK6("holds", SIM_MODEL, 5, "8s", Map.of());
     K6Run run = finish(started);
 
@@ -190,7 +233,7 @@ class K6Test {
 
   @Test
   void anImpossibleBudgetExits99AndNamesTheThreshold() throws Exception {
-    startProxy(SIM_MODEL, startSim());
+    simulatorAndProxy();
     // config/budgets.yaml with a generation budget no request can meet (each takes tens of ms).
     String shipped = Files.readString(ROOT.resolve("config/budgets.yaml"));
     String tiny = shipped.replace("limits_ms: {", "limits_ms: {generation: 1, ");
@@ -225,7 +268,7 @@ class K6Test {
 
   @Test
   void k6sNetworkEnvelopeAgreesWithTheLoadClientsForTheSameTraffic() throws Exception {
-    startProxy(SIM_MODEL, startSim());
+    simulatorAndProxy();
     // Side by side, through the same proxy over the same ten seconds, so that both clients meet
     // the same machine (run one after the other, the first one met three busy JVMs and the
     // second two, and their medians once drifted 2.0 ms apart). k6 starts when the load client's
@@ -307,7 +350,7 @@ class K6Test {
   void throughTheProxyToLlamaServerWithoutNoReuse() throws Exception {
     int llamaPort = Procs.freePort();
     processes.add(rw.startLlama(llamaPort, 2, List.of(), work, "llama"));
-    startProxy(RealWorld.MODEL, llamaPort);
+    startProxy(RealWorld.MODEL, llamaPort, work, processes);
     Path loose = work.resolve("budgets-loose.yaml");
     Files.writeString(
         loose,
@@ -381,7 +424,8 @@ class K6Test {
 
   // ---------------------------------------------------------------- processes
 
-  private int startSim() throws Exception {
+  /** The simulator, its logs in {@code dir}, added to {@code into}; its port. */
+  private static int startSim(Path dir, List<Process> into) throws Exception {
     int port = Procs.freePort();
     Process sim =
         Procs.start(
@@ -401,18 +445,22 @@ class K6Test {
                 "--decode-step-growth",
                 "0"),
             Map.of(),
-            work,
+            dir,
             "simulator");
-    processes.add(sim);
+    into.add(sim);
     Procs.awaitOk("http://127.0.0.1:" + port + "/health", sim, Duration.ofSeconds(60));
     return port;
   }
 
-  /** The proxy with one pool for {@code model}, every request recorded and exported. */
-  private void startProxy(String model, int upstreamPort) throws Exception {
+  /**
+   * The proxy with one pool for {@code model}, every request recorded and exported, its config and
+   * logs in {@code dir}, added to {@code into}; proxyPort and adminPort are its.
+   */
+  private void startProxy(String model, int upstreamPort, Path dir, List<Process> into)
+      throws Exception {
     proxyPort = Procs.freePort();
     adminPort = Procs.freePort();
-    Path config = work.resolve("proxy.yaml");
+    Path config = dir.resolve("proxy.yaml");
     Files.writeString(
         config,
         Procs.proxyConfig(
@@ -434,9 +482,9 @@ class K6Test {
             List.of(),
             List.of("--config", config.toString()),
             Map.of(),
-            work,
+            dir,
             "proxy");
-    processes.add(proxy);
+    into.add(proxy);
     Procs.awaitOk("http://127.0.0.1:" + adminPort + "/health/ready", proxy, Duration.ofSeconds(60));
   }
 

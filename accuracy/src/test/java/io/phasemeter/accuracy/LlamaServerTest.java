@@ -243,7 +243,9 @@ class LlamaServerTest {
     int llama = Procs.freePort();
     startLlama(llama, 2, List.of(), "llama");
     Path proxyConfig = startProxy(pool("llama", MODEL, 2, llama), null);
-    Path plan = plan("[1, 2]", "5s", "3s");
+    // Runs of 3 s after 2 s of warm-up, as the --start-cmd test's: each still holds tens of
+    // requests, and what is asserted (every run valid, exact lengths) does not depend on how many.
+    Path plan = plan("[1, 2]", "3s", "2s");
     Path out = work.resolve("campaign");
 
     int exit =
