@@ -104,8 +104,9 @@ class SearchLimitingPhaseTest {
     // Each of the key's two decisions (auth: the request, prepare: the token estimate) is one
     // round trip to Redis through the relay, so gateway holds 2 x 2 x 15 ms at every load, three
     // times the budget below. At 16 req/s on a busy 2-core machine gateway once grew from 80 ms
-    // to over a second within 3 s (decisions timing out at 1 s), so the search starts at 12, and
-    // the 5 s timeout keeps every decision Redis's (fail_closed would turn a fallback into a 503).
+    // to over a second within 3 s (decisions timing out at 1 s), so the search starts at 6 (one
+    // halving to the floor, 3), and the 5 s timeout keeps every decision Redis's (fail_closed
+    // would turn a fallback into a 503).
     DelayRelay slowRedis = relay(redis, 15);
     Path keys = work.resolve("keys.yaml");
     Files.writeString(
@@ -135,7 +136,7 @@ class SearchLimitingPhaseTest {
             OUTPUT_TOKENS,
             KEY_ENV,
             "--rate",
-            "12",
+            "6",
             "--min-capacity",
             "3");
     assertNothingHolds(s, 3);
@@ -167,7 +168,7 @@ class SearchLimitingPhaseTest {
             OUTPUT_TOKENS,
             null,
             "--rate",
-            "12",
+            "6",
             "--min-capacity",
             "3");
     assertNothingHolds(s, 3);
