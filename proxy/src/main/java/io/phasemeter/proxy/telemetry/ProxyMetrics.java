@@ -412,28 +412,13 @@ public final class ProxyMetrics implements RequestObserver, EngineSpans.Observer
 
     private Timer phaseTimer(String phase) {
       Duration[] boundaries = layout.boundaries(BucketLayout.Metric.PHASE, phase);
+      String[] tags = {"llm.phase", phase, "gen_ai.request.model", model, "llm.pool", pool};
       if (tenantPhases) {
-        return registerTimer(
-            "llm.phase.duration",
-            boundaries,
-            "llm.phase",
-            phase,
-            "gen_ai.request.model",
-            model,
-            "llm.pool",
-            pool,
-            "llm.tenant",
-            tenant);
+        tags = java.util.Arrays.copyOf(tags, tags.length + 2);
+        tags[tags.length - 2] = "llm.tenant";
+        tags[tags.length - 1] = tenant;
       }
-      return registerTimer(
-          "llm.phase.duration",
-          boundaries,
-          "llm.phase",
-          phase,
-          "gen_ai.request.model",
-          model,
-          "llm.pool",
-          pool);
+      return registerTimer("llm.phase.duration", boundaries, tags);
     }
   }
 
