@@ -167,8 +167,7 @@ public record Budget(
       if (sloPeriod.toMinutes() * 60_000_000_000L != sloPeriod.toNanos()) {
         throw new IllegalArgumentException("slo_period: must be a whole number of minutes");
       }
-      BigDecimal fastest = FASTEST_BURN.multiply(allowedShareAbove(quantile));
-      if (fastest.compareTo(BigDecimal.ONE) >= 0) {
+      if (!fastBurnCanFire(allowedShareAbove(quantile))) {
         throw new IllegalArgumentException(
             "slo_period: quantile "
                 + quantile
@@ -179,8 +178,7 @@ public record Budget(
       }
     }
     if (minAttainment != null && sloPeriod != null) {
-      BigDecimal fastest = FASTEST_BURN.multiply(BigDecimal.ONE.subtract(bd(minAttainment)));
-      if (fastest.compareTo(BigDecimal.ONE) >= 0) {
+      if (!fastBurnCanFire(BigDecimal.ONE.subtract(bd(minAttainment)))) {
         throw new IllegalArgumentException(
             "min_attainment: "
                 + minAttainment
@@ -194,6 +192,14 @@ public record Budget(
                 + " never fire: use a min_attainment of at least 0.9306 or leave slo_period out");
       }
     }
+  }
+
+  /**
+   * Whether the fast-burn alert can fire for a budget that allows {@code allowedShare} of the
+   * requests to break it: the allowed share times the fastest burn rate must stay under 1.
+   */
+  private static boolean fastBurnCanFire(BigDecimal allowedShare) {
+    return FASTEST_BURN.multiply(allowedShare).compareTo(BigDecimal.ONE) < 0;
   }
 
   private static BigDecimal bd(double v) {
