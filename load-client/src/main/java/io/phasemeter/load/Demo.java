@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
+import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.proxy.PhasemeterProxy;
@@ -166,7 +167,7 @@ public final class Demo implements Callable<Integer> {
       LoadOptions o =
           new LoadOptions(
               URI.create("http://127.0.0.1:" + proxy.port()),
-              URI.create("http://127.0.0.1:" + proxy.adminPort()),
+              Admins.of(URI.create("http://127.0.0.1:" + proxy.adminPort())),
               null,
               "sim-llama",
               0,
@@ -188,6 +189,7 @@ public final class Demo implements Callable<Integer> {
               Duration.ofSeconds(90),
               Durations.parsePositive("--report-interval", reportInterval),
               Duration.ofSeconds(3),
+              LoadOptions.DEFAULT_JOIN_FETCH_TIMEOUT,
               Api.COMPLETIONS,
               LoadOptions.DEFAULT_WARMUP,
               Duration.ZERO,

@@ -2,6 +2,7 @@ package io.phasemeter.load;
 
 import io.phasemeter.core.Durations;
 import io.phasemeter.core.slo.Objectives;
+import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
@@ -54,12 +55,26 @@ public final class LoadMain implements Callable<Integer> {
   }
 
   public static void main(String[] args) {
+    lowerDnsCache();
     System.exit(
         commandLine(
                 new PrintWriter(System.out, true),
                 new PrintWriter(System.err, true),
                 System.getenv())
             .execute(args));
+  }
+
+  /**
+   * The JVM caches a name's addresses for 30 s by default (forever under a security manager):
+   * {@code --admin-discover} resolves every 10 s to see replicas come, so the cache holds them 5 s,
+   * unless the user set the policy themselves. Done before anything resolves a name: the JDK reads
+   * the policy once.
+   */
+  static void lowerDnsCache() {
+    if (java.security.Security.getProperty("networkaddress.cache.ttl") == null
+        && System.getProperty("sun.net.inetaddr.ttl") == null) {
+      java.security.Security.setProperty("networkaddress.cache.ttl", "5");
+    }
   }
 
   static CommandLine commandLine(PrintWriter out, PrintWriter err) {
@@ -131,13 +146,37 @@ public final class LoadMain implements Callable<Integer> {
     @Option(
         names = "--admin",
         paramLabel = "URL",
-        description = "the proxy's admin URL (e.g. http://127.0.0.1:9464): join with its records")
-    String admin;
+        description =
+            "the proxy's admin URL (e.g. http://127.0.0.1:9464): join with its records. Repeatable:"
+                + " one per replica when several proxies sit behind one Service or balancer (each"
+                + " request lands on one of them; the run joins across all, reported per replica)")
+    List<String> admins = new ArrayList<>();
+
+    @Option(
+        names = "--admin-discover",
+        paramLabel = "dns://NAME:PORT",
+        description =
+            "join with every replica a name resolves to (a Kubernetes headless Service, e.g."
+                + " dns://phasemeter-admin:9464): each address's admin listener on PORT. Resolved"
+                + " again every 10 s: replicas that appear are followed; one that leaves keeps its"
+                + " feed until it drops. Goes with --admin")
+    String adminDiscover;
+
+    @Option(
+        names = "--join-fetch-timeout",
+        paramLabel = "D",
+        defaultValue = "10s",
+        description =
+            "with --admin: at the end of the run, look every request still unjoined up by trace id"
+                + " (/admin/records/{id}) on every replica for at most D, so that records a feed"
+                + " missed still join (within the proxy's records.ttl); 0 = off (default:"
+                + " ${DEFAULT-VALUE})")
+    String joinFetchTimeout;
 
     @Option(
         names = "--admin-token",
         paramLabel = "TOKEN",
-        description = "bearer token of the admin listener, if it has one")
+        description = "bearer token of the admin listener (every replica's), if it has one")
     String adminToken;
 
     @Option(
@@ -419,7 +458,7 @@ public final class LoadMain implements Callable<Integer> {
     LoadOptions options() {
       return new LoadOptions(
           URI.create(url),
-          admin == null ? null : URI.create(admin),
+          Admins.parse(admins, adminDiscover),
           adminToken,
           model,
           rate,
@@ -446,6 +485,7 @@ public final class LoadMain implements Callable<Integer> {
           Durations.parsePositive("--timeout", timeout),
           Durations.parsePositive("--report-interval", reportInterval),
           Durations.parsePositive("--join-grace", joinGrace),
+          LoadOptions.joinFetchTimeout("--join-fetch-timeout", joinFetchTimeout),
           api(),
           warmup,
           warmupDuration == null

@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.slo.Objectives;
+import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
@@ -21,6 +22,9 @@ import java.util.List;
  * @param inputTokens custom input length (-1: from the profile)
  * @param mix length-bucket mix ({@code 1k:512=0.7,4k:300=0.3}) or null
  * @param stream whether responses are streamed; never for {@link Api#EMBEDDINGS}
+ * @param admin the proxies' admin addresses ({@code --admin}, {@code --admin-discover}), or null:
+ *     no join
+ * @param joinFetchTimeout how long the end-of-run lookup of unjoined records may take (zero: none)
  * @param api the API the requests speak ({@code --api}; {@code --chat} is {@link Api#CHAT})
  * @param warmup requests sent one by one before the clock starts
  * @param warmupDuration how long the first step's load runs before the clock starts (zero: none)
@@ -37,7 +41,7 @@ import java.util.List;
  */
 public record LoadOptions(
     URI url,
-    URI admin,
+    Admins admin,
     String adminToken,
     String model,
     double rate,
@@ -59,6 +63,7 @@ public record LoadOptions(
     Duration timeout,
     Duration reportInterval,
     Duration joinGrace,
+    Duration joinFetchTimeout,
     Api api,
     int warmup,
     Duration warmupDuration,
@@ -69,6 +74,9 @@ public record LoadOptions(
     WarmUp.Target warmupTarget,
     boolean clientFloor,
     Objectives slo) {
+
+  /** {@code --join-fetch-timeout} when none is given. */
+  public static final Duration DEFAULT_JOIN_FETCH_TIMEOUT = Duration.ofSeconds(10);
 
   /** {@code --max-error-rate} when none is given: 1 % of the requests sent. */
   public static final double DEFAULT_MAX_ERROR_RATE = 0.01;
@@ -132,8 +140,9 @@ public record LoadOptions(
       throw new IllegalArgumentException(
           "--url must be an http(s) URL, e.g. http://127.0.0.1:8080");
     }
-    if (admin != null && (admin.getScheme() == null || admin.getHost() == null)) {
-      throw new IllegalArgumentException("--admin must be an http URL, e.g. http://127.0.0.1:9464");
+    joinFetchTimeout = joinFetchTimeout == null ? DEFAULT_JOIN_FETCH_TIMEOUT : joinFetchTimeout;
+    if (joinFetchTimeout.isNegative()) {
+      throw new IllegalArgumentException("--join-fetch-timeout must not be negative");
     }
     api = api == null ? Api.COMPLETIONS : api;
     slo = slo == null || slo.isEmpty() ? null : slo;
@@ -194,6 +203,7 @@ public record LoadOptions(
         timeout,
         reportInterval,
         joinGrace,
+        joinFetchTimeout,
         api,
         warmup,
         warmupDuration,
@@ -204,6 +214,22 @@ public record LoadOptions(
         warmupTarget,
         clientFloor,
         slo);
+  }
+
+  /**
+   * {@code --join-fetch-timeout}'s value: a positive duration such as {@code 10s}, or {@code 0}
+   * (any zero: {@code 0s}, {@code 0ms}) for no end-of-run lookup.
+   */
+  public static Duration joinFetchTimeout(String flag, String text) {
+    if (text != null && text.trim().matches("0+(\\.0+)?\\s*(ms|s|m|h)?")) {
+      return Duration.ZERO;
+    }
+    try {
+      return io.phasemeter.core.Durations.parsePositive(flag, text);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(
+          flag + " must be a duration such as 10s, or 0 to fetch nothing, got '" + text + "'");
+    }
   }
 
   /** Whether the requests are free-text chat ({@code --chat}, {@code --api chat}). */

@@ -8,6 +8,7 @@ import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
 import io.phasemeter.load.join.ProxyJoin;
+import io.phasemeter.load.join.ReplicaFeeds;
 import io.phasemeter.load.report.Connections;
 import io.phasemeter.load.report.Goodput;
 import io.phasemeter.load.report.LiveReport;
@@ -79,14 +80,11 @@ public final class LoadRun {
   /** The step number seeding a full-rate warm-up's arrivals: none of the run's own steps. */
   private static final int WARM_UP_ARRIVALS = -1;
 
-  LoadRun(Vertx vertx, LoadOptions o, PrintWriter out, ClientBudgets budgets, Goodput goodput) {
-    this(vertx, o, out, budgets, goodput, Map.of(), goodput == null ? null : goodput.source());
-  }
-
   LoadRun(
       Vertx vertx,
       LoadOptions o,
       PrintWriter out,
+      PrintWriter err,
       ClientBudgets budgets,
       Goodput goodput,
       Map<String, String> sloSkipped,
@@ -117,7 +115,13 @@ public final class LoadRun {
             line -> {
               out.println("phasemeter load: " + line);
               out.flush();
-            });
+            },
+            line -> {
+              err.println("phasemeter load: " + line);
+              err.flush();
+            },
+            o.joinFetchTimeout(),
+            ReplicaFeeds.JDK);
   }
 
   /**
@@ -208,7 +212,7 @@ public final class LoadRun {
     }
     Vertx vertx = Vertx.vertx();
     try {
-      LoadRun run = new LoadRun(vertx, o, out, budgets, goodput, sloSkipped, sloSource);
+      LoadRun run = new LoadRun(vertx, o, out, err, budgets, goodput, sloSkipped, sloSource);
       run.warmProcess = warmProcess;
       return run.run(vertx, err);
     } catch (Exception e) {
@@ -254,7 +258,7 @@ public final class LoadRun {
               + o.workloadText()
               + (o.admin() == null
                   ? "; no --admin: no join, no envelope"
-                  : "; joining with " + o.admin())
+                  : "; joining with " + joinedWith())
               + ")");
       out.flush();
       WarmUp.Plan warm =
@@ -426,14 +430,24 @@ public final class LoadRun {
         schedule.inFlight(),
         schedule.dropped(),
         schedule.connections().staleRetries(),
-        join.joining());
+        join.joining(),
+        join.replicaCounts());
+  }
+
+  /** The replicas the run joins with, in the start line. */
+  private String joinedWith() {
+    List<String> names =
+        join.replicaCounts().stream().map(io.phasemeter.load.join.ReplicaCounts::replica).toList();
+    return names.size() == 1
+        ? o.admin().describe()
+        : names.size() + " replicas (" + String.join(", ", names) + ")";
   }
 
   private void recordConditions() {
     conditions.put("phasemeter_version", Version.version());
     conditions.put("git_commit", Version.gitCommit());
     conditions.put("target_url", o.url().toString());
-    conditions.put("admin_url", o.admin() == null ? null : o.admin().toString());
+    conditions.put("admin_url", o.admin() == null ? null : o.admin().describe());
     conditions.put("model", o.model());
     conditions.put("api", o.api().key());
     conditions.put("workload", o.workloadText());

@@ -2,7 +2,9 @@ package io.phasemeter.load.campaign;
 
 import io.phasemeter.core.Durations;
 import io.phasemeter.load.LoadMain;
+import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -11,7 +13,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
@@ -68,8 +72,26 @@ public final class CampaignCommand implements Callable<Integer> {
       paramLabel = "URL",
       description =
           "the proxy's admin URL: join each run with its records (queue p95) and record its"
-              + " version, sampling and slot capacity")
-  String admin;
+              + " version, sampling and slot capacity; repeatable, one per replica behind a"
+              + " Service (each run joins across all, as load run)")
+  List<String> admins = new ArrayList<>();
+
+  @Option(
+      names = "--admin-discover",
+      paramLabel = "dns://NAME:PORT",
+      description =
+          "every replica's admin address from a name (a Kubernetes headless Service), resolved"
+              + " again every 10 s, as load run")
+  String adminDiscover;
+
+  @Option(
+      names = "--join-fetch-timeout",
+      paramLabel = "D",
+      defaultValue = "10s",
+      description =
+          "with --admin: after each run, look the requests still unjoined up by trace id on every"
+              + " replica for at most D; 0 = off (default: ${DEFAULT-VALUE})")
+  String joinFetchTimeout;
 
   @Option(names = "--admin-token", paramLabel = "TOKEN", description = "admin bearer token")
   String adminToken;
@@ -153,6 +175,7 @@ public final class CampaignCommand implements Callable<Integer> {
                   p.file() + ": key 'api_key_env'",
                   p.apiKeyEnv(),
                   parent == null ? System.getenv() : parent.environment());
+      Admins admin = Admins.parse(admins, adminDiscover);
       p.checkSlo(admin != null);
       if (startCmd == null && (coldCmd != null || serverUrl != null)) {
         throw new IllegalArgumentException("--cold-cmd and --server-url go with --start-cmd");
@@ -164,7 +187,7 @@ public final class CampaignCommand implements Callable<Integer> {
           new CampaignRunner.Options(
               plan,
               httpUrl("--url", url),
-              admin == null ? null : httpUrl("--admin", admin),
+              admin,
               adminToken,
               out == null ? defaultOut() : out,
               labels,
@@ -175,6 +198,7 @@ public final class CampaignCommand implements Callable<Integer> {
               startCmd == null ? 0 : startPairs,
               Durations.parsePositive("--ready-timeout", readyTimeout),
               Durations.parsePositive("--join-grace", joinGrace),
+              LoadOptions.joinFetchTimeout("--join-fetch-timeout", joinFetchTimeout),
               apiKey);
       if (proxyConfig != null && !Files.isReadable(proxyConfig)) {
         throw new IllegalArgumentException("--proxy-config " + proxyConfig + ": not readable");

@@ -3,6 +3,7 @@ package io.phasemeter.load.campaign;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
@@ -37,11 +38,13 @@ public final class CampaignRunner {
    * @param serverUrl where {@code --start-cmd}'s server answers {@code /health} (default: url)
    * @param startPairs cold/warm start pairs to time (0 without a start command)
    * @param apiKey the key of the plan's {@code api_key_env}, read at start, or null
+   * @param admin the proxies' admin addresses ({@code --admin}, {@code --admin-discover}), or null
+   * @param joinFetchTimeout how long each run's end-of-run lookup of unjoined records may take
    */
   public record Options(
       Path planFile,
       URI url,
-      URI admin,
+      Admins admin,
       String adminToken,
       Path out,
       Map<String, String> labels,
@@ -52,6 +55,7 @@ public final class CampaignRunner {
       int startPairs,
       Duration readyTimeout,
       Duration joinGrace,
+      Duration joinFetchTimeout,
       ApiKey apiKey) {
     public Options {
       labels = Map.copyOf(labels);
@@ -322,6 +326,7 @@ public final class CampaignRunner {
         plan.timeout(),
         Duration.ofSeconds(5),
         o.joinGrace(),
+        o.joinFetchTimeout(),
         plan.api(),
         0,
         Duration.ZERO,

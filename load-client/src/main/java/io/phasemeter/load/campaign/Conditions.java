@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.load.Version;
+import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
 import java.net.URI;
@@ -57,7 +58,7 @@ public final class Conditions {
   static ObjectNode gather(
       Path planFile,
       URI url,
-      URI admin,
+      Admins admins,
       String adminToken,
       Path proxyConfig,
       Map<String, String> labels,
@@ -70,7 +71,9 @@ public final class Conditions {
     c.put("plan_sha256", sha256(planFile));
     c.put("model", model);
     c.put("target_url", url.toString());
-    c.put("admin_url", admin == null ? null : admin.toString());
+    c.put("admin_url", admins == null ? null : admins.describe());
+    // One replica answers for the fleet's version and config: the first given, or the name's.
+    URI admin = admins == null ? null : admins.any();
     ObjectNode l = c.putObject("labels");
     labels.forEach(l::put);
     HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();

@@ -18,12 +18,15 @@ public final class Joiner {
   private final int maxWaitingRecords;
   private final Consumer<Pair> onPair;
   private final Map<String, ClientResult> waitingClients = new HashMap<>();
-  private final Map<String, ServerRecord> waitingRecords = new HashMap<>();
+  private final Map<String, Held> waitingRecords = new HashMap<>();
   private final PairColumns pairs = new PairColumns();
   private long foreign;
   private long overflow;
   private long unsampled;
   private volatile boolean sampledOnly;
+
+  /** A record waiting for its client result, with the replica it came from (null: not said). */
+  private record Held(ServerRecord record, Replica from) {}
 
   /**
    * @param prefix the high half of this generator's trace ids (16 hex)
@@ -39,13 +42,16 @@ public final class Joiner {
   public void client(ClientResult r) {
     Pair p;
     synchronized (this) {
-      ServerRecord s = waitingRecords.remove(r.traceId());
-      if (s == null) {
+      Held h = waitingRecords.remove(r.traceId());
+      if (h == null) {
         waitingClients.put(r.traceId(), r);
         return;
       }
-      p = new Pair(r, s);
-      pairs.add(r, s);
+      p = new Pair(r, h.record());
+      pairs.add(r, h.record());
+      if (h.from() != null) {
+        h.from().joinedOne(false);
+      }
     }
     onPair.accept(p);
   }
@@ -61,14 +67,14 @@ public final class Joiner {
 
   /** A record from the proxy's feed. */
   public void record(ServerRecord s) {
+    record(s, null);
+  }
+
+  /** A record from replica {@code from}'s feed (null: not said); the join counts for it. */
+  public void record(ServerRecord s, Replica from) {
     Pair p;
     synchronized (this) {
-      if (!s.traceId().startsWith(prefix)) {
-        foreign++;
-        return;
-      }
-      if (sampledOnly && !s.sampled()) {
-        unsampled++;
+      if (!kept(s)) {
         return;
       }
       ClientResult c = waitingClients.remove(s.traceId());
@@ -77,13 +83,62 @@ public final class Joiner {
           overflow++;
           return;
         }
-        waitingRecords.put(s.traceId(), s);
+        waitingRecords.put(s.traceId(), new Held(s, from));
         return;
       }
       p = new Pair(c, s);
       pairs.add(c, s);
+      if (from != null) {
+        from.joinedOne(false);
+      }
     }
     onPair.accept(p);
+  }
+
+  /**
+   * A record fetched by trace id from replica {@code from} at the end of the run: joins the client
+   * result still waiting for it, counted as fetched. Returns whether it joined (false: the feed's
+   * copy came first, another replica's fetch did, or the record is not one this run keeps).
+   */
+  public boolean fetched(ServerRecord s, Replica from) {
+    Pair p;
+    synchronized (this) {
+      if (!kept(s)) {
+        return false;
+      }
+      ClientResult c = waitingClients.remove(s.traceId());
+      if (c == null) {
+        return false;
+      }
+      p = new Pair(c, s);
+      pairs.add(c, s);
+      from.joinedOne(true);
+    }
+    onPair.accept(p);
+    return true;
+  }
+
+  /** Whether a record belongs to this run's join; counts those that do not. Under the lock. */
+  private boolean kept(ServerRecord s) {
+    if (!s.traceId().startsWith(prefix)) {
+      foreign++;
+      return false;
+    }
+    if (sampledOnly && !s.sampled()) {
+      unsampled++;
+      return false;
+    }
+    return true;
+  }
+
+  /** The trace ids of the client requests still waiting for their record, in no order. */
+  public synchronized List<String> waitingIds() {
+    return new ArrayList<>(waitingClients.keySet());
+  }
+
+  /** Whether the client request of {@code traceId} still waits for its record. */
+  public synchronized boolean isWaiting(String traceId) {
+    return waitingClients.containsKey(traceId);
   }
 
   /** Client requests still waiting for their record. */

@@ -9,67 +9,109 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 
 /**
- * The run's side of the proxy: its record feed into the {@link Joiner}, what the proxy says of
- * itself, and how the join went. Without {@code --admin} there is no feed and every request pairs
- * alone.
+ * The run's side of the proxies: their record feeds into the {@link Joiner} (one per replica,
+ * {@link ReplicaFeeds}), what a proxy says of itself, the end-of-run lookup of records still
+ * unjoined ({@link RecordFetch}), and how the join went. Without {@code --admin} there is no feed
+ * and every request pairs alone.
  */
 public final class ProxyJoin implements AutoCloseable {
   private final Vertx vertx;
-  private final URI admin;
+  private final Admins admins;
   private final String adminToken;
   private final Joiner joiner;
   private final Consumer<String> say;
-  private RecordFeedClient feed;
+  private final Consumer<String> progress;
+  private final Duration fetchTimeout;
+  private final ReplicaFeeds.Resolver resolver;
+  private ReplicaFeeds feeds;
+  // What the join came to, taken before the feeds are closed (their state is then "down").
+  private volatile JoinCounts finalCounts;
+  private RecordFetch.Result fetched;
 
   /**
-   * @param admin the proxy's admin URL, or null for no join
-   * @param say where a line for the user goes (a reconnect of the feed)
+   * @param admins the proxies' admin addresses, or null for no join
+   * @param say where a line for the user goes (a reconnect of a feed)
    */
-  public ProxyJoin(Vertx vertx, URI admin, String adminToken, Joiner joiner, Consumer<String> say) {
-    this.vertx = vertx;
-    this.admin = admin;
-    this.adminToken = adminToken;
-    this.joiner = joiner;
-    this.say = say;
+  public ProxyJoin(
+      Vertx vertx, Admins admins, String adminToken, Joiner joiner, Consumer<String> say) {
+    this(vertx, admins, adminToken, joiner, say, say, Duration.ZERO, ReplicaFeeds.JDK);
   }
 
   /**
-   * Connects to the proxy's record feed: waits up to {@value RecordFeedClient#FIRST_WAIT_SECONDS} s
-   * for a place on it (429) or for its admin listener (refused), saying so once.
+   * @param admins the proxies' admin addresses, or null for no join
+   * @param say where a line for the user goes (a reconnect of a feed)
+   * @param progress where the end-of-run fetch's progress goes (stderr)
+   * @param fetchTimeout how long the end-of-run fetch may take ({@code --join-fetch-timeout}; zero:
+   *     no fetch)
+   * @param resolver resolves {@code --admin-discover}'s name
+   */
+  public ProxyJoin(
+      Vertx vertx,
+      Admins admins,
+      String adminToken,
+      Joiner joiner,
+      Consumer<String> say,
+      Consumer<String> progress,
+      Duration fetchTimeout,
+      ReplicaFeeds.Resolver resolver) {
+    this.vertx = vertx;
+    this.admins = admins;
+    this.adminToken = adminToken;
+    this.joiner = joiner;
+    this.say = say;
+    this.progress = progress;
+    this.fetchTimeout = fetchTimeout;
+    this.resolver = resolver;
+  }
+
+  /**
+   * Connects to every replica's record feed: waits up to {@value
+   * RecordFeedClient#FIRST_WAIT_SECONDS} s for a place on each (429) or for its admin listener
+   * (refused), saying so once.
    *
    * @param sampledOnly join only the records whose trace the proxy exported
    */
   public void start(boolean sampledOnly) throws Exception {
     joiner.sampledOnly(sampledOnly);
-    Duration wait = Duration.ofSeconds(RecordFeedClient.FIRST_WAIT_SECONDS);
-    feed =
-        new RecordFeedClient(
-            vertx, admin, adminToken, r -> say.accept(r.line()), say, wait, System::nanoTime);
-    // The feed's own wait ends first; this bounds a connection that never answers.
-    feed.start(joiner::record).await(wait.toSeconds() + 10, TimeUnit.SECONDS);
+    feeds =
+        new ReplicaFeeds(
+            vertx,
+            admins,
+            adminToken,
+            joiner,
+            say,
+            resolver,
+            Duration.ofSeconds(RecordFeedClient.FIRST_WAIT_SECONDS),
+            System::nanoTime);
+    feeds.start();
   }
 
   /** Whether the run joins with the proxy's records. */
   public boolean joining() {
-    return feed != null;
+    return feeds != null;
   }
 
   /** A finished measured request: waits for its record when joining, else pairs alone. */
   public void client(io.phasemeter.load.http.ClientResult r) {
-    if (feed != null) {
+    if (feeds != null) {
       joiner.client(r);
     } else {
       joiner.alone(r);
     }
   }
 
-  /** The proxy's version, sampling and record schema from {@code /admin/stats}, for conditions. */
+  /**
+   * The proxy's version, sampling and record schema from {@code /admin/stats} of the first replica
+   * whose feed is open, for conditions; the replicas' names beside them.
+   */
   public Map<String, Object> proxyConditions() {
     Map<String, Object> c = new LinkedHashMap<>();
+    List<Replica> all = feeds == null ? List.of() : feeds.replicas();
+    URI admin =
+        all.stream().filter(Replica::up).map(Replica::admin).findFirst().orElse(admins.any());
     try {
       HttpGet.Result r = HttpGet.get(vertx, admin.resolve("/admin/stats"), adminToken);
       if (r.status() == 200) {
@@ -81,25 +123,52 @@ public final class ProxyJoin implements AutoCloseable {
     } catch (Exception e) {
       c.put("proxy_stats_error", e.getMessage());
     }
+    c.put("join_replicas_at_start", all.stream().map(Replica::name).toList());
     return c;
   }
 
-  /** The feed's reconnects and missed records; null without a feed. */
-  public RecordFeedClient.Counts feedCounts() {
-    return feed == null ? null : feed.counts();
+  /** Each replica's part so far (the live table's lines); empty without a feed. */
+  public List<ReplicaCounts> replicaCounts() {
+    JoinCounts done = finalCounts;
+    return done != null ? done.replicas() : feeds == null ? List.of() : feeds.counts();
+  }
+
+  /** The feeds' reconnects and missed records, per replica and in total; null without a feed. */
+  public JoinCounts feedCounts() {
+    if (feeds == null) {
+      return null;
+    }
+    JoinCounts done = finalCounts;
+    return done != null ? done : JoinCounts.of(feeds.counts());
   }
 
   /**
-   * Waits up to {@code grace} for the records of requests still waiting, then ends the join: those
-   * still waiting pair alone. A feed that dropped is waited for too: it may be back within it.
+   * Waits up to {@code grace} for the records of requests still waiting (a feed that dropped is
+   * waited for too: it may be back within it), then looks up those still unjoined on every replica
+   * ({@link RecordFetch}, up to the fetch timeout), then ends the join: those still waiting pair
+   * alone.
    */
   public void finish(Duration grace) throws InterruptedException {
     long joinDeadline = System.nanoTime() + grace.toNanos();
-    while (feed != null
-        && feed.following()
+    while (feeds != null
+        && feeds.following()
         && joiner.waiting() > 0
         && System.nanoTime() < joinDeadline) {
       Thread.sleep(20);
+    }
+    if (feeds != null && joiner.waiting() > 0 && !fetchTimeout.isZero()) {
+      fetched =
+          new RecordFetch(
+                  vertx,
+                  adminToken,
+                  joiner,
+                  feeds::parse,
+                  line -> progress.accept(line),
+                  System::nanoTime)
+              .fetch(feeds.replicas(), fetchTimeout);
+    }
+    if (feeds != null) {
+      finalCounts = JoinCounts.of(feeds.counts());
     }
     joiner.flush();
   }
@@ -112,7 +181,7 @@ public final class ProxyJoin implements AutoCloseable {
    */
   public String describe(
       List<Pair> pairs, Map<String, Object> conditions, boolean sampledOnly, double coverage) {
-    if (feed == null) {
+    if (feeds == null) {
       return null;
     }
     String joinBasis = null;
@@ -145,14 +214,23 @@ public final class ProxyJoin implements AutoCloseable {
         "join_basis", joinBasis == null ? "every record from the proxy's feed" : joinBasis);
     conditions.put("join_unsampled_records_left_out", joiner.unsampled());
     conditions.put("join_foreign_records_ignored", joiner.foreign());
-    conditions.put("feed_malformed_events", feed.malformed());
+    conditions.put("feed_malformed_events", feeds.malformed());
+    conditions.put("join_replicas_ignored", feeds.ignored());
+    if (admins.discovers()) {
+      conditions.put("join_resolve_failures", feeds.resolveFailures());
+    }
+    if (fetched != null) {
+      conditions.put("join_fetch_asked", fetched.asked());
+      conditions.put("join_fetch_errors", fetched.errors());
+      conditions.put("join_fetch_timed_out", fetched.timedOut());
+    }
     return joinBasis;
   }
 
   @Override
   public void close() {
-    if (feed != null) {
-      feed.close();
+    if (feeds != null) {
+      feeds.close();
     }
   }
 }

@@ -121,6 +121,7 @@ final class HtmlReport {
     verdict();
     budgets();
     b.append(GoodputHtml.section(m));
+    b.append(ReplicasHtml.section(m));
     failures();
     phases();
     cdfs();

@@ -4,6 +4,7 @@ import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.join.ReplicaCounts;
 import io.phasemeter.load.workload.Api;
 import java.io.PrintWriter;
 import java.time.Duration;
@@ -35,6 +36,7 @@ public final class LiveReport implements AutoCloseable {
    * @param dropped iterations dropped at the in-flight cap
    * @param staleRetries requests sent once more after a stale connection
    * @param joining whether the run joins with the proxy's records (--admin)
+   * @param replicas each proxy replica's part in the join (a line each when there are several)
    */
   public record Status(
       String step,
@@ -43,7 +45,24 @@ public final class LiveReport implements AutoCloseable {
       int inFlight,
       long dropped,
       long staleRetries,
-      boolean joining) {}
+      boolean joining,
+      List<ReplicaCounts> replicas) {
+    public Status {
+      replicas = List.copyOf(replicas);
+    }
+
+    /** A run with one proxy, or none: no replica lines. */
+    public Status(
+        String step,
+        long sent,
+        long done,
+        int inFlight,
+        long dropped,
+        long staleRetries,
+        boolean joining) {
+      this(step, sent, done, inFlight, dropped, staleRetries, joining, List.of());
+    }
+  }
 
   private final PrintWriter out;
   private final ClientBudgets budgets;
@@ -261,6 +280,7 @@ public final class LiveReport implements AutoCloseable {
               .toList(),
           this::culprit,
           api);
+      replicaLines(out, status.get().replicas());
     }
     if (goodput != null) {
       out.println(goodputFinal(status.get().sent()));
@@ -389,5 +409,29 @@ public final class LiveReport implements AutoCloseable {
             suppressed > 0 ? "  (" + suppressed + " more slow/failed not printed)" : "");
     header += floorLine();
     LiveTable.print(to, header, w, all, breaches, b -> culprit(b, all), api);
+    replicaLines(to, s.replicas());
+  }
+
+  /**
+   * One line per proxy replica when the run joins with several: what each contributed, its feed's
+   * reconnects and whether it is up. Nothing with one (the header's join figure says it all).
+   */
+  static void replicaLines(PrintWriter to, List<ReplicaCounts> replicas) {
+    if (replicas.size() < 2) {
+      return;
+    }
+    for (ReplicaCounts r : replicas) {
+      to.println(
+          String.format(
+              Locale.ROOT,
+              "  replica %-21s joined %7d  share %6s%s  reconnects %d  %s",
+              r.replica(),
+              r.joined(),
+              Double.isNaN(r.share()) ? "-" : String.format(Locale.ROOT, "%.1f%%", 100 * r.share()),
+              r.fetched() > 0 ? "  fetched " + r.fetched() : "",
+              r.feedReconnects(),
+              r.state()));
+    }
+    to.flush();
   }
 }

@@ -1,8 +1,8 @@
 package io.phasemeter.load.report;
 
 import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.join.JoinCounts;
 import io.phasemeter.load.join.Pair;
-import io.phasemeter.load.join.RecordFeedClient;
 import io.phasemeter.load.schedule.StepInfo;
 import io.phasemeter.load.workload.Api;
 import java.util.Collections;
@@ -28,7 +28,8 @@ import java.util.Map;
  * @param phaseStats the run's cumulative statistics (the only source of ITL)
  * @param connections what the run's connections did
  * @param api the API the run spoke; null when not said (every figure is then applicable)
- * @param feed the record feed's reconnects and missed records; null without a feed
+ * @param feed the record feeds' reconnects and missed records, the records fetched at the end and
+ *     each replica's part; null without a feed
  * @param goodput the run's goodput objectives; null when it had none
  */
 public record ReportInput(
@@ -47,7 +48,7 @@ public record ReportInput(
     PhaseStats phaseStats,
     Connections connections,
     Api api,
-    RecordFeedClient.Counts feed,
+    JoinCounts feed,
     Goodput goodput) {
 
   /** How many of the slowest requests a report reconciles. */
@@ -84,7 +85,7 @@ public record ReportInput(
       PhaseStats phaseStats,
       Connections connections,
       Api api,
-      RecordFeedClient.Counts feed) {
+      JoinCounts feed) {
     this(
         pairs,
         steps,

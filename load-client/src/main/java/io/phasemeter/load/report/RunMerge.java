@@ -185,6 +185,7 @@ public final class RunMerge {
     ArrayNode sources = JsonNodeFactory.instance.arrayNode();
     List<Map<String, long[]>> instanceCounts = new ArrayList<>();
     List<JsonNode> goodputs = new ArrayList<>();
+    ReplicaMerge replicas = new ReplicaMerge();
     for (Path dir : inputs) {
       JsonNode summary = JSON.readTree(dir.resolve(ReportWriter.SUMMARY).toFile());
       goodputs.add(summary.path("goodput"));
@@ -193,6 +194,7 @@ public final class RunMerge {
         requests.merge(k, summary.path("requests").path(k).asLong(), Long::sum);
       }
       JsonNode join = summary.path("join");
+      replicas.add(join);
       stats.addCounts(
           join.path("finished").asLong(),
           join.path("ok").asLong(),
@@ -283,6 +285,7 @@ public final class RunMerge {
     join.put("joined_ok", stats.joinedOkCount());
     join.put("finished", stats.startedCount());
     join.put("joined", stats.joinedCount());
+    replicas.write(join);
     putNumber(root, "achieved_rate", achievedRate);
     mergeGoodput(root, goodputs);
     root.put("unique_trace_ids", seen.size());

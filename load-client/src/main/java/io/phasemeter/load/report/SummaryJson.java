@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.budget.BudgetResult;
+import io.phasemeter.load.join.ReplicaCounts;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
@@ -62,6 +63,8 @@ final class SummaryJson {
     if (in.feed() != null) {
       join.put("feed_reconnects", in.feed().reconnects());
       join.put("records_missed", in.feed().recordsMissed());
+      join.put("fetched", in.feed().fetched());
+      replicas(join.putArray("replicas"), in.feed().replicas());
     }
     num(root, "achieved_rate", in.achievedRate());
     num(root, "request_throughput", m.requestThroughput);
@@ -201,6 +204,23 @@ final class SummaryJson {
     definitions.put("note", Definitions.NOTE);
     Definitions.TERMS.forEach(definitions::put);
     return (ObjectNode) nullNonFinite(root);
+  }
+
+  /**
+   * {@code join.replicas}: each proxy replica's part; {@code joined} includes {@code fetched}, and
+   * their sum over replicas is {@code join.joined}.
+   */
+  static void replicas(ArrayNode to, java.util.List<ReplicaCounts> replicas) {
+    for (ReplicaCounts r : replicas) {
+      ObjectNode o = to.addObject();
+      o.put("replica", r.replica());
+      o.put("joined", r.joined());
+      o.put("fetched", r.fetched());
+      num(o, "share", r.share());
+      o.put("feed_reconnects", r.feedReconnects());
+      o.put("records_missed", r.recordsMissed());
+      o.put("state", r.state());
+    }
   }
 
   private static void num(ObjectNode o, String field, double v) {

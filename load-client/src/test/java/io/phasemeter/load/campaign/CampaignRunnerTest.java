@@ -86,6 +86,7 @@ class CampaignRunnerTest {
             0,
             Duration.ofSeconds(30),
             Duration.ofSeconds(1),
+            Duration.ZERO,
             null);
     result =
         new CampaignRunner(Plan.load(planFile), o, new PrintWriter(progress, true))
