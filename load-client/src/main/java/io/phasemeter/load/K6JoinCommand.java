@@ -3,6 +3,8 @@ package io.phasemeter.load;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.load.join.Admins;
+import io.phasemeter.load.join.ReplicaFeeds;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -28,7 +30,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-/** {@code phasemeter load join-k6 RUN.json --admin URL}. */
+/** {@code phasemeter load join-k6 RUN.json --admin URL [--admin URL …] [--admin-discover …]}. */
 @Command(
     name = "join-k6",
     mixinStandardHelpOptions = true,
@@ -36,13 +38,16 @@ import picocli.CommandLine.Parameters;
       "Joins a k6 run of config/k6/phase-envelope.js with the proxy's records: reads the trace id"
           + " of every request from k6's JSON output (k6 run --out json=RUN.json; the script puts"
           + " it on each sample as metadata), fetches each record from the admin listener"
-          + " (/admin/records/{traceId}; kept 10 minutes by default) and computes per request"
+          + " (/admin/records/{traceId}; kept 10 minutes by default) of every replica given"
+          + " (--admin, repeatable; --admin-discover dns://NAME:PORT resolves a name to every"
+          + " replica's address) and computes per request"
           + " network_envelope = k6's http_req_duration - the proxy's root. Quantiles are taken"
           + " over those per-request differences, for joined successful requests; a negative"
           + " envelope is counted, never clipped.",
       "",
-      "Writes k6-join.csv (one row per request, no bodies) into --out and prints the join"
-          + " coverage and the envelope's p50/p95/p99.",
+      "Writes k6-join.csv (one row per request, no bodies, the replica whose record joined it)"
+          + " into --out and prints the join coverage, each replica's part and the envelope's"
+          + " p50/p95/p99.",
       "",
       "Exit codes: 0 every request joined; 4 some request has no record (listed, at most 10);"
           + " 2 bad usage or a file that is not k6 JSON output with trace ids."
@@ -60,10 +65,16 @@ final class K6JoinCommand implements Callable<Integer> {
 
   @Option(
       names = "--admin",
-      required = true,
       paramLabel = "URL",
-      description = "the proxy's admin URL, e.g. http://127.0.0.1:9464")
-  URI admin;
+      description =
+          "the proxy's admin URL, e.g. http://127.0.0.1:9464; repeatable, one per replica")
+  List<String> admins = new ArrayList<>();
+
+  @Option(
+      names = "--admin-discover",
+      paramLabel = "dns://NAME:PORT",
+      description = "every replica's admin address from a name (a Kubernetes headless Service)")
+  String adminDiscover;
 
   @Option(names = "--admin-token", paramLabel = "TOKEN", description = "admin bearer token")
   String adminToken;
@@ -77,8 +88,8 @@ final class K6JoinCommand implements Callable<Integer> {
   /** One request of the k6 run. */
   record K6Request(String traceId, int status, double durationMs) {}
 
-  /** One request and the proxy's record of it, if found. */
-  record Joined(K6Request k6, boolean found, String outcome, double rootMs) {
+  /** One request and the proxy's record of it, if found, with the replica that had it. */
+  record Joined(K6Request k6, boolean found, String outcome, double rootMs, String replica) {
     double envelopeMs() {
       return found ? k6.durationMs() - rootMs : Double.NaN;
     }
@@ -93,7 +104,13 @@ final class K6JoinCommand implements Callable<Integer> {
     PrintWriter stdout = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();
     List<K6Request> requests;
+    List<URI> replicas;
     try {
+      Admins a = Admins.parse(admins, adminDiscover);
+      if (a == null) {
+        throw new IllegalArgumentException("give --admin URL (repeatable) or --admin-discover");
+      }
+      replicas = replicas(a, ReplicaFeeds.JDK);
       requests = read(input);
     } catch (IOException | IllegalArgumentException e) {
       err.println("phasemeter load join-k6: " + e.getMessage());
@@ -109,13 +126,13 @@ final class K6JoinCommand implements Callable<Integer> {
     }
     HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     List<Joined> joined = new ArrayList<>(requests.size());
-    String base = admin.toString().replaceAll("/+$", "");
+    ReplicaLookup lookup = new ReplicaLookup(replicas);
     int done = 0;
     for (K6Request r : requests) {
       try {
-        joined.add(fetch(http, base, r));
+        joined.add(lookup.find(http, r));
       } catch (IOException e) {
-        err.println("phasemeter load join-k6: cannot read " + base + ": " + e.getMessage());
+        err.println("phasemeter load join-k6: " + e.getMessage());
         return 2;
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
@@ -145,6 +162,23 @@ final class K6JoinCommand implements Callable<Integer> {
             requests.size(),
             found,
             100.0 * found / requests.size()));
+    if (replicas.size() > 1) {
+      Map<String, Long> byReplica = new LinkedHashMap<>();
+      replicas.forEach(u -> byReplica.put(Admins.replicaName(u), 0L));
+      joined.stream()
+          .filter(Joined::found)
+          .forEach(j -> byReplica.merge(j.replica(), 1L, Long::sum));
+      byReplica.forEach(
+          (name, n) ->
+              stdout.println(
+                  String.format(
+                      Locale.ROOT,
+                      "phasemeter load join-k6: replica %s: %d records (share %.1f%%)%s",
+                      name,
+                      n,
+                      found == 0 ? 0.0 : 100.0 * n / found,
+                      lookup.unreachable().contains(name) ? ", unreachable" : "")));
+    }
     stdout.println(
         String.format(
             Locale.ROOT,
@@ -214,8 +248,78 @@ final class K6JoinCommand implements Callable<Integer> {
     return new ArrayList<>(byId.values());
   }
 
-  private Joined fetch(HttpClient http, String base, K6Request r)
+  /** The admin URLs given and every address the name resolves to, at most 256. */
+  static List<URI> replicas(Admins a, ReplicaFeeds.Resolver resolver) {
+    List<URI> all = new ArrayList<>(a.urls());
+    if (a.discovers()) {
+      try {
+        for (java.net.InetAddress addr : resolver.resolve(a.discoverHost())) {
+          String host = addr.getHostAddress();
+          host =
+              addr instanceof java.net.Inet6Address ? "[" + host.replaceAll("%.*", "") + "]" : host;
+          URI u = URI.create("http://" + host + ":" + a.discoverPort());
+          if (!all.contains(u)) {
+            all.add(u);
+          }
+        }
+      } catch (java.net.UnknownHostException e) {
+        throw new IllegalArgumentException(
+            "--admin-discover " + a.discoverText() + ": it does not resolve");
+      }
+    }
+    if (all.isEmpty()) {
+      throw new IllegalArgumentException("--admin-discover " + a.discoverText() + ": no address");
+    }
+    return all.size() > ReplicaFeeds.MAX_REPLICAS ? all.subList(0, ReplicaFeeds.MAX_REPLICAS) : all;
+  }
+
+  /**
+   * Looks each trace id up on the replicas, first on the one that had the last record (a k6 run
+   * through one replica asks it alone); a replica that refuses the connection is asked no more.
+   */
+  private final class ReplicaLookup {
+    private final List<URI> replicas;
+    private final java.util.Set<String> unreachable = new java.util.LinkedHashSet<>();
+    private int last;
+
+    ReplicaLookup(List<URI> replicas) {
+      this.replicas = replicas;
+    }
+
+    java.util.Set<String> unreachable() {
+      return unreachable;
+    }
+
+    Joined find(HttpClient http, K6Request r) throws IOException, InterruptedException {
+      IOException failed = null;
+      for (int k = 0; k < replicas.size(); k++) {
+        int i = (last + k) % replicas.size();
+        URI admin = replicas.get(i);
+        String name = Admins.replicaName(admin);
+        if (unreachable.contains(name)) {
+          continue;
+        }
+        try {
+          Joined j = fetch(http, admin, name, r);
+          if (j.found()) {
+            last = i;
+            return j;
+          }
+        } catch (java.net.ConnectException e) {
+          unreachable.add(name);
+          failed = new IOException("cannot reach " + admin + ": " + e.getMessage(), e);
+        }
+      }
+      if (unreachable.size() == replicas.size()) {
+        throw failed != null ? failed : new IOException("no replica can be reached");
+      }
+      return new Joined(r, false, null, Double.NaN, null);
+    }
+  }
+
+  private Joined fetch(HttpClient http, URI admin, String name, K6Request r)
       throws IOException, InterruptedException {
+    String base = admin.toString().replaceAll("/+$", "");
     HttpRequest.Builder req =
         HttpRequest.newBuilder(URI.create(base + "/admin/records/" + r.traceId()))
             .timeout(Duration.ofSeconds(10));
@@ -224,31 +328,41 @@ final class K6JoinCommand implements Callable<Integer> {
     }
     HttpResponse<String> resp = http.send(req.build(), HttpResponse.BodyHandlers.ofString());
     if (resp.statusCode() == 404) {
-      return new Joined(r, false, null, Double.NaN);
+      return new Joined(r, false, null, Double.NaN, null);
     }
     if (resp.statusCode() != 200) {
-      throw new IOException("GET /admin/records/" + r.traceId() + " answered " + resp.statusCode());
+      throw new IOException(
+          "cannot read "
+              + base
+              + ": GET /admin/records/"
+              + r.traceId()
+              + " answered "
+              + resp.statusCode());
     }
     JsonNode rec = JSON.readTree(resp.body());
-    return new Joined(r, true, rec.path("outcome").asText(null), rec.path("root_ms").asDouble());
+    return new Joined(
+        r, true, rec.path("outcome").asText(null), rec.path("root_ms").asDouble(), name);
   }
 
   private static void write(Path file, List<Joined> joined) throws IOException {
     Files.createDirectories(file.getParent());
     try (Writer w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
-      w.write("trace_id,status,k6_duration_ms,found,outcome,server_root_ms,network_envelope_ms\n");
+      w.write(
+          "trace_id,status,k6_duration_ms,found,outcome,server_root_ms,network_envelope_ms,"
+              + "replica\n");
       for (Joined j : joined) {
         w.write(
             String.format(
                 Locale.ROOT,
-                "%s,%d,%.3f,%b,%s,%s,%s%n",
+                "%s,%d,%.3f,%b,%s,%s,%s,%s%n",
                 j.k6().traceId(),
                 j.k6().status(),
                 j.k6().durationMs(),
                 j.found(),
                 j.outcome() == null ? "" : j.outcome(),
                 j.found() ? String.format(Locale.ROOT, "%.3f", j.rootMs()) : "",
-                j.found() ? String.format(Locale.ROOT, "%.3f", j.envelopeMs()) : ""));
+                j.found() ? String.format(Locale.ROOT, "%.3f", j.envelopeMs()) : "",
+                j.replica() == null ? "" : j.replica()));
       }
     }
   }

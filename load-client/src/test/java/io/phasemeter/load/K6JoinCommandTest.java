@@ -98,7 +98,65 @@ class K6JoinCommandTest {
         .contains("p50 1.00 ms, p95 2.50 ms");
     List<String> csv = Files.readAllLines(dir.resolve("out/k6-join.csv"));
     assertThat(csv).hasSize(3);
-    assertThat(csv.get(1)).isEqualTo(A + ",200,12.500,true,success,10.000,2.500");
+    assertThat(csv.get(1))
+        .isEqualTo(A + ",200,12.500,true,success,10.000,2.500,127.0.0.1:" + admin.actualPort());
+  }
+
+  /**
+   * Three replicas, as behind a Service: A's record is on the first, B's on a second, and a third
+   * refuses connections (killed): every request joins, each attributed to its replica, the dead one
+   * named unreachable.
+   */
+  @Test
+  void recordsAreLookedUpOnEveryReplica() throws Exception {
+    HttpServer second =
+        vertx
+            .createHttpServer()
+            .requestHandler(
+                req -> {
+                  if (req.path().endsWith(C)) {
+                    req.response()
+                        .putHeader("content-type", "application/json")
+                        .end(
+                            "{\"trace_id\":\"" + C + "\",\"outcome\":\"success\",\"root_ms\":4.0}");
+                  } else {
+                    req.response().setStatusCode(404).end();
+                  }
+                })
+            .listen(0, "127.0.0.1")
+            .await(10, TimeUnit.SECONDS);
+    int dead;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      dead = s.getLocalPort();
+    }
+    Path file = dir.resolve("run.json");
+    Files.write(
+        file,
+        List.of(
+            point("http_req_duration", A, 12.5),
+            point("http_req_duration", C, 5.0),
+            point("http_req_duration", B, 21.0)));
+    int code =
+        LoadMain.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+            .execute(
+                "join-k6",
+                file.toString(),
+                "--admin",
+                "http://127.0.0.1:" + dead,
+                "--admin",
+                "http://127.0.0.1:" + admin.actualPort(),
+                "--admin",
+                "http://127.0.0.1:" + second.actualPort(),
+                "--out",
+                dir.resolve("out").toString());
+    assertThat(code).as(out + "\n" + err).isZero();
+    assertThat(out.toString())
+        .contains("3 requests, 3 with a proxy record (join coverage 100.0%)")
+        .contains("replica 127.0.0.1:" + admin.actualPort() + ": 2 records (share 66.7%)")
+        .contains("replica 127.0.0.1:" + second.actualPort() + ": 1 records (share 33.3%)")
+        .contains("replica 127.0.0.1:" + dead + ": 0 records (share 0.0%), unreachable");
+    List<String> csv = Files.readAllLines(dir.resolve("out/k6-join.csv"));
+    assertThat(csv.get(2)).endsWith(",127.0.0.1:" + second.actualPort());
   }
 
   @Test
