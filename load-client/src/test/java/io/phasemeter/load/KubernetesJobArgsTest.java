@@ -107,6 +107,9 @@ class KubernetesJobArgsTest {
     assertThat(parsed.subcommand().commandSpec().name()).isEqualTo("run");
     LoadOptions o = ((LoadMain.Run) parsed.subcommand().commandSpec().userObject()).options();
     assertThat(o.admin()).isNotNull();
+    // The join spans the fleet: every pod's admin, from the headless admin-service.yaml.
+    assertThat(o.admin().discoverHost()).isEqualTo("phasemeter-admin");
+    assertThat(o.admin().discoverPort()).isEqualTo(9464);
     assertThat(o.out()).isEqualTo(Path.of("/results/" + SAMPLES.get("JOB_COMPLETION_INDEX")));
   }
 

@@ -151,6 +151,7 @@ class KubernetesManifestsTest {
     List<String> files = files();
     assertThat(files)
         .containsExactly(
+            "admin-service.yaml",
             "deployment.yaml",
             "load-job.yaml",
             "prometheusrule.yaml",
@@ -162,6 +163,7 @@ class KubernetesManifestsTest {
             "servicemonitor.yaml");
     Map<String, Class<?>> types =
         Map.of(
+            "admin-service.yaml", Service.class,
             "deployment.yaml", Deployment.class,
             "load-job.yaml", Job.class,
             "prometheusrule.yaml", PrometheusRule.class,
@@ -393,7 +395,7 @@ class KubernetesManifestsTest {
     String cmd = String.join(" ", load.getCommand()) + " " + String.join(" ", load.getArgs());
     assertThat(cmd)
         .contains("phasemeter-load.jar", " run ", "--url http://phasemeter-vllm:8080")
-        .contains("--admin http://phasemeter-vllm:9464")
+        .contains("--admin-discover dns://" + adminService().getMetadata().getName() + ":9464")
         .contains("--out /results/$(JOB_COMPLETION_INDEX)");
     // --admin-token $(ADMIN_TOKEN): the proxy's token, from the same Secret.
     assertThat(load.getArgs()).containsSubsequence("--admin-token", "$(ADMIN_TOKEN)");
@@ -401,6 +403,35 @@ class KubernetesManifestsTest {
         .filteredOn(v -> v.getName().equals("ADMIN_TOKEN"))
         .singleElement()
         .satisfies(KubernetesManifestsTest::assertIsTheReadmesAdminSecret);
+  }
+
+  /**
+   * The headless Service the load client resolves to every pod's admin listener: no cluster IP (a
+   * name with one address per pod, not a balanced one), the inference pods, their admin port.
+   */
+  @Test
+  void theAdminServiceIsHeadlessAndResolvesToEveryInferencePodsAdminPort() throws Exception {
+    Service admin = adminService();
+    Deployment d = read("deployment.yaml", Deployment.class);
+    assertThat(admin.getSpec().getClusterIP()).isEqualTo("None");
+    assertThat(admin.getSpec().getSelector()).isEqualTo(d.getSpec().getSelector().getMatchLabels());
+    assertThat(admin.getSpec().getPorts())
+        .extracting(ServicePort::getName, ServicePort::getPort, p -> p.getTargetPort().getStrVal())
+        .containsExactly(org.assertj.core.groups.Tuple.tuple("admin", 9464, "admin"));
+    assertThat(pod().getContainers().stream().flatMap(c -> c.getPorts().stream()))
+        .anySatisfy(
+            p -> {
+              assertThat(p.getName()).isEqualTo("admin");
+              assertThat(p.getContainerPort()).isEqualTo(9464);
+            });
+    // Not the ServiceMonitor's: Prometheus scrapes through service.yaml, once per pod already.
+    ServiceMonitor sm = read("servicemonitor.yaml", ServiceMonitor.class);
+    assertThat(sm.getSpec().getSelector().getMatchLabels())
+        .isNotEqualTo(admin.getMetadata().getLabels());
+  }
+
+  private static Service adminService() throws Exception {
+    return read("admin-service.yaml", Service.class);
   }
 
   /** The capacity search's Job, in a subdirectory that {@code kubectl apply -f DIR/} skips. */
@@ -432,8 +463,9 @@ class KubernetesManifestsTest {
     assertThat(c.getCommand()).isEqualTo(l.getCommand());
     List<String> args = c.getArgs();
     assertThat(args.get(0)).isEqualTo("search");
-    // The same Service, admin port, token, model and budgets as the load Job.
-    for (String flag : List.of("--url", "--admin", "--admin-token", "--model", "--budgets")) {
+    // The same Service, admin Service, token, model and budgets as the load Job.
+    for (String flag :
+        List.of("--url", "--admin-discover", "--admin-token", "--model", "--budgets")) {
       assertThat(arg(args, flag)).as(flag).isEqualTo(arg(l.getArgs(), flag));
     }
     assertThat(arg(args, "--slo")).isNotBlank();
