@@ -167,10 +167,13 @@ public final class ProxyJoin implements AutoCloseable {
                   System::nanoTime)
               .fetch(feeds.replicas(), fetchTimeout);
     }
+    joiner.flush();
     if (feeds != null) {
+      // After the flush no request can join any more (a lookup answered late finds none
+      // waiting), so these counts and the run's join.joined describe the same pairs; before the
+      // feeds close, so that each replica's state is the one it ended the run in.
       finalCounts = JoinCounts.of(feeds.counts());
     }
-    joiner.flush();
   }
 
   /**
