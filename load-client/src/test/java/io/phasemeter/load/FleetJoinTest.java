@@ -207,7 +207,8 @@ class FleetJoinTest {
   /**
    * Replica 2 is killed (SIGKILL) while requests are in flight on it: the requests it held fail at
    * the client (nginx answers 502), never counted as successes; its feed is reported down with the
-   * others up; every success is joined; the run ends in bounded time.
+   * others up; every success is joined but those whose records died with the replica; the run ends
+   * in bounded time.
    */
   @Test
   @Order(3)
@@ -270,9 +271,35 @@ class FleetJoinTest {
       sum += r.get("joined").asLong();
     }
     assertThat(sum).isEqualTo(s.at("/join/joined").asLong());
-    // Every success joined: the killed replica published each record before it was killed.
-    assertThat(s.get("join_coverage").asDouble()).isEqualTo(1.0);
+    // Every success joined, but one whose response the killed replica finished and whose record
+    // it had not yet published when it was killed (seen: 1 of 724): such a record is gone with it.
+    // So every unjoined success is one nginx says the killed replica served, at most the requests
+    // in flight.
+    Map<String, Boolean> joined = pairJoined(out.resolve("pairs.csv"));
+    long lost = 0;
+    for (Map.Entry<String, String> c : classes.entrySet()) {
+      if (c.getValue().equals("NONE") && !joined.get(c.getKey())) {
+        lost++;
+        assertThat(logged.get(c.getKey()).proxyPort()).as(c.getKey()).isEqualTo(victim.port());
+      }
+    }
+    assertThat(lost).isLessThanOrEqualTo(12);
+    assertThat(s.get("join_coverage").asDouble()).isEqualTo((double) (ok - lost) / ok);
     assertThat(log.toString()).containsPattern("replica " + victim.name() + " +joined .*down");
+  }
+
+  /** pairs.csv's joined column by trace id. */
+  private static Map<String, Boolean> pairJoined(Path csv) throws Exception {
+    List<String> lines = Files.readAllLines(csv);
+    List<String> header = io.phasemeter.load.report.RunMerge.splitCsv(lines.get(0));
+    int trace = header.indexOf("trace_id");
+    int joined = header.indexOf("joined");
+    Map<String, Boolean> out = new HashMap<>();
+    for (String line : lines.subList(1, lines.size())) {
+      List<String> f = io.phasemeter.load.report.RunMerge.splitCsv(line);
+      out.put(f.get(trace), Boolean.parseBoolean(f.get(joined)));
+    }
+    return out;
   }
 
   /** pairs.csv's error class by trace id. */
