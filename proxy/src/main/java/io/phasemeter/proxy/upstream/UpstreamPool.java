@@ -111,11 +111,7 @@ public final class UpstreamPool implements MeterBinder {
               .asMap());
   private long healthTimer = -1;
   private volatile boolean closed;
-  // Guarded by this: who hears of capacity changes, the last capacity told, and each ejected
-  // upstream's timer for the moment its backoff runs out.
-  private java.util.function.IntConsumer capacityListener;
-  private int toldCapacity = -1;
-  private final java.util.Map<UpstreamHost, Long> expiryTimers = new java.util.IdentityHashMap<>();
+  private final PoolCapacity capacity;
 
   /**
    * Creates the pool's client; {@code apiKey} is the provider credential sent upstream as a bearer
@@ -133,6 +129,7 @@ public final class UpstreamPool implements MeterBinder {
           new UpstreamHost(
               addresses.get(i), slots.get(i), config.ejection(), config.connections().reuse()));
     }
+    this.capacity = new PoolCapacity(List.copyOf(hosts), clock, vertx);
     HttpClientOptions options =
         new HttpClientOptions()
             .setKeepAlive(true)
@@ -227,7 +224,7 @@ public final class UpstreamPool implements MeterBinder {
                   // after the backoff their last failure started.
                   spares.get(h).upAgain();
                 }
-                capacityChanged();
+                capacity.changed();
                 if (changed) {
                   LOG.warn(
                       "pool {}: upstream {} is now {} (active health check {}{})",
@@ -613,7 +610,7 @@ public final class UpstreamPool implements MeterBinder {
   /** The upstream answered (headers arrived). */
   public void reachable(UpstreamHost host) {
     if (host.reachable(clock.nanoTime())) {
-      capacityChanged();
+      capacity.changed();
     }
   }
 
@@ -626,8 +623,7 @@ public final class UpstreamPool implements MeterBinder {
           config.name(),
           host,
           config.ejection().after());
-      capacityChanged();
-      whenBackoffEnds(host);
+      capacity.ejected(host);
     }
   }
 
@@ -635,83 +631,18 @@ public final class UpstreamPool implements MeterBinder {
    * Tells {@code listener} the pool's capacity now, and again at every change: the slots of its
    * available upstreams ({@link #availableSlots}). One listener; a second replaces the first.
    */
-  public synchronized void onCapacityChange(java.util.function.IntConsumer listener) {
-    capacityListener = listener;
-    toldCapacity = availableSlots();
-    listener.accept(toldCapacity);
-  }
-
-  /**
-   * Works out the capacity again and tells the listener if it changed. Under the pool's lock, so
-   * that two event loops seeing two changes cannot tell them in the wrong order.
-   */
-  private synchronized void capacityChanged() {
-    if (capacityListener == null || closed) {
-      return;
-    }
-    int now = availableSlots();
-    if (now != toldCapacity) {
-      toldCapacity = now;
-      capacityListener.accept(now);
-    }
-  }
-
-  /**
-   * An ejected upstream is available again the moment its backoff runs out ({@link
-   * UpstreamHost#available}); a timer then tells the capacity, so waiters need no request to pass
-   * by. A timer that fires before the clock says so (or finds a newer ejection) waits again.
-   */
-  private synchronized void whenBackoffEnds(UpstreamHost host) {
-    if (closed) {
-      return;
-    }
-    Long previous = expiryTimers.remove(host);
-    if (previous != null) {
-      vertx.cancelTimer(previous);
-    }
-    long left = host.ejectedUntil() - clock.nanoTime();
-    if (left <= 0) {
-      capacityChanged();
-      return;
-    }
-    long ms = Math.max(1, (left + 999_999) / 1_000_000);
-    expiryTimers.put(
-        host,
-        vertx.setTimer(
-            ms,
-            id -> {
-              synchronized (this) {
-                if (expiryTimers.get(host) != null && expiryTimers.get(host) == id) {
-                  expiryTimers.remove(host);
-                }
-              }
-              if (host.ejected(clock.nanoTime())) {
-                whenBackoffEnds(host);
-              } else {
-                capacityChanged();
-              }
-            }));
+  public void onCapacityChange(java.util.function.IntConsumer listener) {
+    capacity.listen(listener);
   }
 
   /** The slots of the upstreams available now: the pool's capacity. */
   public int availableSlots() {
-    long now = clock.nanoTime();
-    int c = 0;
-    for (UpstreamHost h : hosts) {
-      if (h.available(now)) {
-        c += h.slots();
-      }
-    }
-    return c;
+    return capacity.available();
   }
 
   /** The slots of all the pool's upstreams, available or not. */
   public int configuredSlots() {
-    int c = 0;
-    for (UpstreamHost h : hosts) {
-      c += h.slots();
-    }
-    return c;
+    return capacity.configured();
   }
 
   /** Counts a retry on another upstream. */
@@ -896,10 +827,7 @@ public final class UpstreamPool implements MeterBinder {
     if (healthTimer >= 0) {
       vertx.cancelTimer(healthTimer);
     }
-    synchronized (this) {
-      expiryTimers.values().forEach(vertx::cancelTimer);
-      expiryTimers.clear();
-    }
+    capacity.close();
     for (SpareConnections s : spares.values()) {
       s.close();
     }
