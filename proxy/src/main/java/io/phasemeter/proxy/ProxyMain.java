@@ -15,6 +15,7 @@ import io.vertx.core.VertxOptions;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
@@ -462,7 +463,7 @@ public final class ProxyMain implements Callable<Integer> {
                     + ": models "
                     + p.models()
                     + " -> "
-                    + String.join(", ", p.upstreams())
+                    + describeUpstreams(p)
                     + " ("
                     + p.slots()
                     + " slots, queue "
@@ -477,6 +478,21 @@ public final class ProxyMain implements Callable<Integer> {
                     + ")\n  upstream connections: "
                     + reuse(p.connections()))
         .collect(Collectors.joining("\n"));
+  }
+
+  /** The pool's upstreams, each with its slots when there are several. */
+  private static String describeUpstreams(ProxyConfig.Pool p) {
+    List<String> urls = p.upstreamUrls();
+    if (urls.size() == 1) {
+      return urls.get(0);
+    }
+    List<Integer> slots = p.upstreamSlots();
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < urls.size(); i++) {
+      sb.append(i == 0 ? "" : ", ").append(urls.get(i)).append(" [").append(slots.get(i));
+      sb.append(slots.get(i) == 1 ? " slot]" : " slots]");
+    }
+    return sb.toString();
   }
 
   /**

@@ -200,16 +200,19 @@ final class ProxyRuntime implements PipelineRuntime {
           upstreams.bindUpstreamsTo(metrics.registry());
         }
         upstreamPools.add(upstreams);
-        slotPools.put(
-            p.name(),
+        SlotPool slots =
             bind(
                 new SlotPool(
                     p.name(),
-                    p.slots(),
+                    upstreams.configuredSlots(),
                     p.queue().max(),
                     p.queue().timeout(),
                     p.queue().maxOvertakes(),
-                    vertx)));
+                    vertx));
+        // The pool admits what its available upstreams can run: an upstream ejected or down takes
+        // its slots with it at once, and the excess waits in `queue`, not inside another engine.
+        upstreams.onCapacityChange(slots::capacity);
+        slotPools.put(p.name(), slots);
       }
       this.bodyBudget =
           bind(

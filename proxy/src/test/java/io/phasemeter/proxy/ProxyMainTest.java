@@ -69,8 +69,8 @@ class ProxyMainTest {
 
     assertThat(out.toString().lines())
         .containsExactly(
-            "pool llama: models [llama-8b] -> http://gpu1:8000, http://gpu2:8000"
-                + " (16 slots, queue 50; health /health every 5s)",
+            "pool llama: models [llama-8b] -> http://gpu1:8000 [8 slots], http://gpu2:8000"
+                + " [8 slots] (16 slots, queue 50; health /health every 5s)",
             "  upstream connections: reuse: auto (kept alive and reused; once an upstream is seen"
                 + " closing them after its responses, one request each, 2 spares opened ahead of"
                 + " demand)",
@@ -152,6 +152,25 @@ class ProxyMainTest {
             "budgets[0] (b).slo_ms.ttft: ambiguous: in limits_ms 'ttft' means the server's"
                 + " figure; write client_ttft (the client's) or server_ttft (the proxy's)")
         .doesNotContain("\n");
+  }
+
+  @Test
+  void upstreamSlotsThatContradictThePoolStopStartUpWithOneLineAndExitCodeTwo() throws IOException {
+    Path file =
+        write(
+            """
+            pools:
+              - name: llama
+                models: [llama-8b]
+                upstreams: [{url: http://gpu1:8000, slots: 4}, {url: http://gpu2:8000, slots: 4}]
+                slots: 16
+            """);
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine())
+        .startsWith("phasemeter proxy: ")
+        .contains("pools[0]: slots: pool 'llama' has 16 but its upstreams' own slots add up to 8");
   }
 
   @Test

@@ -877,12 +877,17 @@ public record ProxyConfig(
     }
   }
 
-  /** A pool of upstream inference servers that serve the same models and share slots. */
+  /**
+   * A pool of upstream inference servers that serve the same models. Its {@code slots} are shared
+   * among its upstreams: an upstream that names its own {@code slots} has those, the others share
+   * what is left evenly (the remainder to the first ones). Given as null, {@code slots} is the sum
+   * of the upstreams' own when every upstream names them, else {@link #DEFAULT_SLOTS}.
+   */
   public record Pool(
       String name,
       List<String> models,
-      List<String> upstreams,
-      int slots,
+      List<UpstreamEntry> upstreams,
+      Integer slots,
       Queue queue,
       Timeouts timeouts,
       Health health,
@@ -894,6 +899,9 @@ public record ProxyConfig(
       Connections connections) {
     /** The output estimate of a request that sets no max_tokens, by default. */
     public static final long DEFAULT_MAX_TOKENS = 4096;
+
+    /** A pool's slots when neither it nor all of its upstreams name them. */
+    public static final int DEFAULT_SLOTS = 64;
 
     public Pool {
       name = requireText(name, "pools[].name");
@@ -913,12 +921,7 @@ public record ProxyConfig(
             "upstreams: pool '" + name + "' needs at least one upstream URL");
       }
       upstreams = List.copyOf(upstreams);
-      for (String u : upstreams) {
-        Upstream.parse(u);
-      }
-      if (slots < 1) {
-        throw new IllegalArgumentException("slots: must be at least 1 (got " + slots + ")");
-      }
+      slots = UpstreamEntry.poolSlots(name, upstreams, slots);
       Objects.requireNonNull(queue, "queue");
       Objects.requireNonNull(timeouts, "timeouts");
       health = health == null ? Health.DEFAULT : health;
@@ -959,7 +962,7 @@ public record ProxyConfig(
       this(
           name,
           models,
-          upstreams,
+          upstreams == null ? null : upstreams.stream().map(UpstreamEntry::of).toList(),
           slots,
           queue,
           timeouts,
@@ -986,7 +989,132 @@ public record ProxyConfig(
 
     /** The parsed upstream addresses. */
     public List<Upstream> upstreamAddresses() {
-      return upstreams.stream().map(Upstream::parse).toList();
+      return upstreams.stream().map(u -> Upstream.parse(u.url())).toList();
+    }
+
+    /** The upstreams' URLs, in configured order. */
+    public List<String> upstreamUrls() {
+      return upstreams.stream().map(UpstreamEntry::url).toList();
+    }
+
+    /**
+     * Each upstream's slots, in configured order: its own, or its share of what the pool's {@code
+     * slots} leaves after the upstreams that name theirs. They add up to {@link #slots()}.
+     */
+    public List<Integer> upstreamSlots() {
+      return UpstreamEntry.shares(upstreams, slots);
+    }
+  }
+
+  /**
+   * One entry of {@code pools[].upstreams}: a URL, or a map {@code {url, slots}} naming the
+   * upstream's own slots (null: a share of the pool's).
+   */
+  public record UpstreamEntry(String url, Integer slots) {
+    @com.fasterxml.jackson.annotation.JsonCreator(
+        mode = com.fasterxml.jackson.annotation.JsonCreator.Mode.PROPERTIES)
+    public UpstreamEntry {
+      if (url == null || url.isBlank()) {
+        throw new IllegalArgumentException(
+            "url: an upstream needs its base URL (such as http://10.0.0.5:8000)");
+      }
+      url = Upstream.parse(url).url();
+      if (slots != null && slots < 1) {
+        throw new IllegalArgumentException(
+            "slots: upstream '" + url + "' must have at least 1 (got " + slots + ")");
+      }
+    }
+
+    /** Jackson: an entry written as a plain URL shares the pool's slots. */
+    @com.fasterxml.jackson.annotation.JsonCreator(
+        mode = com.fasterxml.jackson.annotation.JsonCreator.Mode.DELEGATING)
+    public static UpstreamEntry of(String url) {
+      return new UpstreamEntry(url, null);
+    }
+
+    /**
+     * The pool's slots: {@code given}, checked against the upstreams' own; or, when not given, the
+     * sum of theirs if every upstream names them, else {@link Pool#DEFAULT_SLOTS}.
+     */
+    static int poolSlots(String pool, List<UpstreamEntry> upstreams, Integer given) {
+      long named = 0;
+      int sharing = 0;
+      for (UpstreamEntry u : upstreams) {
+        if (u.slots() == null) {
+          sharing++;
+        } else {
+          named += u.slots();
+        }
+      }
+      if (given == null) {
+        if (sharing > 0) {
+          given = Pool.DEFAULT_SLOTS;
+        } else if (named > Integer.MAX_VALUE) {
+          throw new IllegalArgumentException(
+              "slots: the upstreams of pool '" + pool + "' have more than 2^31 - 1 together");
+        } else {
+          return (int) named;
+        }
+      }
+      if (given < 1) {
+        throw new IllegalArgumentException("slots: must be at least 1 (got " + given + ")");
+      }
+      if (sharing == 0 && named != given) {
+        throw new IllegalArgumentException(
+            "slots: pool '"
+                + pool
+                + "' has "
+                + given
+                + " but its upstreams' own slots add up to "
+                + named
+                + "; leave the pool's slots out (it is then their sum) or make them agree");
+      }
+      if (sharing > 0 && given - named < sharing) {
+        throw new IllegalArgumentException(
+            "slots: pool '"
+                + pool
+                + "' has "
+                + given
+                + ", its upstreams' own slots take "
+                + named
+                + ", which leaves "
+                + Math.max(0, given - named)
+                + " for "
+                + sharing
+                + " upstream(s) without slots of their own; each needs at least 1");
+      }
+      return given;
+    }
+
+    /** Each upstream's slots: its own, or an even share of what {@code poolSlots} leaves. */
+    static List<Integer> shares(List<UpstreamEntry> upstreams, int poolSlots) {
+      int named = 0;
+      int sharing = 0;
+      for (UpstreamEntry u : upstreams) {
+        if (u.slots() == null) {
+          sharing++;
+        } else {
+          named += u.slots();
+        }
+      }
+      int left = poolSlots - named;
+      int each = sharing == 0 ? 0 : left / sharing;
+      int extra = sharing == 0 ? 0 : left % sharing;
+      List<Integer> out = new java.util.ArrayList<>(upstreams.size());
+      for (UpstreamEntry u : upstreams) {
+        if (u.slots() != null) {
+          out.add(u.slots());
+        } else {
+          out.add(each + (extra-- > 0 ? 1 : 0));
+        }
+      }
+      return List.copyOf(out);
+    }
+
+    /** The URL, and the slots when the entry names them. */
+    @Override
+    public String toString() {
+      return slots == null ? url : url + " (" + slots + " slots)";
     }
   }
 

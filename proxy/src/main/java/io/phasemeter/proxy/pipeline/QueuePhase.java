@@ -50,7 +50,7 @@ final class QueuePhase {
   private static String queueOutcome(ProxyFailure.Kind kind) {
     return switch (kind) {
       case QUEUE_TIMEOUT -> "timeout";
-      case QUEUE_FULL -> "rejected";
+      case QUEUE_FULL, NO_HEALTHY_UPSTREAM -> "rejected";
       default -> "cancelled";
     };
   }

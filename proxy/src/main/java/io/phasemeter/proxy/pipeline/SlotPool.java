@@ -15,18 +15,22 @@ import java.util.Iterator;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * A pool's inference slots: at most {@code slots} upstream requests at once; the rest wait in a
- * bounded queue with a timeout. A freed slot goes to the oldest waiter of the highest priority,
- * except that a waiter overtaken {@code maxOvertakes} times by later arrivals goes first: low
- * priority is served later, never starved ({@code maxOvertakes = 0} is plain FIFO). Shared by every
- * event loop, so state changes happen under the pool's lock and waiters are completed on their own
- * context.
+ * A pool's inference slots: at most {@code capacity} upstream requests at once; the rest wait in a
+ * bounded queue with a timeout. The capacity follows the pool's available upstreams ({@link
+ * #capacity(int)}): a smaller one revokes no slot already granted (in use may exceed it until those
+ * requests end) and grants none until in use is below it; a larger one grants waiters at once; none
+ * at all (no upstream available) refuses new requests and those waiting with {@code
+ * no_healthy_upstream}, as a pool with no available upstream always has. A freed slot goes to the
+ * oldest waiter of the highest priority, except that a waiter overtaken {@code maxOvertakes} times
+ * by later arrivals goes first: low priority is served later, never starved ({@code maxOvertakes =
+ * 0} is plain FIFO). Shared by every event loop, so state changes happen under the pool's lock and
+ * waiters are completed on their own context.
  */
 public final class SlotPool implements MeterBinder {
   private static final Priority[] LEVELS = Priority.values();
 
   private final String name;
-  private final int capacity;
+  private final int configured;
   private final int maxQueue;
   private final long timeoutMs;
   private final int maxOvertakes;
@@ -39,8 +43,12 @@ public final class SlotPool implements MeterBinder {
   private int waiting;
   private long nextSeq;
   private int inUse;
+  private int capacity;
 
-  /** Creates a pool of {@code capacity} slots and a queue of at most {@code maxQueue} waiters. */
+  /**
+   * Creates a pool of {@code capacity} slots (its configured slots, all available at first) and a
+   * queue of at most {@code maxQueue} waiters.
+   */
   public SlotPool(String name, int capacity, int maxQueue, Duration timeout, Vertx vertx) {
     this(name, capacity, maxQueue, timeout, 16, vertx);
   }
@@ -48,7 +56,11 @@ public final class SlotPool implements MeterBinder {
   /** As above, with the starvation bound: how often a waiter may be overtaken. */
   public SlotPool(
       String name, int capacity, int maxQueue, Duration timeout, int maxOvertakes, Vertx vertx) {
+    if (capacity < 1) {
+      throw new IllegalArgumentException("capacity: must be at least 1 (got " + capacity + ")");
+    }
     this.name = name;
+    this.configured = capacity;
     this.capacity = capacity;
     this.maxQueue = maxQueue;
     this.timeoutMs = Math.max(1, timeout.toMillis());
@@ -60,8 +72,8 @@ public final class SlotPool implements MeterBinder {
   }
 
   /**
-   * Registers {@code llm_queue_depth}, {@code llm_slots_in_use} and {@code llm_slots_capacity},
-   * labelled by the pool.
+   * Registers {@code llm_queue_depth}, {@code llm_slots_in_use}, {@code llm_slots_capacity} (now)
+   * and {@code llm_slots_configured}, labelled by the pool.
    */
   @Override
   public void bindTo(MeterRegistry registry) {
@@ -76,7 +88,11 @@ public final class SlotPool implements MeterBinder {
         .register(registry);
     Gauge.builder("llm.slots.capacity", this, SlotPool::capacity)
         .tags(pool)
-        .description("Configured slots")
+        .description("Slots of the pool's available upstreams")
+        .register(registry);
+    Gauge.builder("llm.slots.configured", this, SlotPool::configured)
+        .tags(pool)
+        .description("Slots of all the pool's upstreams, available or not")
         .register(registry);
   }
 
@@ -138,6 +154,9 @@ public final class SlotPool implements MeterBinder {
     int depth;
     synchronized (this) {
       depth = waiting;
+      if (capacity == 0) {
+        return new Ticket(Future.failedFuture(noUpstream()), depth, null);
+      }
       if (inUse < capacity && waiting == 0) {
         inUse++;
         return new Ticket(Future.succeededFuture(new Slot()), 0, null);
@@ -163,7 +182,8 @@ public final class SlotPool implements MeterBinder {
   private void release() {
     Waiter next;
     synchronized (this) {
-      next = takeNext();
+      // After a shrink, in use may be above the capacity: the slot is then not handed on.
+      next = inUse <= capacity ? takeNext() : null;
       if (next == null) {
         inUse--;
         return;
@@ -171,6 +191,54 @@ public final class SlotPool implements MeterBinder {
       next.granted = true;
     }
     next.grant(new Slot());
+  }
+
+  /**
+   * Sets the capacity to {@code slots} (the slots of the pool's available upstreams): larger grants
+   * waiters at once up to it; smaller takes back nothing granted; 0 refuses everyone waiting with
+   * {@code no_healthy_upstream}, as a request arriving then is.
+   */
+  public void capacity(int slots) {
+    if (slots < 0) {
+      throw new IllegalArgumentException("capacity: must be 0 or more (got " + slots + ")");
+    }
+    java.util.List<Waiter> granted = new java.util.ArrayList<>();
+    java.util.List<Waiter> refused = new java.util.ArrayList<>();
+    synchronized (this) {
+      capacity = slots;
+      if (slots == 0) {
+        for (ArrayDeque<Waiter> q : waiters) {
+          for (Waiter w : q) {
+            w.granted = true; // Taken off the queue: neither its timer nor a cancel removes it.
+            refused.add(w);
+          }
+          q.clear();
+        }
+        waiting = 0;
+      }
+      while (inUse < capacity) {
+        Waiter next = takeNext();
+        if (next == null) {
+          break;
+        }
+        next.granted = true;
+        inUse++;
+        granted.add(next);
+      }
+    }
+    for (Waiter w : granted) {
+      w.grant(new Slot());
+    }
+    for (Waiter w : refused) {
+      w.refuse(noUpstream());
+    }
+  }
+
+  private ProxyFailure noUpstream() {
+    return ProxyFailure.retryAfter(
+        ProxyFailure.Kind.NO_HEALTHY_UPSTREAM,
+        "No upstream of pool '" + name + "' is available; retry later.",
+        1);
   }
 
   /** Removes and returns the waiter the next free slot belongs to; call under the lock. */
@@ -222,9 +290,14 @@ public final class SlotPool implements MeterBinder {
     return waiters[priority.ordinal()].size();
   }
 
-  /** The number of slots. */
-  public int capacity() {
+  /** The slots that may be in use now: those of the pool's available upstreams. */
+  public synchronized int capacity() {
     return capacity;
+  }
+
+  /** The slots of all the pool's upstreams, available or not. */
+  public int configured() {
+    return configured;
   }
 
   public String name() {
@@ -253,6 +326,14 @@ public final class SlotPool implements MeterBinder {
             if (!promise.tryComplete(slot)) {
               slot.release();
             }
+          });
+    }
+
+    void refuse(ProxyFailure failure) {
+      context.runOnContext(
+          v -> {
+            vertx.cancelTimer(timer);
+            promise.tryFail(failure);
           });
     }
 

@@ -4,13 +4,14 @@ import io.phasemeter.proxy.config.ProxyConfig;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * One upstream of a pool and what the proxy knows about it: requests in flight, the verdict of the
- * active health checks, and passive ejection after connection failures in a row (with a backoff
- * that doubles on each ejection in a row). Every event loop reads it, so state is guarded by the
- * instance's lock; {@link #inFlight} is atomic because it changes on every request.
+ * One upstream of a pool and what the proxy knows about it: its slots, requests in flight, the
+ * verdict of the active health checks, and passive ejection after connection failures in a row
+ * (with a backoff that doubles on each ejection in a row). Every event loop reads it, so state is
+ * guarded by the instance's lock; {@link #inFlight} is atomic because it changes on every request.
  */
 public final class UpstreamHost {
   private final ProxyConfig.Upstream address;
+  private final int slots;
   private final ProxyConfig.Ejection ejection;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final ProxyConfig.Reuse reuse;
@@ -36,8 +37,15 @@ public final class UpstreamHost {
   static final int CLOSED_OF_RECENT = 4;
 
   UpstreamHost(
-      ProxyConfig.Upstream address, ProxyConfig.Ejection ejection, ProxyConfig.Reuse reuse) {
+      ProxyConfig.Upstream address,
+      int slots,
+      ProxyConfig.Ejection ejection,
+      ProxyConfig.Reuse reuse) {
+    if (slots < 1) {
+      throw new IllegalArgumentException("slots: must be at least 1 (got " + slots + ")");
+    }
     this.address = address;
+    this.slots = slots;
     this.ejection = ejection;
     this.reuse = reuse;
   }
@@ -84,6 +92,14 @@ public final class UpstreamHost {
     return address;
   }
 
+  /**
+   * The upstream's configured slots (its own {@code slots}, or its share of the pool's): what it
+   * adds to the pool's capacity while it is available.
+   */
+  public int slots() {
+    return slots;
+  }
+
   /** Requests running on it now. */
   public int inFlight() {
     return inFlight.get();
@@ -112,11 +128,22 @@ public final class UpstreamHost {
     inFlight.decrementAndGet();
   }
 
-  /** A response arrived: the upstream is reachable, so the failure streak and backoff reset. */
-  synchronized void reachable() {
+  /**
+   * A response arrived: the upstream is reachable, so the failure streak and backoff reset. Returns
+   * true when this lifted an ejection whose backoff had not yet run out (a request sent before the
+   * ejection answered), which makes it available again.
+   */
+  synchronized boolean reachable(long now) {
+    boolean lifted = ejected && now < ejectedUntil;
     connectFailures = 0;
     ejectionsInRow = 0;
     ejected = false;
+    return lifted;
+  }
+
+  /** When the current ejection's backoff runs out (meaningful while {@link #ejected} is true). */
+  synchronized long ejectedUntil() {
+    return ejectedUntil;
   }
 
   /**

@@ -25,11 +25,14 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The upstreams of one pool, their HTTP client, and the choice among them: the available upstream
- * (healthy, not ejected) with the fewest requests in flight, ties broken in turn. Active health
- * checks run on a timer; connection failures eject an upstream for a backoff. Connections are kept
- * alive and pooled ({@code pools[].connections}): by default slots + 8 per upstream for requests
- * that hold a slot, so a full pool never waits on the client, and a bounded number with a bounded
- * wait queue for those that hold none.
+ * (healthy, not ejected) with the fewest requests in flight for its slots, ties broken in turn.
+ * Active health checks run on a timer; connection failures eject an upstream for a backoff. The
+ * pool's capacity is the slots of its available upstreams: every change (an ejection, its backoff
+ * running out, a health verdict, an answer that lifts an ejection) is told at once to the listener
+ * of {@link #onCapacityChange}, the pool's slot queue. Connections are kept alive and pooled
+ * ({@code pools[].connections}): by default slots + 8 per upstream for requests that hold a slot,
+ * so a full pool never waits on the client, and a bounded number with a bounded wait queue for
+ * those that hold none.
  *
  * <p>Some upstreams close a connection after each response (llama.cpp's server after a stream,
  * without saying so). With {@code connections.reuse: auto} the pool watches what follows its
@@ -108,6 +111,7 @@ public final class UpstreamPool implements MeterBinder {
               .asMap());
   private long healthTimer = -1;
   private volatile boolean closed;
+  private final PoolCapacity capacity;
 
   /**
    * Creates the pool's client; {@code apiKey} is the provider credential sent upstream as a bearer
@@ -118,9 +122,14 @@ public final class UpstreamPool implements MeterBinder {
     this.config = config;
     this.clock = clock;
     this.apiKey = apiKey;
-    for (ProxyConfig.Upstream u : config.upstreamAddresses()) {
-      hosts.add(new UpstreamHost(u, config.ejection(), config.connections().reuse()));
+    List<ProxyConfig.Upstream> addresses = config.upstreamAddresses();
+    List<Integer> slots = config.upstreamSlots();
+    for (int i = 0; i < addresses.size(); i++) {
+      hosts.add(
+          new UpstreamHost(
+              addresses.get(i), slots.get(i), config.ejection(), config.connections().reuse()));
     }
+    this.capacity = new PoolCapacity(List.copyOf(hosts), clock, vertx);
     HttpClientOptions options =
         new HttpClientOptions()
             .setKeepAlive(true)
@@ -215,6 +224,7 @@ public final class UpstreamPool implements MeterBinder {
                   // after the backoff their last failure started.
                   spares.get(h).upAgain();
                 }
+                capacity.changed();
                 if (changed) {
                   LOG.warn(
                       "pool {}: upstream {} is now {} (active health check {}{})",
@@ -258,8 +268,8 @@ public final class UpstreamPool implements MeterBinder {
   }
 
   /**
-   * Picks the available upstream with the fewest requests in flight, skipping {@code tried};
-   * returns null when none is available.
+   * Picks the available upstream with the fewest requests in flight for its slots (in flight ÷
+   * slots), skipping {@code tried}; returns null when none is available.
    */
   public UpstreamHost choose(Collection<UpstreamHost> tried) {
     long now = clock.nanoTime();
@@ -273,7 +283,8 @@ public final class UpstreamPool implements MeterBinder {
         continue;
       }
       int load = h.inFlight();
-      if (load < bestLoad) {
+      // load / slots < bestLoad / best.slots, multiplied out: exact, and no division per request.
+      if (best == null || (long) load * best.slots() < (long) bestLoad * h.slots()) {
         best = h;
         bestLoad = load;
       }
@@ -598,7 +609,9 @@ public final class UpstreamPool implements MeterBinder {
 
   /** The upstream answered (headers arrived). */
   public void reachable(UpstreamHost host) {
-    host.reachable();
+    if (host.reachable(clock.nanoTime())) {
+      capacity.changed();
+    }
   }
 
   /** Connecting to the upstream failed; may eject it. */
@@ -610,7 +623,26 @@ public final class UpstreamPool implements MeterBinder {
           config.name(),
           host,
           config.ejection().after());
+      capacity.ejected(host);
     }
+  }
+
+  /**
+   * Tells {@code listener} the pool's capacity now, and again at every change: the slots of its
+   * available upstreams ({@link #availableSlots}). One listener; a second replaces the first.
+   */
+  public void onCapacityChange(java.util.function.IntConsumer listener) {
+    capacity.listen(listener);
+  }
+
+  /** The slots of the upstreams available now: the pool's capacity. */
+  public int availableSlots() {
+    return capacity.available();
+  }
+
+  /** The slots of all the pool's upstreams, available or not. */
+  public int configuredSlots() {
+    return capacity.configured();
   }
 
   /** Counts a retry on another upstream. */
@@ -763,8 +795,8 @@ public final class UpstreamPool implements MeterBinder {
 
   /**
    * Registers one series per configured upstream ({@code telemetry.per_upstream_metrics}, off by
-   * default): {@code llm_upstream_available} and {@code llm_upstream_in_flight}, labelled by the
-   * pool and the {@code upstream}.
+   * default): {@code llm_upstream_available}, {@code llm_upstream_in_flight} and {@code
+   * llm_upstream_slots}, labelled by the pool and the {@code upstream}.
    */
   public void bindUpstreamsTo(MeterRegistry registry) {
     Tags pool = Tags.of("llm.pool", config.name());
@@ -780,6 +812,13 @@ public final class UpstreamPool implements MeterBinder {
           .strongReference(true)
           .description("Requests running on the upstream")
           .register(registry);
+      Gauge.builder("llm.upstream.slots", h, UpstreamHost::slots)
+          .tags(tags)
+          .strongReference(true)
+          .description(
+              "The upstream's configured slots, counted in the pool's capacity while it is"
+                  + " available")
+          .register(registry);
     }
   }
 
@@ -788,6 +827,7 @@ public final class UpstreamPool implements MeterBinder {
     if (healthTimer >= 0) {
       vertx.cancelTimer(healthTimer);
     }
+    capacity.close();
     for (SpareConnections s : spares.values()) {
       s.close();
     }

@@ -50,7 +50,7 @@ class ConfigLoaderTest {
     Pool p = c.pools().get(0);
     assertThat(p.name()).isEqualTo("default");
     assertThat(p.models()).containsExactly("sim-llama");
-    assertThat(p.upstreams()).containsExactly("http://127.0.0.1:8000");
+    assertThat(p.upstreamUrls()).containsExactly("http://127.0.0.1:8000");
     assertThat(p.slots()).isEqualTo(64);
     assertThat(p.queue()).isEqualTo(new ProxyConfig.Queue(1000, Duration.ofSeconds(30)));
     assertThat(p.timeouts())
@@ -106,7 +106,7 @@ class ConfigLoaderTest {
 
     Pool llama = c.pools().get(0);
     assertThat(llama.models()).containsExactly("llama-8b", "llama-8b-instruct");
-    assertThat(llama.upstreams()).containsExactly("http://gpu1:8000", "http://gpu2:8000");
+    assertThat(llama.upstreamUrls()).containsExactly("http://gpu1:8000", "http://gpu2:8000");
     assertThat(llama.slots()).isEqualTo(16);
     assertThat(llama.queue()).isEqualTo(new ProxyConfig.Queue(1000, Duration.ofSeconds(30)));
     assertThat(llama.timeouts())
@@ -159,7 +159,7 @@ class ConfigLoaderTest {
     assertThat(c.listen().port()).isEqualTo(9090);
     assertThat(c.limits().maxBodyBytes()).isEqualTo(5);
     assertThat(c.pools().get(0).slots()).isEqualTo(8);
-    assertThat(c.pools().get(0).upstreams()).containsExactly("http://a:1", "http://b:2");
+    assertThat(c.pools().get(0).upstreamUrls()).containsExactly("http://a:1", "http://b:2");
     assertThat(c.telemetry().sampling().keepSlowerThan()).isEqualTo(Duration.ofMillis(500));
     assertThat(c.telemetry().otlp().endpoint()).isEqualTo("http://collector:4318");
     assertThat(c.admin().token()).isEqualTo("s3cret");

@@ -13,6 +13,7 @@ class UpstreamHostTest {
   private final UpstreamHost host =
       new UpstreamHost(
           ProxyConfig.Upstream.parse("http://10.0.0.1:8000"),
+          4,
           new ProxyConfig.Ejection(3, Duration.ofSeconds(1), Duration.ofSeconds(4)),
           ProxyConfig.Reuse.AUTO);
 
@@ -35,7 +36,7 @@ class UpstreamHostTest {
     long t = 0;
     host.connectFailed(t);
     host.connectFailed(t);
-    host.reachable();
+    assertThat(host.reachable(t)).as("nothing was ejected").isFalse();
     host.connectFailed(t);
     host.connectFailed(t);
 
@@ -58,8 +59,23 @@ class UpstreamHostTest {
     assertThat(host.connectFailed(t)).as("capped at 4 s").isTrue();
     assertThat(host.available(t + 4 * SECOND)).isTrue();
 
-    host.reachable();
+    assertThat(host.reachable(t + 4 * SECOND)).as("the backoff had run out").isFalse();
     assertThat(host.connectFailed(t + 4 * SECOND)).as("a success ended the probation").isFalse();
+  }
+
+  @Test
+  void aResponseDuringTheBackoffLiftsTheEjectionAndSaysSo() {
+    for (int i = 0; i < 3; i++) {
+      host.connectFailed(0);
+    }
+    assertThat(host.ejectedUntil()).isEqualTo(SECOND);
+
+    assertThat(host.reachable(SECOND / 2))
+        .as("a request sent before the ejection answered")
+        .isTrue();
+
+    assertThat(host.available(SECOND / 2)).isTrue();
+    assertThat(host.slots()).isEqualTo(4);
   }
 
   @Test
@@ -132,7 +148,7 @@ class UpstreamHostTest {
         new ProxyConfig.Ejection(3, Duration.ofSeconds(1), Duration.ofSeconds(4));
     UpstreamHost on =
         new UpstreamHost(
-            ProxyConfig.Upstream.parse("http://10.0.0.1:8000"), e, ProxyConfig.Reuse.ON);
+            ProxyConfig.Upstream.parse("http://10.0.0.1:8000"), 1, e, ProxyConfig.Reuse.ON);
     for (int i = 0; i < 8; i++) {
       on.afterResponse(true);
     }
@@ -140,7 +156,7 @@ class UpstreamHostTest {
     assertThat(on.singleUse()).isFalse();
     UpstreamHost off =
         new UpstreamHost(
-            ProxyConfig.Upstream.parse("http://10.0.0.1:8000"), e, ProxyConfig.Reuse.OFF);
+            ProxyConfig.Upstream.parse("http://10.0.0.1:8000"), 1, e, ProxyConfig.Reuse.OFF);
     assertThat(off.singleUse()).isTrue();
   }
 }
