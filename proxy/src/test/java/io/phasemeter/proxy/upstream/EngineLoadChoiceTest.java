@@ -98,7 +98,7 @@ class EngineLoadChoiceTest {
                 scrape_interval: %s
                 scrape_timeout: %s
             """
-                .formatted(urls, routing, interval, interval.equals("1h") ? "10s" : "null"),
+                .formatted(urls, routing, interval, interval.equals("1h") ? "10s" : "600ms"),
             "test.yaml");
     UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), clock, null);
     pool.bindTo(registry);
@@ -106,6 +106,23 @@ class EngineLoadChoiceTest {
     pool.startHealthChecks();
     pools.add(pool);
     return pool;
+  }
+
+  /**
+   * Waits until every engine on {@code ports} has a fresh reading (timeouts are generous: a scrape
+   * on a busy shared machine may take long, and one that times out leaves no reading).
+   */
+  private void awaitReadings(int... ports) {
+    Awaitility.await()
+        .until(
+            () -> {
+              for (int p : ports) {
+                if (Double.isNaN(engineGauge("waiting", p))) {
+                  return false;
+                }
+              }
+              return true;
+            });
   }
 
   private double scrapes(String result) {
@@ -128,8 +145,8 @@ class EngineLoadChoiceTest {
   void theEngineWithWaitingRequestsLosesThoughTheProxyHasNothingInFlightThere() throws Exception {
     int busy = engine(new AtomicReference<>(metrics(6, 4, 0.9)));
     int idle = engine(new AtomicReference<>(metrics(0, 2, 0.1)));
-    UpstreamPool pool = pool("engine_load", "50ms", busy, idle);
-    Awaitility.await().until(() -> scrapes("ok") >= 2);
+    UpstreamPool pool = pool("engine_load", "200ms", busy, idle);
+    awaitReadings(busy, idle);
 
     for (int i = 0; i < 10; i++) {
       UpstreamPool.Choice c = pool.choose(List.of());
@@ -142,7 +159,7 @@ class EngineLoadChoiceTest {
     assertThat(engineGauge("kv_cache_usage", busy)).isEqualTo(0.9);
 
     // least_loaded sees nothing in flight anywhere: the two in turn.
-    UpstreamPool blind = pool("least_loaded", "50ms", busy, idle);
+    UpstreamPool blind = pool("least_loaded", "200ms", busy, idle);
     List<Integer> ports = new ArrayList<>();
     for (int i = 0; i < 4; i++) {
       UpstreamPool.Choice c = blind.choose(List.of());
@@ -159,7 +176,7 @@ class EngineLoadChoiceTest {
     // One reading at start, none after (an hour; it may take 10 s on a cold, busy JVM): only the
     // proxy's own count moves.
     UpstreamPool pool = pool("engine_load", "1h", a, b);
-    Awaitility.await().until(() -> scrapes("ok") >= 2);
+    awaitReadings(a, b);
     UpstreamHost first = pool.choose(List.of()).host();
     first.started(); // as open() counts it
     UpstreamPool.Choice next = pool.choose(List.of());
@@ -175,8 +192,8 @@ class EngineLoadChoiceTest {
     AtomicReference<String> failingText = new AtomicReference<>(metrics(9, 8, 1.0));
     int busy = engine(busyText);
     int failing = engine(failingText);
-    UpstreamPool pool = pool("engine_load", "50ms", busy, failing);
-    Awaitility.await().until(() -> scrapes("ok") >= 2);
+    UpstreamPool pool = pool("engine_load", "200ms", busy, failing);
+    awaitReadings(busy, failing);
     assertThat(pool.choose(List.of()).host().address().port()).isEqualTo(busy);
 
     failingText.set(null); // 500 from now on
@@ -206,7 +223,7 @@ class EngineLoadChoiceTest {
     int a = engine(new AtomicReference<>(metrics(0, 1, 0.2)));
     int b = engine(new AtomicReference<>(metrics(3, 1, 0.2)));
     UpstreamPool pool = pool("engine_load", "1h", a, b);
-    Awaitility.await().until(() -> scrapes("ok") >= 2);
+    awaitReadings(a, b);
     assertThat(pool.choose(List.of()).reason()).isEqualTo(RouteReason.ENGINE_LOAD);
 
     offset.addAndGet(TimeUnit.HOURS.toNanos(3) + 1);
@@ -225,7 +242,7 @@ class EngineLoadChoiceTest {
   void oneCandidateIsNoChoice() throws Exception {
     int a = engine(new AtomicReference<>(metrics(0, 0, 0)));
     int b = engine(new AtomicReference<>(metrics(0, 0, 0)));
-    UpstreamPool pool = pool("engine_load", "50ms", a, b);
+    UpstreamPool pool = pool("engine_load", "200ms", a, b);
     UpstreamHost first = pool.hosts().get(0);
     UpstreamPool.Choice c = pool.choose(List.of(first));
     assertThat(c.host()).isSameAs(pool.hosts().get(1));
