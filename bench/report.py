@@ -1176,6 +1176,91 @@ if os.path.isdir(edir):
                switched + preconnected, "== 0", switched + preconnected == 0,
                f"llm_upstreams_single_use {switched:g}, llm_upstream_connections_preconnected_total {preconnected:g}")
 
+# ---- routing: engine_load against least_loaded ----------------------------------------------------
+rt_dir = os.path.join(OUT, "routing")
+if os.path.isdir(rt_dir):
+    rt = {}
+    for t in ("ll", "el"):
+        e = rt.setdefault(t, {"rps": {}, "cpu": {}, "p50": {}})
+        for f in glob.glob(os.path.join(rt_dir, f"sat-{t}-*.txt")):
+            r = int(f[:-4].rsplit("-", 1)[1])
+            text = open(f).read()
+            rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+            n = re.search(r"(\d+) requests in", text)
+            if rps:
+                e["rps"][r] = float(rps.group(1))
+            cpu = f[:-4] + ".cpu"
+            if os.path.exists(cpu) and n and int(n.group(1)):
+                fields = open(cpu).read().split()
+                ticks, tck, jit = int(fields[0]), int(fields[1]), int(fields[2])
+                e["cpu"][r] = (ticks - jit) / tck * 1e6 / int(n.group(1))
+        for f in glob.glob(os.path.join(rt_dir, f"cl-{t}-*.txt")):
+            r = int(f[:-4].rsplit("-", 1)[1])
+            v = wrk_ms(open(f).read(), "50%")
+            if v is not None:
+                e["p50"][r] = v
+
+    def decided(t):
+        """llm_route_decisions_total by reason, and llm_upstream_scrapes_total by result."""
+        out = {}
+        path = os.path.join(rt_dir, f"{t}-metrics.txt")
+        if os.path.exists(path):
+            for line in open(path):
+                m = re.match(r'(llm_route_decisions_total|llm_upstream_scrapes_total)\{.*?'
+                             r'(?:reason|result)="([a-z_]+)".*\} (\S+)', line)
+                if m:
+                    out[m.group(1).split("_")[1] + ":" + m.group(2)] = float(m.group(3))
+        return out
+
+    ll, el = rt["ll"], rt["el"]
+    rounds = sorted(set(ll["p50"]) & set(el["p50"]))
+    diffs = [el["p50"][r] - ll["p50"][r] for r in rounds]
+    print("## Routing: engine_load against least_loaded (same two stub upstreams, interleaved rounds)\n")
+    print("Two proxies before the same two nginx stubs, whose /metrics answers an idle vLLM engine's")
+    print("gauges: one routes least_loaded, one engine_load (scrapes every 250 ms). Per round: wrk -c16")
+    print("(throughput, proxy CPU per request without the JIT compiler threads), then wrk -c1 --latency")
+    print("(p50). Added p50 = engine_load's p50 - least_loaded's, same round.\n")
+    print("| round | least_loaded req/s | engine_load req/s | least_loaded CPU µs/req | engine_load CPU µs/req"
+          " | least_loaded p50 ms | engine_load p50 ms | added p50 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in sorted(set(ll["rps"]) | set(el["rps"]) | set(rounds)):
+        d = el["p50"].get(r, None)
+        d = None if d is None or r not in ll["p50"] else d - ll["p50"][r]
+        print(f"| {r} | {fmt(ll['rps'].get(r), 0)} | {fmt(el['rps'].get(r), 0)} | {fmt(ll['cpu'].get(r), 1)}"
+              f" | {fmt(el['cpu'].get(r), 1)} | {fmt(ll['p50'].get(r))} | {fmt(el['p50'].get(r))} | {fmt(d)} |")
+    print()
+    dl, de = decided("ll"), decided("el")
+    print("Decisions: least_loaded proxy " + (", ".join(f"{k.split(':')[1]} {v:.0f}" for k, v in dl.items()
+                                                     if k.startswith("route")) or "n/a")
+          + "; engine_load proxy " + (", ".join(f"{k.split(':')[1]} {v:.0f}" for k, v in de.items()
+                                                if k.startswith("route")) or "n/a")
+          + "; its scrapes " + (", ".join(f"{k.split(':')[1]} {v:.0f}" for k, v in de.items()
+                                          if k.startswith("upstream")) or "n/a") + ".\n")
+    R["routing"] = {"least_loaded": ll, "engine_load": el, "added_p50_ms": diffs,
+                    "decisions_engine_load": de, "decisions_least_loaded": dl}
+    scored = de.get("route:engine_load", 0)
+    invalid = scored == 0
+    why = "the engine_load proxy made no engine_load decision: its scrapes failed (see its metrics)"
+    if diffs:
+        med_d = statistics.median(diffs)
+        target("routing: engine_load - least_loaded, closed-loop added p50 (ms, median of rounds)", med_d,
+               "<= 0.05", med_d <= 0.05, why if invalid else "rounds: " + ", ".join(fmt(x) for x in diffs),
+               invalid=invalid)
+
+    def within_spread(key, label, d):
+        a, b = list(ll[key].values()), list(el[key].values())
+        if not a or not b:
+            return
+        ma, mb = statistics.median(a), statistics.median(b)
+        band = max(max(a) - min(a), max(b) - min(b))
+        target(f"routing: {label}, engine_load - least_loaded (median of rounds)", mb - ma,
+               f"within the rounds' spread (±{band:.{d}f})", abs(mb - ma) <= band,
+               why if invalid else f"least_loaded {spread(a, d)}, engine_load {spread(b, d)}",
+               invalid=invalid)
+
+    within_spread("rps", "throughput at -c16 (req/s)", 0)
+    within_spread("cpu", "proxy CPU per request without JIT (µs)", 1)
+
 # ---- verdicts ----------------------------------------------------------------------------------
 print("## Targets\n")
 print("| target | measured | limit | verdict | note |")

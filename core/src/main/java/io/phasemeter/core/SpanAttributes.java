@@ -89,6 +89,14 @@ public final class SpanAttributes {
       AttributeKey.stringKey("server.address");
   public static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
 
+  /**
+   * Why the upstream in {@link #SERVER_ADDRESS} was chosen: {@code least_loaded}, {@code
+   * engine_load}, {@code engine_load_fallback} or {@code only_available} (the proxy's {@code
+   * RouteReason}); the last choice when the request was retried on another upstream.
+   */
+  public static final AttributeKey<String> ROUTE_REASON =
+      AttributeKey.stringKey("llm.route.reason");
+
   /** The upstream's own error type, from an allowlist; anything else is {@code other}. */
   public static final AttributeKey<String> UPSTREAM_ERROR_TYPE =
       AttributeKey.stringKey("llm.upstream.error_type");

@@ -476,7 +476,8 @@ public final class ProxyMain implements Callable<Integer> {
                         ? "; health " + p.health().path() + " every " + human(p.health().interval())
                         : "; no active health checks")
                     + ")\n  upstream connections: "
-                    + reuse(p.connections()))
+                    + reuse(p.connections())
+                    + routing(p))
         .collect(Collectors.joining("\n"));
   }
 
@@ -493,6 +494,18 @@ public final class ProxyMain implements Callable<Integer> {
       sb.append(slots.get(i) == 1 ? " slot]" : " slots]");
     }
     return sb.toString();
+  }
+
+  /** A line for a pool that routes by the engines' own load; nothing for least_loaded. */
+  static String routing(ProxyConfig.Pool p) {
+    if (p.routing() != ProxyConfig.Routing.ENGINE_LOAD) {
+      return "";
+    }
+    return "\n  routing: engine_load (each upstream's /metrics every "
+        + human(p.scrapeInterval())
+        + ", timeout "
+        + human(p.scrapeTimeout())
+        + "; least_loaded for an upstream without a fresh scrape)";
   }
 
   /**

@@ -155,6 +155,40 @@ class ProxyMainTest {
   }
 
   @Test
+  void checkSaysHowAnEngineLoadPoolRoutes() throws IOException {
+    Path file =
+        write(
+            """
+            pools:
+              - name: llama
+                models: [llama-8b]
+                upstreams: [http://gpu1:8000, http://gpu2:8000]
+                routing: engine_load
+            """);
+
+    assertThat(run("--check", "--config", file.toString())).isZero();
+
+    assertThat(out.toString().lines())
+        .contains(
+            "  routing: engine_load (each upstream's /metrics every 250ms, timeout 250ms;"
+                + " least_loaded for an upstream without a fresh scrape)");
+  }
+
+  @Test
+  void anUnknownRoutingStopsStartUpWithOneLineNamingTheKey() throws IOException {
+    Path file =
+        write("pools: [{name: a, models: [m], upstreams: ['http://h'], routing: fastest}]\n");
+
+    assertThat(run("--check", "--config", file.toString())).isEqualTo(2);
+
+    assertThat(errLine())
+        .isEqualTo(
+            "phasemeter proxy: "
+                + file
+                + ": pools[0].routing: must be least_loaded or engine_load (got fastest)");
+  }
+
+  @Test
   void upstreamSlotsThatContradictThePoolStopStartUpWithOneLineAndExitCodeTwo() throws IOException {
     Path file =
         write(

@@ -95,6 +95,10 @@ final class Engine {
   private long stepTimerId = -1;
   private long stepEpoch;
 
+  // KV-cache blocks held by the running sequences, of kvCapacityBlocks (vllm:kv_cache_usage_perc).
+  private final int kvCapacityBlocks;
+  private long kvBlocksUsed;
+
   private final AtomicInteger runningCount = new AtomicInteger();
   private final AtomicInteger waitingCount = new AtomicInteger();
   private final AtomicLong completed = new AtomicLong();
@@ -123,6 +127,7 @@ final class Engine {
     this.timers = timers;
     this.sharedClock = config.stepClock() == SimulatorConfig.StepClock.SHARED;
     this.slots = config.slots();
+    this.kvCapacityBlocks = Math.max(1, config.kvCacheBlocks());
     this.maxQueue = config.maxQueue();
     this.cost = cost;
     this.clock = clock;
@@ -214,6 +219,7 @@ final class Engine {
     runningCount.incrementAndGet();
     metrics.running(s.request.model(), 1);
     metrics.queueTime(s.request.model(), (now - s.arrivalNanos) / 1e9);
+    holdKv(s, s.request.promptTokens());
     s.dueNanos = now + cost.prefillNanos(s.request.promptTokens()) + s.holdNanos;
     if (sharedClock && s.request.endpoint() != Endpoint.EMBEDDINGS && s.decodeStepOverrideMs < 0) {
       s.onStepClock = true;
@@ -230,6 +236,9 @@ final class Engine {
     running.remove(s);
     runningCount.decrementAndGet();
     metrics.running(s.request.model(), -1);
+    kvBlocksUsed -= s.kvBlocks;
+    s.kvBlocks = 0;
+    publishKv();
     if (s.onStepClock) {
       batch.remove(s);
       if (!inStep) {
@@ -242,6 +251,33 @@ final class Engine {
       metrics.waiting(next.request.model(), -1);
       start(next);
     }
+  }
+
+  /**
+   * The running sequence {@code s} now holds {@code tokens} of context: as vLLM's paged cache, a
+   * block of {@link SimulatorConfig#KV_BLOCK_TOKENS} at a time, given back when it ends. Past the
+   * capacity the share stays at 1 (vLLM would preempt; the simulator does not).
+   */
+  private void holdKv(Sequence s, long tokens) {
+    int blocks =
+        (int)
+            Math.min(
+                Integer.MAX_VALUE,
+                (tokens + SimulatorConfig.KV_BLOCK_TOKENS - 1) / SimulatorConfig.KV_BLOCK_TOKENS);
+    if (blocks > s.kvBlocks) {
+      kvBlocksUsed += blocks - s.kvBlocks;
+      s.kvBlocks = blocks;
+      publishKv();
+    }
+  }
+
+  private void publishKv() {
+    metrics.kvCacheUsage(Math.min(1.0, (double) kvBlocksUsed / kvCapacityBlocks));
+  }
+
+  /** KV-cache blocks the running sequences hold now. */
+  long kvBlocksUsed() {
+    return kvBlocksUsed;
   }
 
   private void arm(Sequence s, long now) {
@@ -414,6 +450,7 @@ final class Engine {
     s.lastTokenNanos = now;
     if (!pooling) {
       metrics.generated(model);
+      holdKv(s, s.request.promptTokens() + s.nextIndex);
     }
     try {
       s.listener.onToken(index, s.plan.text(index), last ? s.plan.finishReason() : null);

@@ -45,6 +45,9 @@ final class Sequence {
   long epoch;
   long timerId = -1;
 
+  /** KV-cache blocks it holds while running: its prompt and the tokens generated so far. */
+  int kvBlocks;
+
   /**
    * On the engine's shared step clock ({@code --step-clock shared}): its tokens come at the batch's
    * step boundaries, {@link #dueNanos} being the earliest boundary it may emit at.

@@ -26,6 +26,8 @@ import java.util.List;
  * @param disconnectRate share of requests whose connection is closed after the first token
  * @param otlpTracesEndpoint where to export one {@code llm_request} span per finished request, as
  *     vLLM does with {@code --otlp-traces-endpoint} (OTLP/HTTP protobuf); null for none
+ * @param kvCacheTokens the KV cache's size in tokens, for {@code vllm:kv_cache_usage_perc}; 0 for
+ *     {@link #KV_CACHE_TOKENS_PER_SLOT} per slot
  */
 public record SimulatorConfig(
     String host,
@@ -44,7 +46,14 @@ public record SimulatorConfig(
     double stallRate,
     long stallMs,
     double disconnectRate,
-    String otlpTracesEndpoint) {
+    String otlpTracesEndpoint,
+    int kvCacheTokens) {
+
+  /** KV-cache tokens per slot when {@code --kv-cache-tokens} is 0 (the default). */
+  public static final int KV_CACHE_TOKENS_PER_SLOT = 2048;
+
+  /** Tokens per KV-cache block, vLLM's default {@code --block-size}. */
+  public static final int KV_BLOCK_TOKENS = 16;
 
   public SimulatorConfig {
     if (host == null || host.isBlank()) {
@@ -89,6 +98,14 @@ public record SimulatorConfig(
         errorRate + stallRate + disconnectRate <= 1.0,
         "--error-rate + --stall-rate + --disconnect-rate must not exceed 1");
     require(stallMs >= 0, "--stall-ms must be at least 0, got " + stallMs);
+    require(
+        kvCacheTokens == 0 || kvCacheTokens >= KV_BLOCK_TOKENS,
+        "--kv-cache-tokens must be 0 (slots x "
+            + KV_CACHE_TOKENS_PER_SLOT
+            + ") or at least "
+            + KV_BLOCK_TOKENS
+            + ", got "
+            + kvCacheTokens);
     if (otlpTracesEndpoint != null && otlpTracesEndpoint.isBlank()) {
       otlpTracesEndpoint = null;
     }
@@ -119,7 +136,8 @@ public record SimulatorConfig(
         0,
         5_000,
         0,
-        null);
+        null,
+        0);
   }
 
   public SimulatorConfig withHost(String v) {
@@ -140,7 +158,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withPort(int v) {
@@ -161,7 +180,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withModels(List<String> v) {
@@ -182,7 +202,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withSlots(int v) {
@@ -203,7 +224,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withMaxQueue(int v) {
@@ -224,7 +246,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withPrefillTokensPerSecond(double v) {
@@ -245,7 +268,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withDecodeStepMs(double v) {
@@ -266,7 +290,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withDecodeStepGrowth(double v) {
@@ -287,7 +312,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withStepClock(StepClock v) {
@@ -308,7 +334,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withDefaultMaxTokens(int v) {
@@ -329,7 +356,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withMaxModelLen(int v) {
@@ -350,7 +378,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withSeed(long v) {
@@ -371,7 +400,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withErrorRate(double v) {
@@ -392,7 +422,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withStallRate(double v) {
@@ -413,7 +444,8 @@ public record SimulatorConfig(
         v,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withStallMs(long v) {
@@ -434,7 +466,8 @@ public record SimulatorConfig(
         stallRate,
         v,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withDisconnectRate(double v) {
@@ -455,7 +488,8 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         v,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   public SimulatorConfig withOtlpTracesEndpoint(String v) {
@@ -476,7 +510,36 @@ public record SimulatorConfig(
         stallRate,
         stallMs,
         disconnectRate,
+        v,
+        kvCacheTokens);
+  }
+
+  public SimulatorConfig withKvCacheTokens(int v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        stepClock,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate,
+        otlpTracesEndpoint,
         v);
+  }
+
+  /** KV-cache blocks of {@link #KV_BLOCK_TOKENS} tokens: {@code --kv-cache-tokens}, or per slot. */
+  public int kvCacheBlocks() {
+    long tokens = kvCacheTokens > 0 ? kvCacheTokens : (long) slots * KV_CACHE_TOKENS_PER_SLOT;
+    return (int) Math.min(Integer.MAX_VALUE, tokens / KV_BLOCK_TOKENS);
   }
 
   /**

@@ -141,6 +141,16 @@ public final class SimulatorMain implements Callable<Integer> {
   double disconnectRate = D.disconnectRate();
 
   @Option(
+      names = "--kv-cache-tokens",
+      paramLabel = "N",
+      description =
+          "KV-cache size in tokens (blocks of 16), for vllm:kv_cache_usage_perc: the blocks held"
+              + " by running sequences (prompt and tokens so far) over this; 0 = "
+              + SimulatorConfig.KV_CACHE_TOKENS_PER_SLOT
+              + " per slot (default: ${DEFAULT-VALUE}).")
+  int kvCacheTokens = D.kvCacheTokens();
+
+  @Option(
       names = "--otlp-traces-endpoint",
       paramLabel = "URL",
       defaultValue = "${env:OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}",
@@ -170,7 +180,8 @@ public final class SimulatorMain implements Callable<Integer> {
         stallRate,
         stallMs,
         disconnectRate,
-        otlpTracesEndpoint);
+        otlpTracesEndpoint,
+        kvCacheTokens);
   }
 
   @Override

@@ -28,6 +28,8 @@ final class VllmMetrics {
   private final PrometheusRegistry registry = new PrometheusRegistry();
   private final Gauge running;
   private final Gauge waiting;
+  private final Gauge kvCacheUsage;
+  private final List<String> models;
   private final Counter promptTokens;
   private final Counter generationTokens;
   private final Counter requestSuccess;
@@ -38,6 +40,7 @@ final class VllmMetrics {
   private final Histogram queueTime;
 
   VllmMetrics(List<String> models) {
+    this.models = List.copyOf(models);
     running =
         Gauge.builder()
             .name("vllm:num_requests_running")
@@ -48,6 +51,12 @@ final class VllmMetrics {
         Gauge.builder()
             .name("vllm:num_requests_waiting")
             .help("Number of requests waiting to be processed.")
+            .labelNames("model_name")
+            .register(registry);
+    kvCacheUsage =
+        Gauge.builder()
+            .name("vllm:kv_cache_usage_perc")
+            .help("KV-cache usage. 1 means 100 percent usage.")
             .labelNames("model_name")
             .register(registry);
     promptTokens =
@@ -154,6 +163,7 @@ final class VllmMetrics {
       // Series exist from the first scrape, as vLLM's do.
       running.labelValues(model).set(0);
       waiting.labelValues(model).set(0);
+      kvCacheUsage.labelValues(model).set(0);
       promptTokens.labelValues(model);
       generationTokens.labelValues(model);
       for (String reason : List.of("stop", "length", "abort")) {
@@ -183,6 +193,16 @@ final class VllmMetrics {
 
   void waiting(String model, int delta) {
     waiting.labelValues(model).inc(delta);
+  }
+
+  /**
+   * The engine's KV-cache use (0..1). One cache serves every model name, as one vLLM engine's does,
+   * so each model's series shows the same value.
+   */
+  void kvCacheUsage(double share) {
+    for (String model : models) {
+      kvCacheUsage.labelValues(model).set(share);
+    }
   }
 
   void queueTime(String model, double seconds) {

@@ -842,6 +842,36 @@ public record ProxyConfig(
     }
   }
 
+  /**
+   * How a pool picks the upstream for a request ({@code pools[].routing}): {@code least_loaded},
+   * fewest in flight relative to the upstream's slots; {@code engine_load}, the lowest score from
+   * each engine's own {@code /metrics} (waiting, running, KV-cache use), read every {@code
+   * scrape_interval}.
+   */
+  public enum Routing {
+    LEAST_LOADED,
+    ENGINE_LOAD;
+
+    /** Jackson: {@code least_loaded} or {@code engine_load}, any case. */
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public static Routing of(String value) {
+      if (value != null) {
+        for (Routing r : values()) {
+          if (r.word().equalsIgnoreCase(value.trim())) {
+            return r;
+          }
+        }
+      }
+      throw new IllegalArgumentException(
+          "routing: must be least_loaded or engine_load (got " + value + ")");
+    }
+
+    /** The word the configuration uses. */
+    public String word() {
+      return name().toLowerCase(java.util.Locale.ROOT);
+    }
+  }
+
   /** Whether an upstream connection carries more than one request ({@code connections.reuse}). */
   public enum Reuse {
     AUTO,
@@ -896,12 +926,22 @@ public record ProxyConfig(
       boolean external,
       String apiKeyEnv,
       long defaultMaxTokens,
-      Connections connections) {
+      Connections connections,
+      Routing routing,
+      Duration scrapeInterval,
+      Duration scrapeTimeout) {
     /** The output estimate of a request that sets no max_tokens, by default. */
     public static final long DEFAULT_MAX_TOKENS = 4096;
 
     /** A pool's slots when neither it nor all of its upstreams name them. */
     public static final int DEFAULT_SLOTS = 64;
+    /**
+     * How often {@code routing: engine_load} reads each upstream's {@code /metrics}, by default.
+     */
+    public static final Duration DEFAULT_SCRAPE_INTERVAL = Duration.ofMillis(250);
+
+    /** The longest default scrape timeout: {@code scrape_timeout} is min(interval, this). */
+    public static final Duration MAX_DEFAULT_SCRAPE_TIMEOUT = Duration.ofSeconds(1);
 
     public Pool {
       name = requireText(name, "pools[].name");
@@ -949,7 +989,48 @@ public record ProxyConfig(
         throw new IllegalArgumentException(
             "api_key_env: '" + apiKeyEnv + "' is not an environment variable name");
       }
+      routing = routing == null ? Routing.LEAST_LOADED : routing;
+      if (routing == Routing.ENGINE_LOAD && external) {
+        // A hosted provider has no vLLM /metrics to read, and its queue is not ours to see.
+        throw new IllegalArgumentException(
+            "routing: engine_load reads each upstream's vLLM /metrics; pool '"
+                + name
+                + "' is external (use least_loaded)");
+      }
+      scrapeInterval = scrapeInterval == null ? DEFAULT_SCRAPE_INTERVAL : scrapeInterval;
+      requirePositive(scrapeInterval, "scrape_interval");
+      if (scrapeInterval.compareTo(MIN_SCRAPE_INTERVAL) < 0) {
+        throw new IllegalArgumentException(
+            "scrape_interval: must be at least 10ms (got " + scrapeInterval.toMillis() + "ms)");
+      }
+      scrapeTimeout =
+          scrapeTimeout == null
+              ? (scrapeInterval.compareTo(MAX_DEFAULT_SCRAPE_TIMEOUT) < 0
+                  ? scrapeInterval
+                  : MAX_DEFAULT_SCRAPE_TIMEOUT)
+              : scrapeTimeout;
+      requirePositive(scrapeTimeout, "scrape_timeout");
+      if (scrapeTimeout.compareTo(scrapeInterval.multipliedBy(STALE_AFTER_INTERVALS)) > 0) {
+        // A scrape that may take longer than a score stays fresh could never keep one fresh.
+        throw new IllegalArgumentException(
+            "scrape_timeout: must be at most "
+                + STALE_AFTER_INTERVALS
+                + " x scrape_interval ("
+                + scrapeInterval.multipliedBy(STALE_AFTER_INTERVALS).toMillis()
+                + "ms), after which a reading is stale (got "
+                + scrapeTimeout.toMillis()
+                + "ms)");
+      }
     }
+
+    /** The shortest scrape interval allowed. */
+    static final Duration MIN_SCRAPE_INTERVAL = Duration.ofMillis(10);
+
+    /**
+     * A scrape older than this many intervals is stale: the upstream is scored as least_loaded
+     * would score it.
+     */
+    public static final int STALE_AFTER_INTERVALS = 3;
 
     /** A pool with default health checks, ejection and one retry (tests build pools this way). */
     public Pool(
@@ -972,6 +1053,9 @@ public record ProxyConfig(
           false,
           null,
           DEFAULT_MAX_TOKENS,
+          null,
+          null,
+          null,
           null);
     }
 

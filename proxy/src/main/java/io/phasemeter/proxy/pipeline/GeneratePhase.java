@@ -225,11 +225,13 @@ final class GeneratePhase {
                           "The upstream did not produce a first token within "
                               + firstTokenMs
                               + " ms.")));
-      UpstreamHost host = pool.choose(tried);
-      if (host == null) {
+      UpstreamPool.Choice choice = pool.choose(tried);
+      if (choice == null) {
         fail(noUpstream());
       } else {
-        attempt(host);
+        span.setAttribute(SpanAttributes.ROUTE_REASON, choice.reason().word());
+        ctx.routeReason(choice.reason());
+        attempt(choice.host());
       }
       return done.future();
     }
@@ -501,8 +503,11 @@ final class GeneratePhase {
           && sends <= pool.config().retries()
           && !ctx.isCancelled()
           && !ctx.response().headWritten()) {
-        UpstreamHost other = pool.choose(tried);
-        if (other != null) {
+        UpstreamPool.Choice choice = pool.choose(tried);
+        if (choice != null) {
+          UpstreamHost other = choice.host();
+          span.setAttribute(SpanAttributes.ROUTE_REASON, choice.reason().word());
+          ctx.routeReason(choice.reason());
           pool.retried();
           span.addEvent(
               "upstream.retry",

@@ -86,6 +86,8 @@ public final class RequestContext {
 
   // What the response showed: generation, write.
   private int upstreamAttempts;
+  // Why the (last) upstream was chosen; null when none was.
+  private io.phasemeter.proxy.upstream.RouteReason routeReason;
   private int passthroughStatus;
   private int relayedStatus;
   private boolean plain;
@@ -668,6 +670,11 @@ public final class RequestContext {
     this.upstreamAttempts = attempts;
   }
 
+  /** Generation: why the pool chose the upstream the request is being sent to. */
+  void routeReason(io.phasemeter.proxy.upstream.RouteReason reason) {
+    this.routeReason = reason;
+  }
+
   /** Generation: the upstream judged the request itself ({@code status} 4xx): passed through. */
   void passedThrough(int status, String contentType, Buffer body) {
     this.passthroughStatus = status;
@@ -917,6 +924,14 @@ public final class RequestContext {
   /** How many upstreams were tried (0 when generation never started). */
   public int upstreamAttempts() {
     return upstreamAttempts;
+  }
+
+  /**
+   * Why the pool chose the upstream (the last one, when the request was retried on another); null
+   * when no upstream was chosen.
+   */
+  public io.phasemeter.proxy.upstream.RouteReason routeReason() {
+    return routeReason;
   }
 
   /** Whether the pool is an external provider (generation cannot be split). */

@@ -64,7 +64,8 @@ public final class RecordStore implements RequestObserver {
   private static final int ENGINE_STATUS = 8;
   private static final int OPERATION = 9;
   private static final int TENANT = 10;
-  private static final int STRINGS = 11;
+  private static final int ROUTE_REASON = 11;
+  private static final int STRINGS = 12;
   // Trace id -> ring slot, open addressing with linear probing over the columns' own ids: an entry
   // is a slot + 1 (0 = free).
   private final int[] index;
@@ -200,6 +201,7 @@ public final class RecordStore implements RequestObserver {
     c.strings[t + PRIORITY] = r.priority;
     c.strings[t + KEY_NAME] = r.keyName;
     c.strings[t + TENANT] = r.tenant;
+    c.strings[t + ROUTE_REASON] = r.routeReason;
     c.strings[t + ENGINE_STATUS] = r.engineStatus;
     if (c.engine != null) {
       c.engine[k] = r.engine;
@@ -256,6 +258,7 @@ public final class RecordStore implements RequestObserver {
         c.strings[t + FINISH_REASON],
         c.strings[t + PRIORITY],
         c.upstreamAttempts[k],
+        c.strings[t + ROUTE_REASON],
         (f & EXTERNAL) != 0,
         c.strings[t + KEY_NAME],
         c.strings[t + TENANT],

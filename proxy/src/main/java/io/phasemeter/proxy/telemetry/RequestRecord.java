@@ -54,6 +54,8 @@ public final class RequestRecord {
   final String finishReason;
   final String priority;
   final int upstreamAttempts;
+  // Why the upstream was chosen (RouteReason's word), null when none was.
+  final String routeReason;
   final boolean external;
   final String keyName;
   // An allowlisted tenant or "other" (docs/design.md, "Tenants"): configuration's strings only.
@@ -91,6 +93,7 @@ public final class RequestRecord {
       String finishReason,
       String priority,
       int upstreamAttempts,
+      String routeReason,
       boolean external,
       String keyName,
       String tenant,
@@ -120,6 +123,7 @@ public final class RequestRecord {
     this.finishReason = finishReason;
     this.priority = priority;
     this.upstreamAttempts = upstreamAttempts;
+    this.routeReason = routeReason;
     this.external = external;
     this.keyName = keyName;
     this.tenant = tenant;
@@ -159,6 +163,7 @@ public final class RequestRecord {
         ctx.finishReason(),
         ctx.priority().label(),
         ctx.upstreamAttempts(),
+        ctx.routeReason() == null ? null : ctx.routeReason().word(),
         ctx.external(),
         ctx.keyName(),
         ctx.tenant(),
@@ -199,6 +204,7 @@ public final class RequestRecord {
         finishReason,
         priority,
         upstreamAttempts,
+        routeReason,
         external,
         keyName,
         tenant,
@@ -257,6 +263,7 @@ public final class RequestRecord {
       g.writeStringField("finish_reason", finishReason);
       g.writeStringField("priority", priority);
       g.writeNumberField("upstream_attempts", upstreamAttempts);
+      g.writeStringField("route_reason", routeReason);
       if (external) {
         g.writeBooleanField("external", true);
       }

@@ -24,15 +24,17 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The upstreams of one pool, their HTTP client, and the choice among them: the available upstream
- * (healthy, not ejected) with the fewest requests in flight for its slots, ties broken in turn.
- * Active health checks run on a timer; connection failures eject an upstream for a backoff. The
- * pool's capacity is the slots of its available upstreams: every change (an ejection, its backoff
- * running out, a health verdict, an answer that lifts an ejection) is told at once to the listener
- * of {@link #onCapacityChange}, the pool's slot queue. Connections are kept alive and pooled
- * ({@code pools[].connections}): by default slots + 8 per upstream for requests that hold a slot,
- * so a full pool never waits on the client, and a bounded number with a bounded wait queue for
- * those that hold none.
+ * The upstreams of one pool, their HTTP client, and the choice among them ({@code
+ * pools[].routing}): among the available upstreams (healthy, not ejected), the one with the fewest
+ * requests in flight for its slots ({@code least_loaded}) or the lowest score from the engines' own
+ * {@code /metrics} ({@code engine_load}, {@link EngineScraper}), ties broken in turn. Active health
+ * checks run on a timer; connection failures eject an upstream for a backoff. The pool's capacity
+ * is the slots of its available upstreams: every change (an ejection, its backoff running out, a
+ * health verdict, an answer that lifts an ejection) is told at once to the listener of {@link
+ * #onCapacityChange}, the pool's slot queue. Connections are kept alive
+ * and pooled ({@code pools[].connections}): by default slots + 8 per upstream for requests that
+ * hold a slot, so a full pool never waits on the client, and a bounded number with a bounded wait
+ * queue for those that hold none.
  *
  * <p>Some upstreams close a connection after each response (llama.cpp's server after a stream,
  * without saying so). With {@code connections.reuse: auto} the pool watches what follows its
@@ -112,6 +114,12 @@ public final class UpstreamPool implements MeterBinder {
   private long healthTimer = -1;
   private volatile boolean closed;
   private final PoolCapacity capacity;
+  // routing: engine_load only (null: least_loaded).
+  private final EngineScraper scraper;
+  // Every (upstream, reason) answer made once: a choice allocates nothing.
+  private final Choice[][] choices;
+  private final java.util.concurrent.atomic.LongAdder[] decisions =
+      new java.util.concurrent.atomic.LongAdder[RouteReason.all().length];
 
   /**
    * Creates the pool's client; {@code apiKey} is the provider credential sent upstream as a bearer
@@ -130,6 +138,20 @@ public final class UpstreamPool implements MeterBinder {
               addresses.get(i), slots.get(i), config.ejection(), config.connections().reuse()));
     }
     this.capacity = new PoolCapacity(List.copyOf(hosts), clock, vertx);
+    this.choices = new Choice[hosts.size()][];
+    for (int i = 0; i < hosts.size(); i++) {
+      choices[i] = new Choice[RouteReason.all().length];
+      for (RouteReason r : RouteReason.all()) {
+        choices[i][r.ordinal()] = new Choice(hosts.get(i), r);
+      }
+    }
+    for (int i = 0; i < decisions.length; i++) {
+      decisions[i] = new java.util.concurrent.atomic.LongAdder();
+    }
+    this.scraper =
+        config.routing() == ProxyConfig.Routing.ENGINE_LOAD
+            ? new EngineScraper(vertx, config, hosts, clock)
+            : null;
     HttpClientOptions options =
         new HttpClientOptions()
             .setKeepAlive(true)
@@ -190,10 +212,14 @@ public final class UpstreamPool implements MeterBinder {
   }
 
   /**
-   * Starts the active health checks (if the pool has them), every {@code health.interval}, and the
-   * spare connections of upstreams whose connections carry one request each ({@code reuse: off}).
+   * Starts the active health checks (if the pool has them), every {@code health.interval}, the
+   * spare connections of upstreams whose connections carry one request each ({@code reuse: off}),
+   * and with {@code routing: engine_load} the scrapes of the upstreams' {@code /metrics}.
    */
   public void startHealthChecks() {
+    if (scraper != null) {
+      scraper.start();
+    }
     for (UpstreamHost h : hosts) {
       if (h.singleUse()) {
         spares.get(h).target(config.connections().spares());
@@ -268,28 +294,71 @@ public final class UpstreamPool implements MeterBinder {
   }
 
   /**
-   * Picks the available upstream with the fewest requests in flight for its slots (in flight ÷
-   * slots), skipping {@code tried}; returns null when none is available.
+   * Picks an available upstream, skipping {@code tried}, and says why; returns null when none is
+   * available. {@code least_loaded}: the fewest requests in flight for its slots (in flight ÷
+   * slots); {@code engine_load}: the lowest
+   * {@link EngineScraper#score} from the last scrapes (never waiting for one). Ties go in turn.
+   * Every choice counts in {@code llm_route_decisions_total}.
    */
-  public UpstreamHost choose(Collection<UpstreamHost> tried) {
+  public Choice choose(Collection<UpstreamHost> tried) {
     long now = clock.nanoTime();
     int n = hosts.size();
     int start = Math.floorMod(next.getAndIncrement(), n);
     UpstreamHost best = null;
+    int bestIndex = -1;
     int bestLoad = Integer.MAX_VALUE;
+    double bestScore = Double.POSITIVE_INFINITY;
+    int candidates = 0;
     for (int i = 0; i < n; i++) {
-      UpstreamHost h = hosts.get((start + i) % n);
+      int k = (start + i) % n;
+      UpstreamHost h = hosts.get(k);
       if (tried.contains(h) || !h.available(now)) {
+        continue;
+      }
+      candidates++;
+      if (scraper != null) {
+        double score = scraper.score(k, h, h.slots(), now);
+        if (score < bestScore) {
+          best = h;
+          bestIndex = k;
+          bestScore = score;
+        }
         continue;
       }
       int load = h.inFlight();
       // load / slots < bestLoad / best.slots, multiplied out: exact, and no division per request.
       if (best == null || (long) load * best.slots() < (long) bestLoad * h.slots()) {
         best = h;
+        bestIndex = k;
         bestLoad = load;
       }
     }
-    return best;
+    if (best == null) {
+      return null;
+    }
+    RouteReason reason =
+        candidates == 1
+            ? RouteReason.ONLY_AVAILABLE
+            : scraper == null
+                ? RouteReason.LEAST_LOADED
+                : scraper.fresh(bestIndex, now) != null
+                    ? RouteReason.ENGINE_LOAD
+                    : RouteReason.ENGINE_LOAD_FALLBACK;
+    decisions[reason.ordinal()].increment();
+    return choices[bestIndex][reason.ordinal()];
+  }
+
+  /** Decisions since start with {@code reason}. */
+  public long decisions(RouteReason reason) {
+    return decisions[reason.ordinal()].sum();
+  }
+
+  /** The upstream a request goes to, and why it was chosen. */
+  public record Choice(UpstreamHost host, RouteReason reason) {
+    public Choice {
+      java.util.Objects.requireNonNull(host, "host");
+      java.util.Objects.requireNonNull(reason, "reason");
+    }
   }
 
   /**
@@ -694,7 +763,9 @@ public final class UpstreamPool implements MeterBinder {
   /**
    * Registers the pool's upstream health, labelled by the pool: {@code llm_upstreams_available},
    * {@code llm_upstreams_configured}, {@code llm_upstream_ejections_total}, {@code
-   * llm_upstream_retries_total} and {@code llm_upstream_stale_retries_total}.
+   * llm_upstream_retries_total}, {@code llm_upstream_stale_retries_total}, {@code
+   * llm_route_decisions_total} and, with {@code routing: engine_load}, {@code
+   * llm_upstream_scrapes_total}.
    */
   @Override
   public void bindTo(MeterRegistry registry) {
@@ -713,6 +784,17 @@ public final class UpstreamPool implements MeterBinder {
         .tags(pool)
         .description("Upstreams ejected after connection failures in a row")
         .register(registry);
+    for (RouteReason r : RouteReason.all()) {
+      FunctionCounter.builder("llm.route.decisions", this, x -> x.decisions(r))
+          .tags(pool.and("reason", r.word()))
+          .description(
+              "Upstreams chosen for a request (retries included), by why: least_loaded,"
+                  + " engine_load, engine_load_fallback (no fresh scrape), only_available")
+          .register(registry);
+    }
+    if (scraper != null) {
+      scraper.bindTo(registry, pool);
+    }
     FunctionCounter.builder("llm.upstream.retries", this, UpstreamPool::retries)
         .tags(pool)
         .description("Requests retried on another upstream before any byte reached the client")
@@ -796,7 +878,8 @@ public final class UpstreamPool implements MeterBinder {
   /**
    * Registers one series per configured upstream ({@code telemetry.per_upstream_metrics}, off by
    * default): {@code llm_upstream_available}, {@code llm_upstream_in_flight} and {@code
-   * llm_upstream_slots}, labelled by the pool and the {@code upstream}.
+   * llm_upstream_slots}, labelled by the pool and the {@code upstream}; with {@code routing: engine_load} also the engine's own gauges
+   * ({@code llm_upstream_engine_waiting}, {@code _running}, {@code _kv_cache_usage}).
    */
   public void bindUpstreamsTo(MeterRegistry registry) {
     Tags pool = Tags.of("llm.pool", config.name());
@@ -820,6 +903,9 @@ public final class UpstreamPool implements MeterBinder {
                   + " available")
           .register(registry);
     }
+    if (scraper != null) {
+      scraper.bindUpstreamsTo(registry, pool);
+    }
   }
 
   public Future<Void> close() {
@@ -830,6 +916,9 @@ public final class UpstreamPool implements MeterBinder {
     capacity.close();
     for (SpareConnections s : spares.values()) {
       s.close();
+    }
+    if (scraper != null) {
+      scraper.close();
     }
     return Future.join(
             client.close(), unslottedClient.close(), healthClient.close(), freshClient.close())

@@ -66,6 +66,47 @@ class ConfigLoaderTest {
             new ProxyConfig.Records(100_000, Duration.ofMinutes(10), Duration.ofSeconds(30)));
     assertThat(c.poolFor("sim-llama")).isSameAs(p);
     assertThat(c.poolFor("gpt-4")).isNull();
+    assertThat(p.routing()).isEqualTo(ProxyConfig.Routing.LEAST_LOADED);
+    assertThat(p.scrapeInterval()).isEqualTo(Duration.ofMillis(250));
+    assertThat(p.scrapeTimeout()).isEqualTo(Duration.ofMillis(250));
+  }
+
+  @Test
+  void routingAndItsScrapes() throws IOException {
+    String pool = "pools: [{name: a, models: [m], upstreams: ['http://h'], routing: engine_load";
+    Pool p = ConfigLoader.load(write(pool + "}]\n"), Map.of()).pools().get(0);
+    assertThat(p.routing()).isEqualTo(ProxyConfig.Routing.ENGINE_LOAD);
+    // The timeout follows the interval, up to 1 s.
+    p = ConfigLoader.load(write(pool + ", scrape_interval: 5s}]\n"), Map.of()).pools().get(0);
+    assertThat(p.scrapeInterval()).isEqualTo(Duration.ofSeconds(5));
+    assertThat(p.scrapeTimeout()).isEqualTo(Duration.ofSeconds(1));
+    p =
+        ConfigLoader.load(
+                write(pool + ", scrape_interval: 100ms, scrape_timeout: 300ms}]\n"), Map.of())
+            .pools()
+            .get(0);
+    assertThat(p.scrapeTimeout()).isEqualTo(Duration.ofMillis(300));
+    assertThat(
+            ConfigLoader.load(null, Map.of("PHASEMETER_POOLS_0_ROUTING", "engine_load"))
+                .pools()
+                .get(0)
+                .routing())
+        .isEqualTo(ProxyConfig.Routing.ENGINE_LOAD);
+  }
+
+  @Test
+  void routingErrorsNameTheKey() throws IOException {
+    String pool = "pools: [{name: a, models: [m], upstreams: ['http://h'], ";
+    failsNaming(pool + "routing: round_robin}]\n", "pools[0].routing")
+        .hasMessageContaining("must be least_loaded or engine_load (got round_robin)");
+    failsNaming(pool + "routing: engine_load, scrape_interval: 5ms}]\n", "scrape_interval")
+        .hasMessageContaining("at least 10ms");
+    failsNaming(pool + "scrape_interval: 0s}]\n", "scrape_interval");
+    failsNaming(pool + "scrape_interval: 100ms, scrape_timeout: 301ms}]\n", "scrape_timeout")
+        .hasMessageContaining("at most 3 x scrape_interval (300ms)");
+    failsNaming(pool + "scrape_timeout: 0s}]\n", "scrape_timeout");
+    failsNaming(pool + "external: true, routing: engine_load}]\n", "routing")
+        .hasMessageContaining("external");
   }
 
   @Test

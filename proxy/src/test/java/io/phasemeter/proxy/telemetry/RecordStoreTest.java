@@ -199,6 +199,7 @@ class RecordStoreTest {
         pick(random, null, "stop", "length", "an engine's own reason"),
         pick(random, "high", "normal", "low"),
         random.nextInt(4),
+        pick(random, null, "least_loaded", "engine_load", "engine_load_fallback"),
         random.nextBoolean(),
         pick(random, null, "team-a"),
         pick(random, "other", "team-a"),

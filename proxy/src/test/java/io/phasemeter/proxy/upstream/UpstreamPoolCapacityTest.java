@@ -69,7 +69,7 @@ class UpstreamPoolCapacityTest {
 
   /** The one choice among all upstreams, counted in flight as a request would be. */
   private static UpstreamHost chooseAndStart(UpstreamPool pool) {
-    UpstreamHost h = pool.choose(List.of());
+    UpstreamHost h = pool.choose(List.of()).host();
     h.started();
     return h;
   }
