@@ -935,6 +935,7 @@ public record ProxyConfig(
 
     /** A pool's slots when neither it nor all of its upstreams name them. */
     public static final int DEFAULT_SLOTS = 64;
+
     /**
      * How often {@code routing: engine_load} reads each upstream's {@code /metrics}, by default.
      */

@@ -31,10 +31,10 @@ import org.slf4j.LoggerFactory;
  * checks run on a timer; connection failures eject an upstream for a backoff. The pool's capacity
  * is the slots of its available upstreams: every change (an ejection, its backoff running out, a
  * health verdict, an answer that lifts an ejection) is told at once to the listener of {@link
- * #onCapacityChange}, the pool's slot queue. Connections are kept alive
- * and pooled ({@code pools[].connections}): by default slots + 8 per upstream for requests that
- * hold a slot, so a full pool never waits on the client, and a bounded number with a bounded wait
- * queue for those that hold none.
+ * #onCapacityChange}, the pool's slot queue. Connections are kept alive and pooled ({@code
+ * pools[].connections}): by default slots + 8 per upstream for requests that hold a slot, so a full
+ * pool never waits on the client, and a bounded number with a bounded wait queue for those that
+ * hold none.
  *
  * <p>Some upstreams close a connection after each response (llama.cpp's server after a stream,
  * without saying so). With {@code connections.reuse: auto} the pool watches what follows its
@@ -296,9 +296,9 @@ public final class UpstreamPool implements MeterBinder {
   /**
    * Picks an available upstream, skipping {@code tried}, and says why; returns null when none is
    * available. {@code least_loaded}: the fewest requests in flight for its slots (in flight ÷
-   * slots); {@code engine_load}: the lowest
-   * {@link EngineScraper#score} from the last scrapes (never waiting for one). Ties go in turn.
-   * Every choice counts in {@code llm_route_decisions_total}.
+   * slots); {@code engine_load}: the lowest {@link EngineScraper#score} from the last scrapes
+   * (never waiting for one). Ties go in turn. Every choice counts in {@code
+   * llm_route_decisions_total}.
    */
   public Choice choose(Collection<UpstreamHost> tried) {
     long now = clock.nanoTime();
@@ -878,8 +878,9 @@ public final class UpstreamPool implements MeterBinder {
   /**
    * Registers one series per configured upstream ({@code telemetry.per_upstream_metrics}, off by
    * default): {@code llm_upstream_available}, {@code llm_upstream_in_flight} and {@code
-   * llm_upstream_slots}, labelled by the pool and the {@code upstream}; with {@code routing: engine_load} also the engine's own gauges
-   * ({@code llm_upstream_engine_waiting}, {@code _running}, {@code _kv_cache_usage}).
+   * llm_upstream_slots}, labelled by the pool and the {@code upstream}; with {@code routing:
+   * engine_load} also the engine's own gauges ({@code llm_upstream_engine_waiting}, {@code
+   * _running}, {@code _kv_cache_usage}).
    */
   public void bindUpstreamsTo(MeterRegistry registry) {
     Tags pool = Tags.of("llm.pool", config.name());
