@@ -1,0 +1,1057 @@
+package io.phasemeter.proxy.pipeline;
+
+import io.netty.channel.ConnectTimeoutException;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.propagation.TextMapPropagator;
+import io.opentelemetry.context.propagation.TextMapSetter;
+import io.phasemeter.core.SpanAttributes;
+import io.phasemeter.core.net.StaleConnections;
+import io.phasemeter.proxy.upstream.ResponseEvent;
+import io.phasemeter.proxy.upstream.SseEvent;
+import io.phasemeter.proxy.upstream.SseParser;
+import io.phasemeter.proxy.upstream.StreamChunk;
+import io.phasemeter.proxy.upstream.UpstreamHost;
+import io.phasemeter.proxy.upstream.UpstreamPool;
+import io.vertx.core.Future;
+import io.vertx.core.MultiMap;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.ConnectionPoolTooBusyException;
+import io.vertx.core.http.HttpClientRequest;
+import io.vertx.core.http.HttpClientResponse;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpServerResponse;
+import java.net.ConnectException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Consumer;
+
+/**
+ * One request's generation (see {@link GeneratePhase}): the attempts at upstreams, the upload, the
+ * relay of the answer and the timers, ended exactly once, by {@link #complete} at the upstream's
+ * last byte or by {@link #fail}.
+ */
+final class UpstreamExchange {
+  /**
+   * The largest token count an upstream's usage may report; beyond it (or negative) the usage is
+   * taken as unknown. No model has a context anywhere near it, and sums of such counts stay far
+   * from overflowing a long.
+   */
+  static final long MAX_USAGE_TOKENS = 1L << 32;
+
+  static final int MAX_ERROR_BODY = 1 << 20;
+  static final int MAX_RESPONSE_BODY = 64 << 20;
+  static final int MAX_EVENT_BYTES = 4 << 20;
+
+  /**
+   * Credentials the client presented to the gateway; never forwarded when the gateway owns them.
+   */
+  private static final Set<String> CLIENT_CREDENTIALS =
+      Set.of("authorization", "api-key", "x-api-key");
+
+  /**
+   * What a pass-through does not forward, either way: the hop's own headers, and what the proxy
+   * sets itself. Unlike a parsed body, a relayed one keeps its encoding and length.
+   */
+  private static final Set<String> RAW_HOP_BY_HOP =
+      Set.of(
+          "connection",
+          "keep-alive",
+          "proxy-authenticate",
+          "proxy-authorization",
+          "proxy-connection",
+          "te",
+          "trailer",
+          "transfer-encoding",
+          "upgrade",
+          "host",
+          "content-length",
+          "expect",
+          "traceparent",
+          "tracestate");
+
+  /**
+   * What a parsed request does not forward: the pass-through's set, and its encodings, since the
+   * body goes out as the proxy parsed it, plain.
+   */
+  private static final Set<String> HOP_BY_HOP =
+      with(RAW_HOP_BY_HOP, "accept-encoding", "content-encoding");
+
+  private static Set<String> with(Set<String> base, String... more) {
+    java.util.Set<String> all = new java.util.HashSet<>(base);
+    all.addAll(List.of(more));
+    return Set.copyOf(all);
+  }
+
+  private static final io.opentelemetry.api.common.AttributeKey<Long> REQUEST_BODY_BYTES =
+      io.opentelemetry.api.common.AttributeKey.longKey("http.request.body.size");
+
+  private static final TextMapSetter<MultiMap> SETTER =
+      (carrier, key, value) -> carrier.set(key, value);
+
+  private final Vertx vertx;
+  private final TextMapPropagator propagator;
+  private final boolean gatewayOwnsCredentials;
+  private final ForwardedHeaders forwarded;
+  // Whole responses count against the same bound as request bodies: with the slot given back when
+  // generation ends, a client that never reads could otherwise pile them up.
+  private final BodyBudget bodies;
+  // limits.max_body_bytes: a streamed pass-through's bound when its route sets none.
+  private final long maxBodyBytes;
+  // limits.receive_timeout: how long a streamed upload may send nothing.
+  private final long receiveTimeoutNanos;
+
+  private final RequestContext ctx;
+  private final UpstreamPool pool;
+  private final PhaseTimer timer;
+  private final Span span;
+  private final Promise<Void> done = Promise.promise();
+  private final long firstTokenMs;
+  private final long idleNanos;
+  private final long clientWriteNanos;
+  private final List<UpstreamHost> tried = new ArrayList<>(2);
+  private UpstreamHost current;
+  private boolean staleRetried;
+  // Times the request was written to an upstream (a refused connect writes nothing).
+  private int sends;
+  private HttpClientRequest upstreamRequest;
+  private HttpClientResponse upstreamResponse;
+  private long firstTokenTimer = -1;
+  private long idleTimer = -1;
+  private long lastActivity;
+  private long pausedSince = -1;
+  private boolean over;
+  private boolean sawDone;
+  // llama.cpp's server reports a failure mid-stream as an event with an "error:" field (no
+  // data), then ends its response without [DONE].
+  private boolean sawErrorField;
+  // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
+  private String upstreamErrorType;
+  private SseParser parser;
+  // The relayed stream's first byte was seen to open an event stream.
+  private boolean opened;
+  // A streamed pass-through took the first of the client's body bytes: it cannot be sent again.
+  private boolean bodyTaken;
+  private boolean uploadEnded;
+  // A streamed upload counts against limits.max_concurrent_uploads while it runs, and fails as
+  // request_timeout after limits.receive_timeout without a byte from the client.
+  private boolean uploading;
+  private long lastUploadActivity;
+  private long uploadTimer = -1;
+  private boolean sawTerminal;
+  // Made once: a method reference written at the call would be a new object per chunk.
+  private final Consumer<SseEvent> eventSink = this::onEvent;
+
+  UpstreamExchange(GeneratePhase phase, RequestContext ctx, UpstreamPool pool, PhaseTimer timer) {
+    this.vertx = phase.vertx();
+    this.propagator = phase.propagator();
+    this.gatewayOwnsCredentials = phase.gatewayOwnsCredentials();
+    this.forwarded = phase.forwarded();
+    this.bodies = phase.bodies();
+    this.maxBodyBytes = phase.maxBodyBytes();
+    this.receiveTimeoutNanos = phase.receiveTimeoutNanos();
+    this.ctx = ctx;
+    this.pool = pool;
+    this.timer = timer;
+    this.span = timer.span();
+    this.firstTokenMs = pool.config().timeouts().firstToken().toMillis();
+    this.idleNanos = pool.config().timeouts().idle().toNanos();
+    this.clientWriteNanos = pool.config().timeouts().clientWrite().toNanos();
+  }
+
+  Future<Void> start() {
+    span.setAttribute(SpanAttributes.STREAMING, ctx.streaming());
+    if (ctx.maxTokens() >= 0) {
+      span.setAttribute(SpanAttributes.GEN_AI_REQUEST_MAX_TOKENS, ctx.maxTokens());
+    }
+    ctx.onCancel(
+        () ->
+            fail(
+                ctx.bodyFailure() != null
+                    ? ctx.bodyFailure()
+                    : ctx.cancelledByShutdown()
+                        ? ProxyFailure.of(
+                            ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
+                        : ProxyFailure.of(
+                            ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
+    firstTokenTimer =
+        vertx.setTimer(
+            firstTokenMs,
+            id ->
+                fail(
+                    ProxyFailure.of(
+                        ProxyFailure.Kind.UPSTREAM_TIMEOUT,
+                        "The upstream did not produce a first token within "
+                            + firstTokenMs
+                            + " ms.")));
+    UpstreamHost host = pool.choose(tried);
+    if (host == null) {
+      fail(noUpstream());
+    } else {
+      attempt(host);
+    }
+    return done.future();
+  }
+
+  private ProxyFailure noUpstream() {
+    return ProxyFailure.retryAfter(
+        ProxyFailure.Kind.NO_HEALTHY_UPSTREAM,
+        "No upstream of pool '" + pool.config().name() + "' is available; retry later.",
+        1);
+  }
+
+  private void attempt(UpstreamHost host) {
+    attempt(host, false);
+  }
+
+  private void attempt(UpstreamHost host, boolean fresh) {
+    tried.add(host);
+    current = host;
+    ctx.attempting(tried.size());
+    span.setAttribute(SpanAttributes.SERVER_ADDRESS, host.address().host());
+    span.setAttribute(SpanAttributes.SERVER_PORT, (long) host.address().port());
+    HttpMethod method = ctx.request() == null ? HttpMethod.POST : ctx.request().method();
+    String path = ctx.upstreamPath();
+    (fresh
+            ? pool.openFresh(host, method, path)
+            : pool.open(host, method, path, ctx.route().takesSlot()))
+        .onComplete(
+            ar -> {
+              if (ar.failed()) {
+                // A full wait queue for a pooled connection is this proxy's limit, not the
+                // upstream failing: no ejection.
+                if (current == host && !(ar.cause() instanceof ConnectionPoolTooBusyException)) {
+                  pool.connectFailed(host);
+                }
+                attemptFailed(host, connectFailure(ar.cause()), true);
+                return;
+              }
+              HttpClientRequest request = ar.result();
+              if (over || current != host) {
+                pool.abandon(request);
+                return;
+              }
+              upstreamRequest = request;
+              boolean reused = !fresh && pool.reused(request);
+              long sentAt = ctx.now();
+              sends++;
+              MultiMap headers = request.headers();
+              boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
+              boolean trusted = forwarded.trusts(ctx.request().remoteAddress());
+              Set<String> named = ForwardedHeaders.connectionOptions(ctx.request());
+              boolean raw = ctx.route().api() == ApiRoute.Api.PASSTHROUGH;
+              Set<String> hopByHop = raw ? RAW_HOP_BY_HOP : HOP_BY_HOP;
+              for (Map.Entry<String, String> h : ctx.request().headers()) {
+                String name = h.getKey().toLowerCase(Locale.ROOT);
+                if (!hopByHop.contains(name)
+                    && !named.contains(name)
+                    && !AuthPhase.PRIORITY_HEADER.equals(name)
+                    && !(!trusted && ForwardedHeaders.CLAIMS.contains(name))
+                    && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
+                  headers.add(h.getKey(), h.getValue());
+                }
+              }
+              if (ctx.request().headers().contains(AuthPhase.PRIORITY_HEADER)) {
+                // Once, as the proxy applied it (the first header, capped at what the key may
+                // use): a repeated header is never passed on for the next hop to read its own.
+                headers.set(AuthPhase.PRIORITY_HEADER, ctx.priority().label());
+              }
+              if (!pool.config().external()) {
+                // A third party learns nothing of the client's address or this host's name.
+                forwarded.apply(ctx.request(), headers, trusted);
+              }
+              // The operator's key for an external provider goes only where a route sends it: a
+              // pass-through carries it only when its route names the pool, so that no client
+              // reaches the provider's other endpoints (files, batches) with it.
+              if (pool.apiKey() != null && (!raw || ctx.route().pool() != null)) {
+                headers.set("authorization", "Bearer " + pool.apiKey());
+              }
+              if (!raw) {
+                headers.set("content-type", "application/json");
+                // The proxy reads what comes back: it asks for it plain (RFC 9110 §12.5.3; with
+                // no Accept-Encoding any coding would be acceptable), so a coded answer is the
+                // upstream's fault and is refused as malformed (see onResponse).
+                headers.set("accept-encoding", "identity");
+              }
+              propagator.inject(Context.root().with(span), headers, SETTER);
+              (streamsBody() ? sendStreamed(request) : request.send(ctx.upstreamBody()))
+                  .onComplete(
+                      rr -> {
+                        if (current != host) {
+                          return;
+                        }
+                        if (rr.failed()) {
+                          if (reused && !bodyTaken && staleConnection(host, rr.cause(), sentAt)) {
+                            return;
+                          }
+                          // A body already streamed on cannot be sent again.
+                          attemptFailed(host, connectFailure(rr.cause()), !bodyTaken);
+                        } else {
+                          onResponse(rr.result());
+                        }
+                      });
+            });
+  }
+
+  /** Whether the client's body goes upstream as it arrives (a streamed pass-through). */
+  private boolean streamsBody() {
+    return !ctx.route().readsBody();
+  }
+
+  /**
+   * Sends the client's body on as it arrives, with backpressure both ways (a slow upstream pauses
+   * the client) and the route's limit counted as it goes: a body that crosses it fails as {@code
+   * request_too_large}, its connection closed. Completes with the upstream's response head.
+   */
+  private Future<HttpClientResponse> sendStreamed(HttpClientRequest request) {
+    HttpServerRequest in = ctx.request();
+    if (in.isEnded()) {
+      // A resend (another upstream, or a fresh connection) of a request whose body had ended
+      // before a byte of it was taken: there was none. (One that had sent bytes is never
+      // resent.)
+      return request.send();
+    }
+    if (!uploading) {
+      if (!bodies.startUpload()) {
+        ctx.response().putHeader("connection", "close");
+        fail(
+            ProxyFailure.retryAfter(
+                ProxyFailure.Kind.OVERLOADED,
+                "The proxy is overloaded: too many request bodies are being received at once."
+                    + " Please retry shortly.",
+                1));
+        return Future.failedFuture(ProxyFailure.of(ProxyFailure.Kind.OVERLOADED, "overloaded"));
+      }
+      uploading = true;
+      lastUploadActivity = ctx.now();
+      armUploadIdle();
+    }
+    long declared = ctx.declaredBodyBytes();
+    if (declared >= 0) {
+      request.putHeader("content-length", Long.toString(declared));
+    } else if (in.headers().contains("transfer-encoding")) {
+      request.setChunked(true);
+    }
+    long limit = ctx.route().bodyLimit(maxBodyBytes);
+    long[] sent = {0};
+    if ("100-continue".equalsIgnoreCase(in.getHeader("expect"))) {
+      ctx.response().writeContinue();
+    }
+    in.handler(
+        chunk -> {
+          if (over) {
+            return;
+          }
+          sent[0] += chunk.length();
+          bodyTaken = true;
+          lastActivity = ctx.now();
+          lastUploadActivity = lastActivity;
+          if (sent[0] > limit) {
+            ctx.response().putHeader("connection", "close");
+            fail(ReceivePhase.tooLarge(limit));
+            return;
+          }
+          request.write(chunk);
+          if (request.writeQueueFull()) {
+            in.pause();
+            request.drainHandler(v -> in.resume());
+          }
+        });
+    in.endHandler(
+        v -> {
+          if (over) {
+            return;
+          }
+          uploadEnded = true;
+          endUpload();
+          span.addEvent("request.body.sent", Attributes.of(REQUEST_BODY_BYTES, sent[0]));
+          request.end();
+        });
+    in.exceptionHandler(
+        t ->
+            fail(
+                ProxyFailure.of(
+                    ProxyFailure.Kind.CLIENT_CANCELLED, "The request body was not received.")));
+    in.resume();
+    return request.response();
+  }
+
+  private void armUploadIdle() {
+    uploadTimer =
+        vertx.setTimer(
+            Math.max(1, (lastUploadActivity + receiveTimeoutNanos - ctx.now()) / 1_000_000),
+            id -> {
+              uploadTimer = -1;
+              if (over || uploadEnded) {
+                return;
+              }
+              if (ctx.now() - lastUploadActivity >= receiveTimeoutNanos) {
+                ctx.response().putHeader("connection", "close");
+                fail(
+                    ProxyFailure.of(
+                        ProxyFailure.Kind.REQUEST_TIMEOUT,
+                        "The request body sent nothing for "
+                            + receiveTimeoutNanos / 1_000_000
+                            + " ms."));
+              } else {
+                armUploadIdle();
+              }
+            });
+  }
+
+  /** The streamed upload is over (ended, or the exchange is): its place is given back once. */
+  private void endUpload() {
+    if (uploading) {
+      uploading = false;
+      bodies.endUpload();
+    }
+    if (uploadTimer >= 0) {
+      vertx.cancelTimer(uploadTimer);
+      uploadTimer = -1;
+    }
+  }
+
+  /**
+   * The request failed on a pooled connection that had carried a request before, with nothing
+   * received: the upstream had closed it (llama.cpp's server does after a stream, without {@code
+   * Connection: close}). Sent once more to the same upstream on a connection of its own, before any
+   * byte reached the client; counted ({@code llm_upstream_stale_retries_total}, a span event),
+   * never towards ejection. A timeout, or a second such failure, is not retried so.
+   *
+   * @return whether the request was sent again
+   */
+  private boolean staleConnection(UpstreamHost host, Throwable cause, long sentAt) {
+    if (over
+        || staleRetried
+        || pool.config().retries() == 0
+        || pool.config().external()
+        || ctx.isCancelled()
+        || ctx.response().headWritten()
+        || ctx.now() - sentAt > StaleConnections.WINDOW_NANOS
+        || !StaleConnections.closedConnection(cause)) {
+      return false;
+    }
+    staleRetried = true;
+    pool.staleRetried(host, upstreamRequest);
+    span.addEvent(
+        "upstream.stale_connection_retry",
+        Attributes.builder()
+            .put("server.address", host.address().host())
+            .put("server.port", (long) host.address().port())
+            .build());
+    endAttempt();
+    attempt(host, true);
+    return true;
+  }
+
+  /**
+   * An attempt failed. Retried once on another upstream when {@code retryable}, nothing reached the
+   * client yet and the pool allows it; otherwise the request fails.
+   */
+  private void attemptFailed(UpstreamHost host, ProxyFailure failure, boolean retryable) {
+    if (over || current != host) {
+      return;
+    }
+    endAttempt();
+    // At most retries + 1 sends of the request, and another upstream at most retries times; a
+    // stale connection's resend to the same upstream counts as a send, not as another upstream.
+    if (retryable
+        && new java.util.HashSet<>(tried).size() <= pool.config().retries()
+        && sends <= pool.config().retries()
+        && !ctx.isCancelled()
+        && !ctx.response().headWritten()) {
+      UpstreamHost other = pool.choose(tried);
+      if (other != null) {
+        pool.retried();
+        span.addEvent(
+            "upstream.retry",
+            Attributes.builder()
+                .put("error.type", failure.kind().code())
+                .put("server.address", host.address().host())
+                .put("server.port", (long) host.address().port())
+                .build());
+        attempt(other);
+        return;
+      }
+    }
+    fail(failure);
+  }
+
+  /** Ends the current attempt's bookkeeping once (in-flight count, upstream request). */
+  private void endAttempt() {
+    if (current != null) {
+      pool.ended(current);
+      current = null;
+    }
+    if (upstreamRequest != null) {
+      // Cancels the upstream's work: on HTTP/1.1 this closes the connection vLLM is writing to
+      // (one of the pool's own is closed even when the request's head was never written).
+      pool.abandon(upstreamRequest);
+      upstreamRequest = null;
+    }
+  }
+
+  private void onResponse(HttpClientResponse resp) {
+    if (over) {
+      return;
+    }
+    UpstreamHost host = current;
+    pool.reachable(host);
+    if (upstreamRequest != null) {
+      pool.answered(host, upstreamRequest);
+    }
+    upstreamResponse = resp;
+    lastActivity = ctx.now();
+    resp.exceptionHandler(
+        t ->
+            fail(
+                ProxyFailure.of(
+                    ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
+                    "The upstream connection was lost mid-response.")));
+    int status = resp.statusCode();
+    if (ctx.relaysRaw()) {
+      relayRaw(resp);
+      return;
+    }
+    if (status >= 400) {
+      collect(resp, MAX_ERROR_BODY)
+          .onSuccess(body -> onUpstreamError(host, resp, status, body))
+          .onFailure(t -> fail(ErrorResponder.classify(t)));
+      return;
+    }
+    if (!plainCoding(resp)) {
+      fail(
+          ProxyFailure.of(
+              ProxyFailure.Kind.UPSTREAM_MALFORMED,
+              "The upstream answered with a Content-Encoding; the proxy asked for identity and"
+                  + " reads only plain bodies."));
+      return;
+    }
+    String type = resp.getHeader("content-type");
+    if (ctx.streaming()) {
+      if (type == null || !type.toLowerCase(Locale.ROOT).startsWith("text/event-stream")) {
+        fail(
+            ProxyFailure.of(
+                ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                "The upstream answered a streamed request without an event stream."));
+        return;
+      }
+      relay(resp);
+    } else {
+      cancelFirstTokenTimer();
+      armIdle();
+      collect(resp, MAX_RESPONSE_BODY)
+          .onSuccess(this::onFullBody)
+          .onFailure(t -> fail(ErrorResponder.classify(t)));
+    }
+  }
+
+  private void onUpstreamError(
+      UpstreamHost host, HttpClientResponse resp, int status, Buffer body) {
+    if (status < 500) {
+      // The upstream judged the request itself: pass its answer through unchanged.
+      // Its outcome (client_error, upstream_<status>) is the Verdict's to give.
+      ctx.passedThrough(status, resp.getHeader("content-type"), body);
+      complete(ctx.now());
+      return;
+    }
+    ProxyFailure.Kind kind =
+        switch (status) {
+          case 503 -> ProxyFailure.Kind.UPSTREAM_OVERLOADED;
+          case 504 -> ProxyFailure.Kind.UPSTREAM_TIMEOUT;
+          default -> ProxyFailure.Kind.UPSTREAM_ERROR;
+        };
+    // 502 and 503 say "not now, not here": another upstream may serve it.
+    attemptFailed(
+        host,
+        ProxyFailure.of(kind, "The upstream inference server answered " + status + "."),
+        status == 502 || status == 503);
+  }
+
+  private void onFullBody(Buffer body) {
+    long at = ctx.now();
+    boolean malformed;
+    if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
+      ResponseEvent r = ResponseEvent.inspectBody(body);
+      malformed = r.kind() == ResponseEvent.Kind.MALFORMED;
+      takeUsage(r);
+      if (r.kind() == ResponseEvent.Kind.FAILED) {
+        upstreamErrorType = r.errorType();
+      }
+    } else {
+      StreamChunk chunk = StreamChunk.inspect(body);
+      malformed = chunk.kind() == StreamChunk.Kind.MALFORMED;
+      takeUsage(chunk);
+      if (chunk.kind() == StreamChunk.Kind.ERROR) {
+        upstreamErrorType = chunk.errorType();
+      }
+    }
+    if (malformed) {
+      fail(
+          ProxyFailure.of(
+              ProxyFailure.Kind.UPSTREAM_MALFORMED, "The upstream's response is not valid JSON."));
+      return;
+    }
+    ctx.answered(body, upstreamResponse.getHeader("content-type"));
+    complete(at);
+  }
+
+  private void relay(HttpClientResponse resp) {
+    HttpServerResponse out = ctx.response();
+    out.setStatusCode(200);
+    out.setChunked(true);
+    String type = resp.getHeader("content-type");
+    out.putHeader("content-type", type);
+    out.putHeader("cache-control", "no-cache");
+    out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
+    ctx.statusSent(200);
+    parser = new SseParser(MAX_EVENT_BYTES);
+    armIdle();
+    resp.handler(
+        chunk -> {
+          if (over) {
+            return;
+          }
+          lastActivity = ctx.now();
+          if (!opened && chunk.length() > 0) {
+            if (!SseParser.opensEventStream(chunk.getByte(0))) {
+              // Checked before a byte reaches the client, so the answer is still a clean 502.
+              fail(
+                  ProxyFailure.of(
+                      ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                      "The upstream's text/event-stream body is not an event stream."));
+              return;
+            }
+            opened = true;
+          }
+          try {
+            parser.feed(chunk, eventSink);
+          } catch (RuntimeException e) {
+            fail(
+                ProxyFailure.of(
+                    ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                    "The upstream sent an event stream the proxy could not parse."));
+            return;
+          }
+          if (!over && out.writeQueueFull()) {
+            waitForClient(resp, out);
+          }
+        });
+    resp.endHandler(
+        v -> {
+          if (over) {
+            return;
+          }
+          if (!parser.hasPending() && parser.pending().length() > 0) {
+            // Only the "\n" of a final "\r\n" is left: it belongs to the client too.
+            out.write(parser.pending());
+          }
+          boolean responses = ctx.route().api() == ApiRoute.Api.RESPONSES;
+          if (!responses
+              && (sawErrorField || upstreamErrorType != null)
+              && !parser.hasPending()
+              && !sawDone) {
+            // The upstream said it failed, then ended without [DONE] (llama.cpp's server: a
+            // data: {"error": ...} event, or an error: field in older versions): its error, not
+            // a malformed stream. The event went to the client as it came.
+            fail(
+                ProxyFailure.of(
+                    ProxyFailure.Kind.UPSTREAM_ERROR,
+                    "The upstream reported an error mid-stream and ended its response."));
+            return;
+          }
+          if (parser.hasPending() || !(responses ? sawTerminal : sawDone)) {
+            String end = responses ? "its response.completed event." : "[DONE].";
+            // How the body ended says what happened. One that ended by its own framing (the
+            // last chunk, or its Content-Length reached) is a whole response the upstream chose
+            // to end: not a whole stream, so malformed. One without framing ends only when its
+            // connection closes, which may have been a cut. (A connection lost mid-framing is
+            // the exception handler's: disconnected.)
+            fail(
+                framed(resp)
+                    ? ProxyFailure.of(
+                        ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                        "The upstream ended its response before " + end)
+                    : ProxyFailure.of(
+                        ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
+                        "The upstream closed the connection before " + end));
+            return;
+          }
+          complete(ctx.now());
+        });
+  }
+
+  /** Whether an event's first line is an {@code error:} field (llama.cpp's failure event). */
+  private static boolean startsWithErrorField(Buffer raw) {
+    byte[] field = {'e', 'r', 'r', 'o', 'r', ':'};
+    if (raw.length() < field.length) {
+      return false;
+    }
+    for (int i = 0; i < field.length; i++) {
+      if (raw.getByte(i) != field[i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private void onEvent(SseEvent event) {
+    if (over) {
+      return;
+    }
+    HttpServerResponse out = ctx.response();
+    if (!event.hasData()) {
+      if (startsWithErrorField(event.raw())) {
+        sawErrorField = true;
+      }
+      out.write(event.raw());
+      return;
+    }
+    if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
+      onResponseEvent(event, out);
+      return;
+    }
+    StreamChunk chunk = StreamChunk.inspect(event);
+    switch (chunk.kind()) {
+      case MALFORMED -> {
+        fail(
+            ProxyFailure.of(
+                ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                "The upstream sent an event that is not valid JSON."));
+        return;
+      }
+      case DONE -> sawDone = true;
+      case ERROR -> {
+        // vLLM's generator failed: the client gets the event as it came (and the [DONE] that
+        // follows); the request is failed, never a success.
+        takeUsage(chunk);
+        upstreamErrorType = chunk.errorType();
+        out.write(event.raw());
+        return;
+      }
+      case USAGE_ONLY -> {
+        takeUsage(chunk);
+        if (!ctx.clientWantsUsage()) {
+          return;
+        }
+      }
+      default -> takeUsage(chunk);
+    }
+    // Read the clock before handing the chunk over: once written, a client on the same host
+    // can read it before this call returns, and its TTFT must not come out shorter than ours.
+    long handedAt = ctx.now();
+    out.write(event.raw());
+    if (chunk.kind() == StreamChunk.Kind.CONTENT) {
+      ctx.onContentChunk(handedAt);
+      cancelFirstTokenTimer();
+    }
+  }
+
+  /**
+   * One event of a Responses stream: every event goes to the client as it came; a delta that
+   * carries generated text (or reasoning, or tool arguments) is content; the terminal event carries
+   * the usage; {@code response.failed} or {@code error} fail the request.
+   */
+  private void onResponseEvent(SseEvent event, HttpServerResponse out) {
+    ResponseEvent r = ResponseEvent.inspect(event);
+    switch (r.kind()) {
+      case MALFORMED -> {
+        fail(
+            ProxyFailure.of(
+                ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                "The upstream sent an event that is not valid JSON."));
+        return;
+      }
+      case COMPLETED -> {
+        sawTerminal = true;
+        takeUsage(r);
+      }
+      case FAILED -> {
+        sawTerminal = true;
+        takeUsage(r);
+        upstreamErrorType = r.errorType();
+      }
+      default -> {}
+    }
+    long handedAt = ctx.now();
+    out.write(event.raw());
+    if (r.kind() == ResponseEvent.Kind.CONTENT) {
+      ctx.onContentChunk(handedAt);
+      cancelFirstTokenTimer();
+    }
+  }
+
+  private void takeUsage(ResponseEvent r) {
+    if (r.hasUsage()) {
+      ctx.usage(plausibleTokens(r.inputTokens()), plausibleTokens(r.outputTokens()));
+    }
+    if (r.finishReason() != null) {
+      ctx.finishedFor(r.finishReason());
+    }
+  }
+
+  /**
+   * A pass-through's response (or a plain one): status, headers and body relayed as they come, with
+   * backpressure, uninspected. Generation ends at its last byte; the status decides the outcome
+   * ({@link Verdict}).
+   */
+  private void relayRaw(HttpClientResponse resp) {
+    HttpServerResponse out = ctx.response();
+    cancelFirstTokenTimer();
+    int status = resp.statusCode();
+    out.setStatusCode(status);
+    if (!ctx.request().isEnded()) {
+      // The upstream answered before the client's body was all read (an engine refusing an
+      // upload early): what is left of it must not be read as the next request.
+      out.putHeader("connection", "close");
+    }
+    for (Map.Entry<String, String> h : resp.headers()) {
+      if (!RAW_HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
+        out.headers().add(h.getKey(), h.getValue());
+      }
+    }
+    String length = resp.getHeader("content-length");
+    if (length != null) {
+      out.putHeader("content-length", length);
+    } else if (status >= 200
+        && status != 204
+        && status != 304
+        && ctx.request().method() != HttpMethod.HEAD) {
+      out.setChunked(true);
+    }
+    out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
+    ctx.relayed(status);
+    armIdle();
+    resp.handler(
+        chunk -> {
+          if (over) {
+            return;
+          }
+          lastActivity = ctx.now();
+          out.write(chunk);
+          if (out.writeQueueFull()) {
+            waitForClient(resp, out);
+          }
+        });
+    resp.endHandler(v -> complete(ctx.now()));
+  }
+
+  /**
+   * The client is slow, not the upstream: the upstream is paused until the client's socket drains,
+   * and the idle clock watches the client ({@code timeouts.client_write}) meanwhile.
+   */
+  private void waitForClient(HttpClientResponse resp, HttpServerResponse out) {
+    resp.pause();
+    pausedSince = ctx.now();
+    if (clientWriteNanos < idleNanos) {
+      // The next idle check may be far off: the client's clock is the shorter one.
+      if (idleTimer >= 0) {
+        vertx.cancelTimer(idleTimer);
+      }
+      idleTimer = vertx.setTimer(Math.max(1, clientWriteNanos / 1_000_000), id -> checkIdle());
+    }
+    out.drainHandler(
+        v -> {
+          pausedSince = -1;
+          lastActivity = ctx.now();
+          resp.resume();
+        });
+  }
+
+  private void takeUsage(StreamChunk chunk) {
+    if (chunk.hasUsage()) {
+      // Numbers from the upstream are checked before anything adds or charges them.
+      ctx.usage(plausibleTokens(chunk.promptTokens()), plausibleTokens(chunk.completionTokens()));
+    }
+    if (chunk.finishReason() != null) {
+      ctx.finishedFor(chunk.finishReason());
+    }
+  }
+
+  private Future<Buffer> collect(HttpClientResponse resp, int limit) {
+    Promise<Buffer> p = Promise.promise();
+    Buffer acc = Buffer.buffer(1024);
+    resp.handler(
+        b -> {
+          lastActivity = ctx.now();
+          if (p.future().isComplete()) {
+            return;
+          }
+          if (acc.length() + b.length() > limit) {
+            p.tryFail(
+                ProxyFailure.of(
+                    ProxyFailure.Kind.UPSTREAM_MALFORMED,
+                    "The upstream's response exceeds " + limit + " bytes."));
+          } else if (!ctx.holdBody(bodies, b.length())) {
+            p.tryFail(
+                ProxyFailure.retryAfter(
+                    ProxyFailure.Kind.OVERLOADED,
+                    "The proxy is overloaded: too many bytes of bodies are held at once."
+                        + " Please retry shortly.",
+                    1));
+          } else {
+            acc.appendBuffer(b);
+          }
+        });
+    resp.endHandler(v -> p.tryComplete(acc));
+    return p.future();
+  }
+
+  private void armIdle() {
+    long delayMs = Math.max(1, Math.min(idleNanos, clientWriteNanos) / 1_000_000);
+    idleTimer = vertx.setTimer(delayMs, id -> checkIdle());
+  }
+
+  private void checkIdle() {
+    if (over) {
+      return;
+    }
+    if (pausedSince >= 0) {
+      long stalled = ctx.now() - pausedSince;
+      if (stalled >= clientWriteNanos) {
+        fail(
+            ProxyFailure.of(
+                ProxyFailure.Kind.CLIENT_STALLED,
+                "The client read nothing for " + clientWriteNanos / 1_000_000 + " ms."));
+      } else {
+        idleTimer =
+            vertx.setTimer(
+                Math.max(1, (clientWriteNanos - stalled) / 1_000_000), id -> checkIdle());
+      }
+      return;
+    }
+    long quiet = ctx.now() - lastActivity;
+    if (quiet >= idleNanos) {
+      fail(
+          ProxyFailure.of(
+              ProxyFailure.Kind.UPSTREAM_TIMEOUT,
+              "The upstream sent nothing for " + idleNanos / 1_000_000 + " ms."));
+    } else {
+      idleTimer = vertx.setTimer(Math.max(1, (idleNanos - quiet) / 1_000_000), id -> checkIdle());
+    }
+  }
+
+  private void cancelFirstTokenTimer() {
+    if (firstTokenTimer >= 0) {
+      vertx.cancelTimer(firstTokenTimer);
+      firstTokenTimer = -1;
+    }
+  }
+
+  private void stopTimers() {
+    cancelFirstTokenTimer();
+    endUpload();
+    if (idleTimer >= 0) {
+      vertx.cancelTimer(idleTimer);
+      idleTimer = -1;
+    }
+  }
+
+  private void complete(long lastByteAt) {
+    if (over) {
+      return;
+    }
+    over = true;
+    stopTimers();
+    ctx.onCancel(null);
+    if (current != null) {
+      if (upstreamRequest != null && (!streamsBody() || uploadEnded)) {
+        // A whole exchange: what the upstream does with the connection next tells whether it
+        // keeps connections (connections.reuse: auto).
+        pool.responded(current, upstreamRequest);
+      }
+      pool.ended(current);
+      current = null;
+    }
+    if (upstreamRequest != null && streamsBody() && !uploadEnded) {
+      // The upstream answered before the upload ended: the rest of the body has nowhere to go
+      // (the client's connection closes after the answer, see relayRaw). A reset does not
+      // free a connection whose response already ended: it is closed, or the pool keeps it.
+      upstreamRequest.reset();
+      if (upstreamRequest.connection() != null) {
+        upstreamRequest.connection().close();
+      }
+    }
+    upstreamRequest = null;
+    // The upstream is done: its slot goes to the next request now, whatever the client's socket
+    // does with the response (a client that never reads must not hold it).
+    ctx.releaseSlot();
+    if (upstreamErrorType != null) {
+      span.setAttribute(SpanAttributes.ERROR_TYPE, ProxyFailure.Kind.UPSTREAM_ERROR.code());
+      span.setAttribute(SpanAttributes.UPSTREAM_ERROR_TYPE, upstreamErrorType);
+      span.setStatus(io.opentelemetry.api.trace.StatusCode.ERROR);
+      ctx.upstreamReportedError(upstreamErrorType);
+    }
+    ctx.annotateGeneration();
+    // The phase ends at the last byte, not when the pipeline hears of it.
+    timer.endAt(lastByteAt);
+    done.tryComplete();
+  }
+
+  private void fail(ProxyFailure failure) {
+    if (over) {
+      return;
+    }
+    over = true;
+    stopTimers();
+    ctx.onCancel(null);
+    endAttempt();
+    ctx.releaseSlot();
+    span.setAttribute(SpanAttributes.ERROR_TYPE, failure.kind().code());
+    ctx.annotateGeneration();
+    // Ended by the pipeline as this fails: a failure is the end of generation.
+    done.tryFail(failure);
+  }
+
+  /** Whether {@code resp}'s body is sent as it is, without a content coding. */
+  static boolean plainCoding(HttpClientResponse resp) {
+    String coding = resp.getHeader("content-encoding");
+    return coding == null || coding.isBlank() || "identity".equalsIgnoreCase(coding.trim());
+  }
+
+  /**
+   * Whether {@code resp}'s body has an end of its own (chunked, or a Content-Length) rather than
+   * ending when its connection closes.
+   */
+  static boolean framed(HttpClientResponse resp) {
+    String te = resp.getHeader("transfer-encoding");
+    return resp.getHeader("content-length") != null
+        || (te != null && te.toLowerCase(Locale.ROOT).contains("chunked"));
+  }
+
+  /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */
+  static long plausibleTokens(long n) {
+    return n >= 0 && n <= MAX_USAGE_TOKENS ? n : -1;
+  }
+
+  private static ProxyFailure connectFailure(Throwable t) {
+    if (t instanceof ProxyFailure pf) {
+      return pf;
+    }
+    if (t instanceof ConnectionPoolTooBusyException) {
+      return ProxyFailure.retryAfter(
+          ProxyFailure.Kind.UPSTREAM_BUSY,
+          "Too many requests are waiting for a connection to the upstream"
+              + " (connections.wait_queue); retry later.",
+          1);
+    }
+    if (t instanceof ConnectTimeoutException) {
+      return ProxyFailure.of(
+          ProxyFailure.Kind.UPSTREAM_TIMEOUT, "Timed out connecting to the upstream.");
+    }
+    if (t instanceof ConnectException) {
+      return ProxyFailure.of(
+          ProxyFailure.Kind.UPSTREAM_UNAVAILABLE, "The upstream refused the connection.");
+    }
+    return ProxyFailure.of(
+        ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
+        "The upstream closed the connection before answering.");
+  }
+}
