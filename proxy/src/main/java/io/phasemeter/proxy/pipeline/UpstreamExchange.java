@@ -113,9 +113,7 @@ final class UpstreamExchange {
   private final PhaseTimer timer;
   private final Span span;
   private final Promise<Void> done = Promise.promise();
-  private final long firstTokenMs;
-  private final long idleNanos;
-  private final long clientWriteNanos;
+  private final GenerationTimers timers;
   private final List<UpstreamHost> tried = new ArrayList<>(2);
   private UpstreamHost current;
   private boolean staleRetried;
@@ -123,10 +121,6 @@ final class UpstreamExchange {
   private int sends;
   private HttpClientRequest upstreamRequest;
   private HttpClientResponse upstreamResponse;
-  private long firstTokenTimer = -1;
-  private long idleTimer = -1;
-  private long lastActivity;
-  private long pausedSince = -1;
   private boolean over;
   private boolean sawDone;
   // llama.cpp's server reports a failure mid-stream as an event with an "error:" field (no
@@ -161,9 +155,7 @@ final class UpstreamExchange {
     this.pool = pool;
     this.timer = timer;
     this.span = timer.span();
-    this.firstTokenMs = pool.config().timeouts().firstToken().toMillis();
-    this.idleNanos = pool.config().timeouts().idle().toNanos();
-    this.clientWriteNanos = pool.config().timeouts().clientWrite().toNanos();
+    this.timers = new GenerationTimers(vertx, ctx, pool, this);
   }
 
   Future<Void> start() {
@@ -181,16 +173,7 @@ final class UpstreamExchange {
                             ProxyFailure.Kind.SHUTTING_DOWN, "The proxy cancelled it at shutdown.")
                         : ProxyFailure.of(
                             ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
-    firstTokenTimer =
-        vertx.setTimer(
-            firstTokenMs,
-            id ->
-                fail(
-                    ProxyFailure.of(
-                        ProxyFailure.Kind.UPSTREAM_TIMEOUT,
-                        "The upstream did not produce a first token within "
-                            + firstTokenMs
-                            + " ms.")));
+    timers.startFirstToken();
     UpstreamHost host = pool.choose(tried);
     if (host == null) {
       fail(noUpstream());
@@ -351,8 +334,9 @@ final class UpstreamExchange {
           }
           sent[0] += chunk.length();
           bodyTaken = true;
-          lastActivity = ctx.now();
-          lastUploadActivity = lastActivity;
+          long now = ctx.now();
+          timers.activity(now);
+          lastUploadActivity = now;
           if (sent[0] > limit) {
             ctx.response().putHeader("connection", "close");
             fail(ReceivePhase.tooLarge(limit));
@@ -508,7 +492,7 @@ final class UpstreamExchange {
       pool.answered(host, upstreamRequest);
     }
     upstreamResponse = resp;
-    lastActivity = ctx.now();
+    timers.activity(ctx.now());
     resp.exceptionHandler(
         t ->
             fail(
@@ -545,8 +529,8 @@ final class UpstreamExchange {
       }
       relay(resp);
     } else {
-      cancelFirstTokenTimer();
-      armIdle();
+      timers.cancelFirstToken();
+      timers.armIdle();
       collect(resp, MAX_RESPONSE_BODY)
           .onSuccess(this::onFullBody)
           .onFailure(t -> fail(ErrorResponder.classify(t)));
@@ -613,13 +597,13 @@ final class UpstreamExchange {
     out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
     ctx.statusSent(200);
     parser = new SseParser(MAX_EVENT_BYTES);
-    armIdle();
+    timers.armIdle();
     resp.handler(
         chunk -> {
           if (over) {
             return;
           }
-          lastActivity = ctx.now();
+          timers.activity(ctx.now());
           if (!opened && chunk.length() > 0) {
             if (!SseParser.opensEventStream(chunk.getByte(0))) {
               // Checked before a byte reaches the client, so the answer is still a clean 502.
@@ -641,7 +625,7 @@ final class UpstreamExchange {
             return;
           }
           if (!over && out.writeQueueFull()) {
-            waitForClient(resp, out);
+            timers.waitForClient(resp, out);
           }
         });
     resp.endHandler(
@@ -750,7 +734,7 @@ final class UpstreamExchange {
     out.write(event.raw());
     if (chunk.kind() == StreamChunk.Kind.CONTENT) {
       ctx.onContentChunk(handedAt);
-      cancelFirstTokenTimer();
+      timers.cancelFirstToken();
     }
   }
 
@@ -784,7 +768,7 @@ final class UpstreamExchange {
     out.write(event.raw());
     if (r.kind() == ResponseEvent.Kind.CONTENT) {
       ctx.onContentChunk(handedAt);
-      cancelFirstTokenTimer();
+      timers.cancelFirstToken();
     }
   }
 
@@ -804,7 +788,7 @@ final class UpstreamExchange {
    */
   private void relayRaw(HttpClientResponse resp) {
     HttpServerResponse out = ctx.response();
-    cancelFirstTokenTimer();
+    timers.cancelFirstToken();
     int status = resp.statusCode();
     out.setStatusCode(status);
     if (!ctx.request().isEnded()) {
@@ -828,41 +812,19 @@ final class UpstreamExchange {
     }
     out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
     ctx.relayed(status);
-    armIdle();
+    timers.armIdle();
     resp.handler(
         chunk -> {
           if (over) {
             return;
           }
-          lastActivity = ctx.now();
+          timers.activity(ctx.now());
           out.write(chunk);
           if (out.writeQueueFull()) {
-            waitForClient(resp, out);
+            timers.waitForClient(resp, out);
           }
         });
     resp.endHandler(v -> complete(ctx.now()));
-  }
-
-  /**
-   * The client is slow, not the upstream: the upstream is paused until the client's socket drains,
-   * and the idle clock watches the client ({@code timeouts.client_write}) meanwhile.
-   */
-  private void waitForClient(HttpClientResponse resp, HttpServerResponse out) {
-    resp.pause();
-    pausedSince = ctx.now();
-    if (clientWriteNanos < idleNanos) {
-      // The next idle check may be far off: the client's clock is the shorter one.
-      if (idleTimer >= 0) {
-        vertx.cancelTimer(idleTimer);
-      }
-      idleTimer = vertx.setTimer(Math.max(1, clientWriteNanos / 1_000_000), id -> checkIdle());
-    }
-    out.drainHandler(
-        v -> {
-          pausedSince = -1;
-          lastActivity = ctx.now();
-          resp.resume();
-        });
   }
 
   private void takeUsage(StreamChunk chunk) {
@@ -880,7 +842,7 @@ final class UpstreamExchange {
     Buffer acc = Buffer.buffer(1024);
     resp.handler(
         b -> {
-          lastActivity = ctx.now();
+          timers.activity(ctx.now());
           if (p.future().isComplete()) {
             return;
           }
@@ -904,54 +866,10 @@ final class UpstreamExchange {
     return p.future();
   }
 
-  private void armIdle() {
-    long delayMs = Math.max(1, Math.min(idleNanos, clientWriteNanos) / 1_000_000);
-    idleTimer = vertx.setTimer(delayMs, id -> checkIdle());
-  }
-
-  private void checkIdle() {
-    if (over) {
-      return;
-    }
-    if (pausedSince >= 0) {
-      long stalled = ctx.now() - pausedSince;
-      if (stalled >= clientWriteNanos) {
-        fail(
-            ProxyFailure.of(
-                ProxyFailure.Kind.CLIENT_STALLED,
-                "The client read nothing for " + clientWriteNanos / 1_000_000 + " ms."));
-      } else {
-        idleTimer =
-            vertx.setTimer(
-                Math.max(1, (clientWriteNanos - stalled) / 1_000_000), id -> checkIdle());
-      }
-      return;
-    }
-    long quiet = ctx.now() - lastActivity;
-    if (quiet >= idleNanos) {
-      fail(
-          ProxyFailure.of(
-              ProxyFailure.Kind.UPSTREAM_TIMEOUT,
-              "The upstream sent nothing for " + idleNanos / 1_000_000 + " ms."));
-    } else {
-      idleTimer = vertx.setTimer(Math.max(1, (idleNanos - quiet) / 1_000_000), id -> checkIdle());
-    }
-  }
-
-  private void cancelFirstTokenTimer() {
-    if (firstTokenTimer >= 0) {
-      vertx.cancelTimer(firstTokenTimer);
-      firstTokenTimer = -1;
-    }
-  }
-
   private void stopTimers() {
-    cancelFirstTokenTimer();
+    timers.cancelFirstToken();
     endUpload();
-    if (idleTimer >= 0) {
-      vertx.cancelTimer(idleTimer);
-      idleTimer = -1;
-    }
+    timers.cancelIdle();
   }
 
   private void complete(long lastByteAt) {
@@ -995,7 +913,15 @@ final class UpstreamExchange {
     done.tryComplete();
   }
 
-  private void fail(ProxyFailure failure) {
+  /** Whether the exchange has ended: every part checks it before it acts on a late event. */
+  boolean over() {
+    return over;
+  }
+
+  /**
+   * Fails the exchange, once: the attempt is abandoned, the slot given back, the timers stopped.
+   */
+  void fail(ProxyFailure failure) {
     if (over) {
       return;
     }
