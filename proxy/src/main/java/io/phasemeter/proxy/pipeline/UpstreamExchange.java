@@ -23,7 +23,6 @@ import io.vertx.core.http.ConnectionPoolTooBusyException;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
-import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.http.HttpServerResponse;
 import java.net.ConnectException;
 import java.util.ArrayList;
@@ -90,9 +89,6 @@ final class UpstreamExchange {
     return Set.copyOf(all);
   }
 
-  private static final io.opentelemetry.api.common.AttributeKey<Long> REQUEST_BODY_BYTES =
-      io.opentelemetry.api.common.AttributeKey.longKey("http.request.body.size");
-
   private static final TextMapSetter<MultiMap> SETTER =
       (carrier, key, value) -> carrier.set(key, value);
 
@@ -103,10 +99,6 @@ final class UpstreamExchange {
   // Whole responses count against the same bound as request bodies: with the slot given back when
   // generation ends, a client that never reads could otherwise pile them up.
   private final BodyBudget bodies;
-  // limits.max_body_bytes: a streamed pass-through's bound when its route sets none.
-  private final long maxBodyBytes;
-  // limits.receive_timeout: how long a streamed upload may send nothing.
-  private final long receiveTimeoutNanos;
 
   private final RequestContext ctx;
   private final UpstreamPool pool;
@@ -114,6 +106,8 @@ final class UpstreamExchange {
   private final Span span;
   private final Promise<Void> done = Promise.promise();
   private final GenerationTimers timers;
+  // Null unless the client's body goes upstream as it arrives (a streamed pass-through).
+  private final StreamedUpload upload;
   private final List<UpstreamHost> tried = new ArrayList<>(2);
   private UpstreamHost current;
   private boolean staleRetried;
@@ -131,14 +125,6 @@ final class UpstreamExchange {
   private SseParser parser;
   // The relayed stream's first byte was seen to open an event stream.
   private boolean opened;
-  // A streamed pass-through took the first of the client's body bytes: it cannot be sent again.
-  private boolean bodyTaken;
-  private boolean uploadEnded;
-  // A streamed upload counts against limits.max_concurrent_uploads while it runs, and fails as
-  // request_timeout after limits.receive_timeout without a byte from the client.
-  private boolean uploading;
-  private long lastUploadActivity;
-  private long uploadTimer = -1;
   private boolean sawTerminal;
   // Made once: a method reference written at the call would be a new object per chunk.
   private final Consumer<SseEvent> eventSink = this::onEvent;
@@ -149,13 +135,22 @@ final class UpstreamExchange {
     this.gatewayOwnsCredentials = phase.gatewayOwnsCredentials();
     this.forwarded = phase.forwarded();
     this.bodies = phase.bodies();
-    this.maxBodyBytes = phase.maxBodyBytes();
-    this.receiveTimeoutNanos = phase.receiveTimeoutNanos();
     this.ctx = ctx;
     this.pool = pool;
     this.timer = timer;
     this.span = timer.span();
     this.timers = new GenerationTimers(vertx, ctx, pool, this);
+    this.upload =
+        ctx.route().readsBody()
+            ? null
+            : new StreamedUpload(
+                vertx,
+                ctx,
+                this,
+                timers,
+                bodies,
+                phase.maxBodyBytes(),
+                phase.receiveTimeoutNanos());
   }
 
   Future<Void> start() {
@@ -264,18 +259,18 @@ final class UpstreamExchange {
                 headers.set("accept-encoding", "identity");
               }
               propagator.inject(Context.root().with(span), headers, SETTER);
-              (streamsBody() ? sendStreamed(request) : request.send(ctx.upstreamBody()))
+              (upload != null ? upload.send(request) : request.send(ctx.upstreamBody()))
                   .onComplete(
                       rr -> {
                         if (current != host) {
                           return;
                         }
                         if (rr.failed()) {
-                          if (reused && !bodyTaken && staleConnection(host, rr.cause(), sentAt)) {
+                          if (reused && !bodyTaken() && staleConnection(host, rr.cause(), sentAt)) {
                             return;
                           }
                           // A body already streamed on cannot be sent again.
-                          attemptFailed(host, connectFailure(rr.cause()), !bodyTaken);
+                          attemptFailed(host, connectFailure(rr.cause()), !bodyTaken());
                         } else {
                           onResponse(rr.result());
                         }
@@ -283,123 +278,9 @@ final class UpstreamExchange {
             });
   }
 
-  /** Whether the client's body goes upstream as it arrives (a streamed pass-through). */
-  private boolean streamsBody() {
-    return !ctx.route().readsBody();
-  }
-
-  /**
-   * Sends the client's body on as it arrives, with backpressure both ways (a slow upstream pauses
-   * the client) and the route's limit counted as it goes: a body that crosses it fails as {@code
-   * request_too_large}, its connection closed. Completes with the upstream's response head.
-   */
-  private Future<HttpClientResponse> sendStreamed(HttpClientRequest request) {
-    HttpServerRequest in = ctx.request();
-    if (in.isEnded()) {
-      // A resend (another upstream, or a fresh connection) of a request whose body had ended
-      // before a byte of it was taken: there was none. (One that had sent bytes is never
-      // resent.)
-      return request.send();
-    }
-    if (!uploading) {
-      if (!bodies.startUpload()) {
-        ctx.response().putHeader("connection", "close");
-        fail(
-            ProxyFailure.retryAfter(
-                ProxyFailure.Kind.OVERLOADED,
-                "The proxy is overloaded: too many request bodies are being received at once."
-                    + " Please retry shortly.",
-                1));
-        return Future.failedFuture(ProxyFailure.of(ProxyFailure.Kind.OVERLOADED, "overloaded"));
-      }
-      uploading = true;
-      lastUploadActivity = ctx.now();
-      armUploadIdle();
-    }
-    long declared = ctx.declaredBodyBytes();
-    if (declared >= 0) {
-      request.putHeader("content-length", Long.toString(declared));
-    } else if (in.headers().contains("transfer-encoding")) {
-      request.setChunked(true);
-    }
-    long limit = ctx.route().bodyLimit(maxBodyBytes);
-    long[] sent = {0};
-    if ("100-continue".equalsIgnoreCase(in.getHeader("expect"))) {
-      ctx.response().writeContinue();
-    }
-    in.handler(
-        chunk -> {
-          if (over) {
-            return;
-          }
-          sent[0] += chunk.length();
-          bodyTaken = true;
-          long now = ctx.now();
-          timers.activity(now);
-          lastUploadActivity = now;
-          if (sent[0] > limit) {
-            ctx.response().putHeader("connection", "close");
-            fail(ReceivePhase.tooLarge(limit));
-            return;
-          }
-          request.write(chunk);
-          if (request.writeQueueFull()) {
-            in.pause();
-            request.drainHandler(v -> in.resume());
-          }
-        });
-    in.endHandler(
-        v -> {
-          if (over) {
-            return;
-          }
-          uploadEnded = true;
-          endUpload();
-          span.addEvent("request.body.sent", Attributes.of(REQUEST_BODY_BYTES, sent[0]));
-          request.end();
-        });
-    in.exceptionHandler(
-        t ->
-            fail(
-                ProxyFailure.of(
-                    ProxyFailure.Kind.CLIENT_CANCELLED, "The request body was not received.")));
-    in.resume();
-    return request.response();
-  }
-
-  private void armUploadIdle() {
-    uploadTimer =
-        vertx.setTimer(
-            Math.max(1, (lastUploadActivity + receiveTimeoutNanos - ctx.now()) / 1_000_000),
-            id -> {
-              uploadTimer = -1;
-              if (over || uploadEnded) {
-                return;
-              }
-              if (ctx.now() - lastUploadActivity >= receiveTimeoutNanos) {
-                ctx.response().putHeader("connection", "close");
-                fail(
-                    ProxyFailure.of(
-                        ProxyFailure.Kind.REQUEST_TIMEOUT,
-                        "The request body sent nothing for "
-                            + receiveTimeoutNanos / 1_000_000
-                            + " ms."));
-              } else {
-                armUploadIdle();
-              }
-            });
-  }
-
-  /** The streamed upload is over (ended, or the exchange is): its place is given back once. */
-  private void endUpload() {
-    if (uploading) {
-      uploading = false;
-      bodies.endUpload();
-    }
-    if (uploadTimer >= 0) {
-      vertx.cancelTimer(uploadTimer);
-      uploadTimer = -1;
-    }
+  /** Whether a byte of the client's body went upstream: then the request is never sent again. */
+  private boolean bodyTaken() {
+    return upload != null && upload.bodyTaken();
   }
 
   /**
@@ -868,7 +749,9 @@ final class UpstreamExchange {
 
   private void stopTimers() {
     timers.cancelFirstToken();
-    endUpload();
+    if (upload != null) {
+      upload.end();
+    }
     timers.cancelIdle();
   }
 
@@ -880,7 +763,7 @@ final class UpstreamExchange {
     stopTimers();
     ctx.onCancel(null);
     if (current != null) {
-      if (upstreamRequest != null && (!streamsBody() || uploadEnded)) {
+      if (upstreamRequest != null && (upload == null || upload.ended())) {
         // A whole exchange: what the upstream does with the connection next tells whether it
         // keeps connections (connections.reuse: auto).
         pool.responded(current, upstreamRequest);
@@ -888,7 +771,7 @@ final class UpstreamExchange {
       pool.ended(current);
       current = null;
     }
-    if (upstreamRequest != null && streamsBody() && !uploadEnded) {
+    if (upstreamRequest != null && upload != null && !upload.ended()) {
       // The upstream answered before the upload ended: the rest of the body has nowhere to go
       // (the client's connection closes after the answer, see relayRaw). A reset does not
       // free a connection whose response already ended: it is closed, or the pool keeps it.
@@ -911,6 +794,11 @@ final class UpstreamExchange {
     // The phase ends at the last byte, not when the pipeline hears of it.
     timer.endAt(lastByteAt);
     done.tryComplete();
+  }
+
+  /** The phase's span, {@code inference.generate}. */
+  Span span() {
+    return span;
   }
 
   /** Whether the exchange has ended: every part checks it before it acts on a late event. */
