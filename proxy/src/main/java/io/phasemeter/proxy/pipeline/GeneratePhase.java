@@ -21,9 +21,7 @@ import io.vertx.core.Vertx;
  */
 final class GeneratePhase {
   private final Vertx vertx;
-  private final TextMapPropagator propagator;
-  private final boolean gatewayOwnsCredentials;
-  private final ForwardedHeaders forwarded;
+  private final UpstreamHeaders headers;
   private final BodyBudget bodies;
   private final long maxBodyBytes;
   private final long receiveTimeoutNanos;
@@ -44,9 +42,7 @@ final class GeneratePhase {
     this.maxBodyBytes = maxBodyBytes;
     this.receiveTimeoutNanos = receiveTimeout.toNanos();
     this.vertx = vertx;
-    this.propagator = propagator;
-    this.gatewayOwnsCredentials = gatewayOwnsCredentials;
-    this.forwarded = new ForwardedHeaders(forwarded);
+    this.headers = new UpstreamHeaders(propagator, gatewayOwnsCredentials, forwarded);
   }
 
   /**
@@ -62,16 +58,8 @@ final class GeneratePhase {
     return vertx;
   }
 
-  TextMapPropagator propagator() {
-    return propagator;
-  }
-
-  boolean gatewayOwnsCredentials() {
-    return gatewayOwnsCredentials;
-  }
-
-  ForwardedHeaders forwarded() {
-    return forwarded;
+  UpstreamHeaders headers() {
+    return headers;
   }
 
   BodyBudget bodies() {

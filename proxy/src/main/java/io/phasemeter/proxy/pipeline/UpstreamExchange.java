@@ -3,9 +3,6 @@ package io.phasemeter.proxy.pipeline;
 import io.netty.channel.ConnectTimeoutException;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
-import io.opentelemetry.context.Context;
-import io.opentelemetry.context.propagation.TextMapPropagator;
-import io.opentelemetry.context.propagation.TextMapSetter;
 import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.core.net.StaleConnections;
 import io.phasemeter.proxy.upstream.ResponseEvent;
@@ -15,7 +12,6 @@ import io.phasemeter.proxy.upstream.StreamChunk;
 import io.phasemeter.proxy.upstream.UpstreamHost;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
-import io.vertx.core.MultiMap;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
@@ -29,7 +25,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
 import java.util.function.Consumer;
 
 /**
@@ -49,53 +44,7 @@ final class UpstreamExchange {
   static final int MAX_RESPONSE_BODY = 64 << 20;
   static final int MAX_EVENT_BYTES = 4 << 20;
 
-  /**
-   * Credentials the client presented to the gateway; never forwarded when the gateway owns them.
-   */
-  private static final Set<String> CLIENT_CREDENTIALS =
-      Set.of("authorization", "api-key", "x-api-key");
-
-  /**
-   * What a pass-through does not forward, either way: the hop's own headers, and what the proxy
-   * sets itself. Unlike a parsed body, a relayed one keeps its encoding and length.
-   */
-  private static final Set<String> RAW_HOP_BY_HOP =
-      Set.of(
-          "connection",
-          "keep-alive",
-          "proxy-authenticate",
-          "proxy-authorization",
-          "proxy-connection",
-          "te",
-          "trailer",
-          "transfer-encoding",
-          "upgrade",
-          "host",
-          "content-length",
-          "expect",
-          "traceparent",
-          "tracestate");
-
-  /**
-   * What a parsed request does not forward: the pass-through's set, and its encodings, since the
-   * body goes out as the proxy parsed it, plain.
-   */
-  private static final Set<String> HOP_BY_HOP =
-      with(RAW_HOP_BY_HOP, "accept-encoding", "content-encoding");
-
-  private static Set<String> with(Set<String> base, String... more) {
-    java.util.Set<String> all = new java.util.HashSet<>(base);
-    all.addAll(List.of(more));
-    return Set.copyOf(all);
-  }
-
-  private static final TextMapSetter<MultiMap> SETTER =
-      (carrier, key, value) -> carrier.set(key, value);
-
   private final Vertx vertx;
-  private final TextMapPropagator propagator;
-  private final boolean gatewayOwnsCredentials;
-  private final ForwardedHeaders forwarded;
   // Whole responses count against the same bound as request bodies: with the slot given back when
   // generation ends, a client that never reads could otherwise pile them up.
   private final BodyBudget bodies;
@@ -105,6 +54,7 @@ final class UpstreamExchange {
   private final PhaseTimer timer;
   private final Span span;
   private final Promise<Void> done = Promise.promise();
+  private final UpstreamHeaders headers;
   private final GenerationTimers timers;
   // Null unless the client's body goes upstream as it arrives (a streamed pass-through).
   private final StreamedUpload upload;
@@ -131,14 +81,12 @@ final class UpstreamExchange {
 
   UpstreamExchange(GeneratePhase phase, RequestContext ctx, UpstreamPool pool, PhaseTimer timer) {
     this.vertx = phase.vertx();
-    this.propagator = phase.propagator();
-    this.gatewayOwnsCredentials = phase.gatewayOwnsCredentials();
-    this.forwarded = phase.forwarded();
     this.bodies = phase.bodies();
     this.ctx = ctx;
     this.pool = pool;
     this.timer = timer;
     this.span = timer.span();
+    this.headers = phase.headers();
     this.timers = new GenerationTimers(vertx, ctx, pool, this);
     this.upload =
         ctx.route().readsBody()
@@ -220,45 +168,7 @@ final class UpstreamExchange {
               boolean reused = !fresh && pool.reused(request);
               long sentAt = ctx.now();
               sends++;
-              MultiMap headers = request.headers();
-              boolean dropCredentials = gatewayOwnsCredentials || pool.apiKey() != null;
-              boolean trusted = forwarded.trusts(ctx.request().remoteAddress());
-              Set<String> named = ForwardedHeaders.connectionOptions(ctx.request());
-              boolean raw = ctx.route().api() == ApiRoute.Api.PASSTHROUGH;
-              Set<String> hopByHop = raw ? RAW_HOP_BY_HOP : HOP_BY_HOP;
-              for (Map.Entry<String, String> h : ctx.request().headers()) {
-                String name = h.getKey().toLowerCase(Locale.ROOT);
-                if (!hopByHop.contains(name)
-                    && !named.contains(name)
-                    && !AuthPhase.PRIORITY_HEADER.equals(name)
-                    && !(!trusted && ForwardedHeaders.CLAIMS.contains(name))
-                    && !(dropCredentials && CLIENT_CREDENTIALS.contains(name))) {
-                  headers.add(h.getKey(), h.getValue());
-                }
-              }
-              if (ctx.request().headers().contains(AuthPhase.PRIORITY_HEADER)) {
-                // Once, as the proxy applied it (the first header, capped at what the key may
-                // use): a repeated header is never passed on for the next hop to read its own.
-                headers.set(AuthPhase.PRIORITY_HEADER, ctx.priority().label());
-              }
-              if (!pool.config().external()) {
-                // A third party learns nothing of the client's address or this host's name.
-                forwarded.apply(ctx.request(), headers, trusted);
-              }
-              // The operator's key for an external provider goes only where a route sends it: a
-              // pass-through carries it only when its route names the pool, so that no client
-              // reaches the provider's other endpoints (files, batches) with it.
-              if (pool.apiKey() != null && (!raw || ctx.route().pool() != null)) {
-                headers.set("authorization", "Bearer " + pool.apiKey());
-              }
-              if (!raw) {
-                headers.set("content-type", "application/json");
-                // The proxy reads what comes back: it asks for it plain (RFC 9110 §12.5.3; with
-                // no Accept-Encoding any coding would be acceptable), so a coded answer is the
-                // upstream's fault and is refused as malformed (see onResponse).
-                headers.set("accept-encoding", "identity");
-              }
-              propagator.inject(Context.root().with(span), headers, SETTER);
+              headers.fill(request.headers(), ctx, pool, span);
               (upload != null ? upload.send(request) : request.send(ctx.upstreamBody()))
                   .onComplete(
                       rr -> {
@@ -678,7 +588,7 @@ final class UpstreamExchange {
       out.putHeader("connection", "close");
     }
     for (Map.Entry<String, String> h : resp.headers()) {
-      if (!RAW_HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
+      if (!UpstreamHeaders.RAW_HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
         out.headers().add(h.getKey(), h.getValue());
       }
     }
