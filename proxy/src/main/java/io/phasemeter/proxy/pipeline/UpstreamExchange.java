@@ -1,10 +1,7 @@
 package io.phasemeter.proxy.pipeline;
 
-import io.netty.channel.ConnectTimeoutException;
-import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
 import io.phasemeter.core.SpanAttributes;
-import io.phasemeter.core.net.StaleConnections;
 import io.phasemeter.proxy.upstream.ResponseEvent;
 import io.phasemeter.proxy.upstream.SseEvent;
 import io.phasemeter.proxy.upstream.SseParser;
@@ -15,14 +12,9 @@ import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
-import io.vertx.core.http.ConnectionPoolTooBusyException;
-import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerResponse;
-import java.net.ConnectException;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.function.Consumer;
@@ -50,20 +42,13 @@ final class UpstreamExchange {
   private final BodyBudget bodies;
 
   private final RequestContext ctx;
-  private final UpstreamPool pool;
   private final PhaseTimer timer;
   private final Span span;
   private final Promise<Void> done = Promise.promise();
-  private final UpstreamHeaders headers;
   private final GenerationTimers timers;
+  private final UpstreamAttempts attempts;
   // Null unless the client's body goes upstream as it arrives (a streamed pass-through).
   private final StreamedUpload upload;
-  private final List<UpstreamHost> tried = new ArrayList<>(2);
-  private UpstreamHost current;
-  private boolean staleRetried;
-  // Times the request was written to an upstream (a refused connect writes nothing).
-  private int sends;
-  private HttpClientRequest upstreamRequest;
   private HttpClientResponse upstreamResponse;
   private boolean over;
   private boolean sawDone;
@@ -83,10 +68,8 @@ final class UpstreamExchange {
     this.vertx = phase.vertx();
     this.bodies = phase.bodies();
     this.ctx = ctx;
-    this.pool = pool;
     this.timer = timer;
     this.span = timer.span();
-    this.headers = phase.headers();
     this.timers = new GenerationTimers(vertx, ctx, pool, this);
     this.upload =
         ctx.route().readsBody()
@@ -99,6 +82,7 @@ final class UpstreamExchange {
                 bodies,
                 phase.maxBodyBytes(),
                 phase.receiveTimeoutNanos());
+    this.attempts = new UpstreamAttempts(this, ctx, pool, phase.headers(), upload);
   }
 
   Future<Void> start() {
@@ -117,171 +101,15 @@ final class UpstreamExchange {
                         : ProxyFailure.of(
                             ProxyFailure.Kind.CLIENT_CANCELLED, "The client went away.")));
     timers.startFirstToken();
-    UpstreamHost host = pool.choose(tried);
-    if (host == null) {
-      fail(noUpstream());
-    } else {
-      attempt(host);
-    }
+    attempts.start();
     return done.future();
   }
 
-  private ProxyFailure noUpstream() {
-    return ProxyFailure.retryAfter(
-        ProxyFailure.Kind.NO_HEALTHY_UPSTREAM,
-        "No upstream of pool '" + pool.config().name() + "' is available; retry later.",
-        1);
-  }
-
-  private void attempt(UpstreamHost host) {
-    attempt(host, false);
-  }
-
-  private void attempt(UpstreamHost host, boolean fresh) {
-    tried.add(host);
-    current = host;
-    ctx.attempting(tried.size());
-    span.setAttribute(SpanAttributes.SERVER_ADDRESS, host.address().host());
-    span.setAttribute(SpanAttributes.SERVER_PORT, (long) host.address().port());
-    HttpMethod method = ctx.request() == null ? HttpMethod.POST : ctx.request().method();
-    String path = ctx.upstreamPath();
-    (fresh
-            ? pool.openFresh(host, method, path)
-            : pool.open(host, method, path, ctx.route().takesSlot()))
-        .onComplete(
-            ar -> {
-              if (ar.failed()) {
-                // A full wait queue for a pooled connection is this proxy's limit, not the
-                // upstream failing: no ejection.
-                if (current == host && !(ar.cause() instanceof ConnectionPoolTooBusyException)) {
-                  pool.connectFailed(host);
-                }
-                attemptFailed(host, connectFailure(ar.cause()), true);
-                return;
-              }
-              HttpClientRequest request = ar.result();
-              if (over || current != host) {
-                pool.abandon(request);
-                return;
-              }
-              upstreamRequest = request;
-              boolean reused = !fresh && pool.reused(request);
-              long sentAt = ctx.now();
-              sends++;
-              headers.fill(request.headers(), ctx, pool, span);
-              (upload != null ? upload.send(request) : request.send(ctx.upstreamBody()))
-                  .onComplete(
-                      rr -> {
-                        if (current != host) {
-                          return;
-                        }
-                        if (rr.failed()) {
-                          if (reused && !bodyTaken() && staleConnection(host, rr.cause(), sentAt)) {
-                            return;
-                          }
-                          // A body already streamed on cannot be sent again.
-                          attemptFailed(host, connectFailure(rr.cause()), !bodyTaken());
-                        } else {
-                          onResponse(rr.result());
-                        }
-                      });
-            });
-  }
-
-  /** Whether a byte of the client's body went upstream: then the request is never sent again. */
-  private boolean bodyTaken() {
-    return upload != null && upload.bodyTaken();
-  }
-
   /**
-   * The request failed on a pooled connection that had carried a request before, with nothing
-   * received: the upstream had closed it (llama.cpp's server does after a stream, without {@code
-   * Connection: close}). Sent once more to the same upstream on a connection of its own, before any
-   * byte reached the client; counted ({@code llm_upstream_stale_retries_total}, a span event),
-   * never towards ejection. A timeout, or a second such failure, is not retried so.
-   *
-   * @return whether the request was sent again
+   * {@code host} answered: the head of its response is judged here and the body handed to the relay
+   * that fits it.
    */
-  private boolean staleConnection(UpstreamHost host, Throwable cause, long sentAt) {
-    if (over
-        || staleRetried
-        || pool.config().retries() == 0
-        || pool.config().external()
-        || ctx.isCancelled()
-        || ctx.response().headWritten()
-        || ctx.now() - sentAt > StaleConnections.WINDOW_NANOS
-        || !StaleConnections.closedConnection(cause)) {
-      return false;
-    }
-    staleRetried = true;
-    pool.staleRetried(host, upstreamRequest);
-    span.addEvent(
-        "upstream.stale_connection_retry",
-        Attributes.builder()
-            .put("server.address", host.address().host())
-            .put("server.port", (long) host.address().port())
-            .build());
-    endAttempt();
-    attempt(host, true);
-    return true;
-  }
-
-  /**
-   * An attempt failed. Retried once on another upstream when {@code retryable}, nothing reached the
-   * client yet and the pool allows it; otherwise the request fails.
-   */
-  private void attemptFailed(UpstreamHost host, ProxyFailure failure, boolean retryable) {
-    if (over || current != host) {
-      return;
-    }
-    endAttempt();
-    // At most retries + 1 sends of the request, and another upstream at most retries times; a
-    // stale connection's resend to the same upstream counts as a send, not as another upstream.
-    if (retryable
-        && new java.util.HashSet<>(tried).size() <= pool.config().retries()
-        && sends <= pool.config().retries()
-        && !ctx.isCancelled()
-        && !ctx.response().headWritten()) {
-      UpstreamHost other = pool.choose(tried);
-      if (other != null) {
-        pool.retried();
-        span.addEvent(
-            "upstream.retry",
-            Attributes.builder()
-                .put("error.type", failure.kind().code())
-                .put("server.address", host.address().host())
-                .put("server.port", (long) host.address().port())
-                .build());
-        attempt(other);
-        return;
-      }
-    }
-    fail(failure);
-  }
-
-  /** Ends the current attempt's bookkeeping once (in-flight count, upstream request). */
-  private void endAttempt() {
-    if (current != null) {
-      pool.ended(current);
-      current = null;
-    }
-    if (upstreamRequest != null) {
-      // Cancels the upstream's work: on HTTP/1.1 this closes the connection vLLM is writing to
-      // (one of the pool's own is closed even when the request's head was never written).
-      pool.abandon(upstreamRequest);
-      upstreamRequest = null;
-    }
-  }
-
-  private void onResponse(HttpClientResponse resp) {
-    if (over) {
-      return;
-    }
-    UpstreamHost host = current;
-    pool.reachable(host);
-    if (upstreamRequest != null) {
-      pool.answered(host, upstreamRequest);
-    }
+  void onResponse(UpstreamHost host, HttpClientResponse resp) {
     upstreamResponse = resp;
     timers.activity(ctx.now());
     resp.exceptionHandler(
@@ -344,7 +172,7 @@ final class UpstreamExchange {
           default -> ProxyFailure.Kind.UPSTREAM_ERROR;
         };
     // 502 and 503 say "not now, not here": another upstream may serve it.
-    attemptFailed(
+    attempts.failed(
         host,
         ProxyFailure.of(kind, "The upstream inference server answered " + status + "."),
         status == 502 || status == 503);
@@ -672,25 +500,7 @@ final class UpstreamExchange {
     over = true;
     stopTimers();
     ctx.onCancel(null);
-    if (current != null) {
-      if (upstreamRequest != null && (upload == null || upload.ended())) {
-        // A whole exchange: what the upstream does with the connection next tells whether it
-        // keeps connections (connections.reuse: auto).
-        pool.responded(current, upstreamRequest);
-      }
-      pool.ended(current);
-      current = null;
-    }
-    if (upstreamRequest != null && upload != null && !upload.ended()) {
-      // The upstream answered before the upload ended: the rest of the body has nowhere to go
-      // (the client's connection closes after the answer, see relayRaw). A reset does not
-      // free a connection whose response already ended: it is closed, or the pool keeps it.
-      upstreamRequest.reset();
-      if (upstreamRequest.connection() != null) {
-        upstreamRequest.connection().close();
-      }
-    }
-    upstreamRequest = null;
+    attempts.completed(upload == null || upload.ended());
     // The upstream is done: its slot goes to the next request now, whatever the client's socket
     // does with the response (a client that never reads must not hold it).
     ctx.releaseSlot();
@@ -726,7 +536,7 @@ final class UpstreamExchange {
     over = true;
     stopTimers();
     ctx.onCancel(null);
-    endAttempt();
+    attempts.end();
     ctx.releaseSlot();
     span.setAttribute(SpanAttributes.ERROR_TYPE, failure.kind().code());
     ctx.annotateGeneration();
@@ -753,29 +563,5 @@ final class UpstreamExchange {
   /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */
   static long plausibleTokens(long n) {
     return n >= 0 && n <= MAX_USAGE_TOKENS ? n : -1;
-  }
-
-  private static ProxyFailure connectFailure(Throwable t) {
-    if (t instanceof ProxyFailure pf) {
-      return pf;
-    }
-    if (t instanceof ConnectionPoolTooBusyException) {
-      return ProxyFailure.retryAfter(
-          ProxyFailure.Kind.UPSTREAM_BUSY,
-          "Too many requests are waiting for a connection to the upstream"
-              + " (connections.wait_queue); retry later.",
-          1);
-    }
-    if (t instanceof ConnectTimeoutException) {
-      return ProxyFailure.of(
-          ProxyFailure.Kind.UPSTREAM_TIMEOUT, "Timed out connecting to the upstream.");
-    }
-    if (t instanceof ConnectException) {
-      return ProxyFailure.of(
-          ProxyFailure.Kind.UPSTREAM_UNAVAILABLE, "The upstream refused the connection.");
-    }
-    return ProxyFailure.of(
-        ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
-        "The upstream closed the connection before answering.");
   }
 }
