@@ -25,13 +25,6 @@ import java.util.function.Consumer;
  * last byte or by {@link #fail}.
  */
 final class UpstreamExchange {
-  /**
-   * The largest token count an upstream's usage may report; beyond it (or negative) the usage is
-   * taken as unknown. No model has a context anywhere near it, and sums of such counts stay far
-   * from overflowing a long.
-   */
-  static final long MAX_USAGE_TOKENS = 1L << 32;
-
   static final int MAX_ERROR_BODY = 1 << 20;
   static final int MAX_RESPONSE_BODY = 64 << 20;
   static final int MAX_EVENT_BYTES = 4 << 20;
@@ -184,14 +177,14 @@ final class UpstreamExchange {
     if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
       ResponseEvent r = ResponseEvent.inspectBody(body);
       malformed = r.kind() == ResponseEvent.Kind.MALFORMED;
-      takeUsage(r);
+      UpstreamUsage.take(ctx, r);
       if (r.kind() == ResponseEvent.Kind.FAILED) {
         upstreamErrorType = r.errorType();
       }
     } else {
       StreamChunk chunk = StreamChunk.inspect(body);
       malformed = chunk.kind() == StreamChunk.Kind.MALFORMED;
-      takeUsage(chunk);
+      UpstreamUsage.take(ctx, chunk);
       if (chunk.kind() == StreamChunk.Kind.ERROR) {
         upstreamErrorType = chunk.errorType();
       }
@@ -334,18 +327,18 @@ final class UpstreamExchange {
       case ERROR -> {
         // vLLM's generator failed: the client gets the event as it came (and the [DONE] that
         // follows); the request is failed, never a success.
-        takeUsage(chunk);
+        UpstreamUsage.take(ctx, chunk);
         upstreamErrorType = chunk.errorType();
         out.write(event.raw());
         return;
       }
       case USAGE_ONLY -> {
-        takeUsage(chunk);
+        UpstreamUsage.take(ctx, chunk);
         if (!ctx.clientWantsUsage()) {
           return;
         }
       }
-      default -> takeUsage(chunk);
+      default -> UpstreamUsage.take(ctx, chunk);
     }
     // Read the clock before handing the chunk over: once written, a client on the same host
     // can read it before this call returns, and its TTFT must not come out shorter than ours.
@@ -374,11 +367,11 @@ final class UpstreamExchange {
       }
       case COMPLETED -> {
         sawTerminal = true;
-        takeUsage(r);
+        UpstreamUsage.take(ctx, r);
       }
       case FAILED -> {
         sawTerminal = true;
-        takeUsage(r);
+        UpstreamUsage.take(ctx, r);
         upstreamErrorType = r.errorType();
       }
       default -> {}
@@ -388,15 +381,6 @@ final class UpstreamExchange {
     if (r.kind() == ResponseEvent.Kind.CONTENT) {
       ctx.onContentChunk(handedAt);
       timers.cancelFirstToken();
-    }
-  }
-
-  private void takeUsage(ResponseEvent r) {
-    if (r.hasUsage()) {
-      ctx.usage(plausibleTokens(r.inputTokens()), plausibleTokens(r.outputTokens()));
-    }
-    if (r.finishReason() != null) {
-      ctx.finishedFor(r.finishReason());
     }
   }
 
@@ -444,16 +428,6 @@ final class UpstreamExchange {
           }
         });
     resp.endHandler(v -> complete(ctx.now()));
-  }
-
-  private void takeUsage(StreamChunk chunk) {
-    if (chunk.hasUsage()) {
-      // Numbers from the upstream are checked before anything adds or charges them.
-      ctx.usage(plausibleTokens(chunk.promptTokens()), plausibleTokens(chunk.completionTokens()));
-    }
-    if (chunk.finishReason() != null) {
-      ctx.finishedFor(chunk.finishReason());
-    }
   }
 
   private Future<Buffer> collect(HttpClientResponse resp, int limit) {
@@ -558,10 +532,5 @@ final class UpstreamExchange {
     String te = resp.getHeader("transfer-encoding");
     return resp.getHeader("content-length") != null
         || (te != null && te.toLowerCase(Locale.ROOT).contains("chunked"));
-  }
-
-  /** {@code n} when it is a token count an upstream can have reported, else -1 (unknown). */
-  static long plausibleTokens(long n) {
-    return n >= 0 && n <= MAX_USAGE_TOKENS ? n : -1;
   }
 }
