@@ -3,8 +3,6 @@ package io.phasemeter.proxy.pipeline;
 import io.opentelemetry.api.trace.Span;
 import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.proxy.upstream.ResponseEvent;
-import io.phasemeter.proxy.upstream.SseEvent;
-import io.phasemeter.proxy.upstream.SseParser;
 import io.phasemeter.proxy.upstream.StreamChunk;
 import io.phasemeter.proxy.upstream.UpstreamHost;
 import io.phasemeter.proxy.upstream.UpstreamPool;
@@ -17,7 +15,6 @@ import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerResponse;
 import java.util.Locale;
 import java.util.Map;
-import java.util.function.Consumer;
 
 /**
  * One request's generation (see {@link GeneratePhase}): the attempts at upstreams, the upload, the
@@ -27,8 +24,6 @@ import java.util.function.Consumer;
 final class UpstreamExchange {
   static final int MAX_ERROR_BODY = 1 << 20;
   static final int MAX_RESPONSE_BODY = 64 << 20;
-  static final int MAX_EVENT_BYTES = 4 << 20;
-
   private final Vertx vertx;
   // Whole responses count against the same bound as request bodies: with the slot given back when
   // generation ends, a client that never reads could otherwise pile them up.
@@ -44,18 +39,8 @@ final class UpstreamExchange {
   private final StreamedUpload upload;
   private HttpClientResponse upstreamResponse;
   private boolean over;
-  private boolean sawDone;
-  // llama.cpp's server reports a failure mid-stream as an event with an "error:" field (no
-  // data), then ends its response without [DONE].
-  private boolean sawErrorField;
   // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
   private String upstreamErrorType;
-  private SseParser parser;
-  // The relayed stream's first byte was seen to open an event stream.
-  private boolean opened;
-  private boolean sawTerminal;
-  // Made once: a method reference written at the call would be a new object per chunk.
-  private final Consumer<SseEvent> eventSink = this::onEvent;
 
   UpstreamExchange(GeneratePhase phase, RequestContext ctx, UpstreamPool pool, PhaseTimer timer) {
     this.vertx = phase.vertx();
@@ -139,7 +124,7 @@ final class UpstreamExchange {
                 "The upstream answered a streamed request without an event stream."));
         return;
       }
-      relay(resp);
+      new EventStreamRelay(this, ctx, timers).relay(resp);
     } else {
       timers.cancelFirstToken();
       timers.armIdle();
@@ -197,191 +182,6 @@ final class UpstreamExchange {
     }
     ctx.answered(body, upstreamResponse.getHeader("content-type"));
     complete(at);
-  }
-
-  private void relay(HttpClientResponse resp) {
-    HttpServerResponse out = ctx.response();
-    out.setStatusCode(200);
-    out.setChunked(true);
-    String type = resp.getHeader("content-type");
-    out.putHeader("content-type", type);
-    out.putHeader("cache-control", "no-cache");
-    out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
-    ctx.statusSent(200);
-    parser = new SseParser(MAX_EVENT_BYTES);
-    timers.armIdle();
-    resp.handler(
-        chunk -> {
-          if (over) {
-            return;
-          }
-          timers.activity(ctx.now());
-          if (!opened && chunk.length() > 0) {
-            if (!SseParser.opensEventStream(chunk.getByte(0))) {
-              // Checked before a byte reaches the client, so the answer is still a clean 502.
-              fail(
-                  ProxyFailure.of(
-                      ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                      "The upstream's text/event-stream body is not an event stream."));
-              return;
-            }
-            opened = true;
-          }
-          try {
-            parser.feed(chunk, eventSink);
-          } catch (RuntimeException e) {
-            fail(
-                ProxyFailure.of(
-                    ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                    "The upstream sent an event stream the proxy could not parse."));
-            return;
-          }
-          if (!over && out.writeQueueFull()) {
-            timers.waitForClient(resp, out);
-          }
-        });
-    resp.endHandler(
-        v -> {
-          if (over) {
-            return;
-          }
-          if (!parser.hasPending() && parser.pending().length() > 0) {
-            // Only the "\n" of a final "\r\n" is left: it belongs to the client too.
-            out.write(parser.pending());
-          }
-          boolean responses = ctx.route().api() == ApiRoute.Api.RESPONSES;
-          if (!responses
-              && (sawErrorField || upstreamErrorType != null)
-              && !parser.hasPending()
-              && !sawDone) {
-            // The upstream said it failed, then ended without [DONE] (llama.cpp's server: a
-            // data: {"error": ...} event, or an error: field in older versions): its error, not
-            // a malformed stream. The event went to the client as it came.
-            fail(
-                ProxyFailure.of(
-                    ProxyFailure.Kind.UPSTREAM_ERROR,
-                    "The upstream reported an error mid-stream and ended its response."));
-            return;
-          }
-          if (parser.hasPending() || !(responses ? sawTerminal : sawDone)) {
-            String end = responses ? "its response.completed event." : "[DONE].";
-            // How the body ended says what happened. One that ended by its own framing (the
-            // last chunk, or its Content-Length reached) is a whole response the upstream chose
-            // to end: not a whole stream, so malformed. One without framing ends only when its
-            // connection closes, which may have been a cut. (A connection lost mid-framing is
-            // the exception handler's: disconnected.)
-            fail(
-                framed(resp)
-                    ? ProxyFailure.of(
-                        ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                        "The upstream ended its response before " + end)
-                    : ProxyFailure.of(
-                        ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
-                        "The upstream closed the connection before " + end));
-            return;
-          }
-          complete(ctx.now());
-        });
-  }
-
-  /** Whether an event's first line is an {@code error:} field (llama.cpp's failure event). */
-  private static boolean startsWithErrorField(Buffer raw) {
-    byte[] field = {'e', 'r', 'r', 'o', 'r', ':'};
-    if (raw.length() < field.length) {
-      return false;
-    }
-    for (int i = 0; i < field.length; i++) {
-      if (raw.getByte(i) != field[i]) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  private void onEvent(SseEvent event) {
-    if (over) {
-      return;
-    }
-    HttpServerResponse out = ctx.response();
-    if (!event.hasData()) {
-      if (startsWithErrorField(event.raw())) {
-        sawErrorField = true;
-      }
-      out.write(event.raw());
-      return;
-    }
-    if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
-      onResponseEvent(event, out);
-      return;
-    }
-    StreamChunk chunk = StreamChunk.inspect(event);
-    switch (chunk.kind()) {
-      case MALFORMED -> {
-        fail(
-            ProxyFailure.of(
-                ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                "The upstream sent an event that is not valid JSON."));
-        return;
-      }
-      case DONE -> sawDone = true;
-      case ERROR -> {
-        // vLLM's generator failed: the client gets the event as it came (and the [DONE] that
-        // follows); the request is failed, never a success.
-        UpstreamUsage.take(ctx, chunk);
-        upstreamErrorType = chunk.errorType();
-        out.write(event.raw());
-        return;
-      }
-      case USAGE_ONLY -> {
-        UpstreamUsage.take(ctx, chunk);
-        if (!ctx.clientWantsUsage()) {
-          return;
-        }
-      }
-      default -> UpstreamUsage.take(ctx, chunk);
-    }
-    // Read the clock before handing the chunk over: once written, a client on the same host
-    // can read it before this call returns, and its TTFT must not come out shorter than ours.
-    long handedAt = ctx.now();
-    out.write(event.raw());
-    if (chunk.kind() == StreamChunk.Kind.CONTENT) {
-      ctx.onContentChunk(handedAt);
-      timers.cancelFirstToken();
-    }
-  }
-
-  /**
-   * One event of a Responses stream: every event goes to the client as it came; a delta that
-   * carries generated text (or reasoning, or tool arguments) is content; the terminal event carries
-   * the usage; {@code response.failed} or {@code error} fail the request.
-   */
-  private void onResponseEvent(SseEvent event, HttpServerResponse out) {
-    ResponseEvent r = ResponseEvent.inspect(event);
-    switch (r.kind()) {
-      case MALFORMED -> {
-        fail(
-            ProxyFailure.of(
-                ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                "The upstream sent an event that is not valid JSON."));
-        return;
-      }
-      case COMPLETED -> {
-        sawTerminal = true;
-        UpstreamUsage.take(ctx, r);
-      }
-      case FAILED -> {
-        sawTerminal = true;
-        UpstreamUsage.take(ctx, r);
-        upstreamErrorType = r.errorType();
-      }
-      default -> {}
-    }
-    long handedAt = ctx.now();
-    out.write(event.raw());
-    if (r.kind() == ResponseEvent.Kind.CONTENT) {
-      ctx.onContentChunk(handedAt);
-      timers.cancelFirstToken();
-    }
   }
 
   /**
@@ -467,7 +267,11 @@ final class UpstreamExchange {
     timers.cancelIdle();
   }
 
-  private void complete(long lastByteAt) {
+  /**
+   * Completes the exchange, once, at {@code lastByteAt}, the upstream's last byte: the attempt ends
+   * as a success and the slot is given back.
+   */
+  void complete(long lastByteAt) {
     if (over) {
       return;
     }
@@ -493,6 +297,16 @@ final class UpstreamExchange {
   /** The phase's span, {@code inference.generate}. */
   Span span() {
     return span;
+  }
+
+  /** The type of the error the upstream reported in a 200 response, or null. */
+  String upstreamErrorType() {
+    return upstreamErrorType;
+  }
+
+  /** The upstream reported an error of {@code type} in a 200 response: the request fails. */
+  void upstreamErrorType(String type) {
+    upstreamErrorType = type;
   }
 
   /** Whether the exchange has ended: every part checks it before it acts on a late event. */
@@ -522,15 +336,5 @@ final class UpstreamExchange {
   static boolean plainCoding(HttpClientResponse resp) {
     String coding = resp.getHeader("content-encoding");
     return coding == null || coding.isBlank() || "identity".equalsIgnoreCase(coding.trim());
-  }
-
-  /**
-   * Whether {@code resp}'s body has an end of its own (chunked, or a Content-Length) rather than
-   * ending when its connection closes.
-   */
-  static boolean framed(HttpClientResponse resp) {
-    String te = resp.getHeader("transfer-encoding");
-    return resp.getHeader("content-length") != null
-        || (te != null && te.toLowerCase(Locale.ROOT).contains("chunked"));
   }
 }
