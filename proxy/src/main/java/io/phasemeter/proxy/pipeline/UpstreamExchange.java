@@ -11,10 +11,7 @@ import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpClientResponse;
-import io.vertx.core.http.HttpMethod;
-import io.vertx.core.http.HttpServerResponse;
 import java.util.Locale;
-import java.util.Map;
 
 /**
  * One request's generation (see {@link GeneratePhase}): the attempts at upstreams, the upload, the
@@ -98,7 +95,7 @@ final class UpstreamExchange {
                     "The upstream connection was lost mid-response.")));
     int status = resp.statusCode();
     if (ctx.relaysRaw()) {
-      relayRaw(resp);
+      new RawRelay(this, ctx, timers).relay(resp);
       return;
     }
     if (status >= 400) {
@@ -182,52 +179,6 @@ final class UpstreamExchange {
     }
     ctx.answered(body, upstreamResponse.getHeader("content-type"));
     complete(at);
-  }
-
-  /**
-   * A pass-through's response (or a plain one): status, headers and body relayed as they come, with
-   * backpressure, uninspected. Generation ends at its last byte; the status decides the outcome
-   * ({@link Verdict}).
-   */
-  private void relayRaw(HttpClientResponse resp) {
-    HttpServerResponse out = ctx.response();
-    timers.cancelFirstToken();
-    int status = resp.statusCode();
-    out.setStatusCode(status);
-    if (!ctx.request().isEnded()) {
-      // The upstream answered before the client's body was all read (an engine refusing an
-      // upload early): what is left of it must not be read as the next request.
-      out.putHeader("connection", "close");
-    }
-    for (Map.Entry<String, String> h : resp.headers()) {
-      if (!UpstreamHeaders.RAW_HOP_BY_HOP.contains(h.getKey().toLowerCase(Locale.ROOT))) {
-        out.headers().add(h.getKey(), h.getValue());
-      }
-    }
-    String length = resp.getHeader("content-length");
-    if (length != null) {
-      out.putHeader("content-length", length);
-    } else if (status >= 200
-        && status != 204
-        && status != 304
-        && ctx.request().method() != HttpMethod.HEAD) {
-      out.setChunked(true);
-    }
-    out.putHeader("server-timing", ServerTiming.upTo(ctx, Phase.QUEUE));
-    ctx.relayed(status);
-    timers.armIdle();
-    resp.handler(
-        chunk -> {
-          if (over) {
-            return;
-          }
-          timers.activity(ctx.now());
-          out.write(chunk);
-          if (out.writeQueueFull()) {
-            timers.waitForClient(resp, out);
-          }
-        });
-    resp.endHandler(v -> complete(ctx.now()));
   }
 
   private Future<Buffer> collect(HttpClientResponse resp, int limit) {
