@@ -2,8 +2,6 @@ package io.phasemeter.proxy.pipeline;
 
 import io.opentelemetry.api.trace.Span;
 import io.phasemeter.core.SpanAttributes;
-import io.phasemeter.proxy.upstream.ResponseEvent;
-import io.phasemeter.proxy.upstream.StreamChunk;
 import io.phasemeter.proxy.upstream.UpstreamHost;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
@@ -19,8 +17,6 @@ import java.util.Locale;
  * last byte or by {@link #fail}.
  */
 final class UpstreamExchange {
-  static final int MAX_ERROR_BODY = 1 << 20;
-  static final int MAX_RESPONSE_BODY = 64 << 20;
   private final Vertx vertx;
   // Whole responses count against the same bound as request bodies: with the slot given back when
   // generation ends, a client that never reads could otherwise pile them up.
@@ -34,7 +30,6 @@ final class UpstreamExchange {
   private final UpstreamAttempts attempts;
   // Null unless the client's body goes upstream as it arrives (a streamed pass-through).
   private final StreamedUpload upload;
-  private HttpClientResponse upstreamResponse;
   private boolean over;
   // Non-null once the upstream reported an error in a 200 response (an error event mid-stream).
   private String upstreamErrorType;
@@ -85,7 +80,6 @@ final class UpstreamExchange {
    * that fits it.
    */
   void onResponse(UpstreamHost host, HttpClientResponse resp) {
-    upstreamResponse = resp;
     timers.activity(ctx.now());
     resp.exceptionHandler(
         t ->
@@ -99,7 +93,8 @@ final class UpstreamExchange {
       return;
     }
     if (status >= 400) {
-      collect(resp, MAX_ERROR_BODY)
+      new WholeBodyRelay(this, ctx, timers, bodies)
+          .collect(resp, WholeBodyRelay.MAX_ERROR_BODY)
           .onSuccess(body -> onUpstreamError(host, resp, status, body))
           .onFailure(t -> fail(ErrorResponder.classify(t)));
       return;
@@ -123,11 +118,7 @@ final class UpstreamExchange {
       }
       new EventStreamRelay(this, ctx, timers).relay(resp);
     } else {
-      timers.cancelFirstToken();
-      timers.armIdle();
-      collect(resp, MAX_RESPONSE_BODY)
-          .onSuccess(this::onFullBody)
-          .onFailure(t -> fail(ErrorResponder.classify(t)));
+      new WholeBodyRelay(this, ctx, timers, bodies).relay(resp);
     }
   }
 
@@ -151,63 +142,6 @@ final class UpstreamExchange {
         host,
         ProxyFailure.of(kind, "The upstream inference server answered " + status + "."),
         status == 502 || status == 503);
-  }
-
-  private void onFullBody(Buffer body) {
-    long at = ctx.now();
-    boolean malformed;
-    if (ctx.route().api() == ApiRoute.Api.RESPONSES) {
-      ResponseEvent r = ResponseEvent.inspectBody(body);
-      malformed = r.kind() == ResponseEvent.Kind.MALFORMED;
-      UpstreamUsage.take(ctx, r);
-      if (r.kind() == ResponseEvent.Kind.FAILED) {
-        upstreamErrorType = r.errorType();
-      }
-    } else {
-      StreamChunk chunk = StreamChunk.inspect(body);
-      malformed = chunk.kind() == StreamChunk.Kind.MALFORMED;
-      UpstreamUsage.take(ctx, chunk);
-      if (chunk.kind() == StreamChunk.Kind.ERROR) {
-        upstreamErrorType = chunk.errorType();
-      }
-    }
-    if (malformed) {
-      fail(
-          ProxyFailure.of(
-              ProxyFailure.Kind.UPSTREAM_MALFORMED, "The upstream's response is not valid JSON."));
-      return;
-    }
-    ctx.answered(body, upstreamResponse.getHeader("content-type"));
-    complete(at);
-  }
-
-  private Future<Buffer> collect(HttpClientResponse resp, int limit) {
-    Promise<Buffer> p = Promise.promise();
-    Buffer acc = Buffer.buffer(1024);
-    resp.handler(
-        b -> {
-          timers.activity(ctx.now());
-          if (p.future().isComplete()) {
-            return;
-          }
-          if (acc.length() + b.length() > limit) {
-            p.tryFail(
-                ProxyFailure.of(
-                    ProxyFailure.Kind.UPSTREAM_MALFORMED,
-                    "The upstream's response exceeds " + limit + " bytes."));
-          } else if (!ctx.holdBody(bodies, b.length())) {
-            p.tryFail(
-                ProxyFailure.retryAfter(
-                    ProxyFailure.Kind.OVERLOADED,
-                    "The proxy is overloaded: too many bytes of bodies are held at once."
-                        + " Please retry shortly.",
-                    1));
-          } else {
-            acc.appendBuffer(b);
-          }
-        });
-    resp.endHandler(v -> p.tryComplete(acc));
-    return p.future();
   }
 
   private void stopTimers() {
