@@ -18,12 +18,22 @@ import io.vertx.core.Vertx;
  * <p>The pipeline times the phase: it opens the span and ends it when the exchange's future
  * completes. The exchange's one hook into that is the {@link PhaseTimer}, on which it marks the
  * upstream's last byte, since the phase ends there and not when the pipeline hears of it.
+ *
+ * <p>This class holds what every request's generation shares and starts one {@link
+ * UpstreamExchange} per request, which decides; the work is done by its parts: {@link
+ * UpstreamAttempts} (the attempts and their retries, with {@link UpstreamHeaders} and {@link
+ * StreamedUpload}), {@link GenerationTimers}, and one relay per kind of answer ({@link RawRelay},
+ * {@link EventStreamRelay}, {@link WholeBodyRelay}).
  */
 final class GeneratePhase {
   private final Vertx vertx;
   private final UpstreamHeaders headers;
+  // Whole responses count against the same bound as request bodies: with the slot given back when
+  // generation ends, a client that never reads could otherwise pile them up.
   private final BodyBudget bodies;
+  // limits.max_body_bytes: a streamed pass-through's bound when its route sets none.
   private final long maxBodyBytes;
+  // limits.receive_timeout: how long a streamed upload may send nothing.
   private final long receiveTimeoutNanos;
 
   /**

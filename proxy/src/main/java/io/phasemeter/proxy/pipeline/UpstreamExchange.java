@@ -12,16 +12,15 @@ import io.vertx.core.http.HttpClientResponse;
 import java.util.Locale;
 
 /**
- * One request's generation (see {@link GeneratePhase}): the attempts at upstreams, the upload, the
- * relay of the answer and the timers, ended exactly once, by {@link #complete} at the upstream's
- * last byte or by {@link #fail}.
+ * One request's generation (see {@link GeneratePhase}): what decides, as Envoy's router does beside
+ * its upstream request. It starts the first token's deadline and the attempts ({@link
+ * UpstreamAttempts}), judges the head of the upstream's answer and hands its body to the relay that
+ * fits it ({@link RawRelay}, {@link EventStreamRelay}, {@link WholeBodyRelay}). It alone ends the
+ * exchange, exactly once: {@link #complete} at the upstream's last byte, or {@link #fail}; every
+ * part asks {@link #over} before it acts on a late event.
  */
 final class UpstreamExchange {
-  private final Vertx vertx;
-  // Whole responses count against the same bound as request bodies: with the slot given back when
-  // generation ends, a client that never reads could otherwise pile them up.
   private final BodyBudget bodies;
-
   private final RequestContext ctx;
   private final PhaseTimer timer;
   private final Span span;
@@ -35,7 +34,7 @@ final class UpstreamExchange {
   private String upstreamErrorType;
 
   UpstreamExchange(GeneratePhase phase, RequestContext ctx, UpstreamPool pool, PhaseTimer timer) {
-    this.vertx = phase.vertx();
+    Vertx vertx = phase.vertx();
     this.bodies = phase.bodies();
     this.ctx = ctx;
     this.timer = timer;
@@ -55,6 +54,7 @@ final class UpstreamExchange {
     this.attempts = new UpstreamAttempts(this, ctx, pool, phase.headers(), upload);
   }
 
+  /** Starts generation; the future completes at its end, or fails with its {@link ProxyFailure}. */
   Future<Void> start() {
     span.setAttribute(SpanAttributes.STREAMING, ctx.streaming());
     if (ctx.maxTokens() >= 0) {
