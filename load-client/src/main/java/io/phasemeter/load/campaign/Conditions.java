@@ -29,8 +29,8 @@ import java.util.Set;
  * The conditions a campaign's figures hold under, gathered by the tool and never typed by hand:
  * Phasemeter's version and git commit, the plan's and the proxy config's SHA-256, the upstream's
  * {@code /v1/models} answer and server headers, what the proxy's admin listener tells (its version,
- * sampling, and the slot capacity per pool from {@code llm_slots_capacity}), the pools and limits
- * of the given proxy config, and the user's labels (hardware, engine, quantization).
+ * sampling, and the slots configured per pool from {@code llm_slots_configured}), the pools and
+ * limits of the given proxy config, and the user's labels (hardware, engine, quantization).
  */
 public final class Conditions {
   /**
@@ -153,31 +153,42 @@ public final class Conditions {
       }
       o.put(
           "note",
-          "/admin/stats does not state pools, slots or queue limits; the slot capacity per pool"
-              + " comes from llm_slots_capacity on /metrics, the rest from --proxy-config");
+          "/admin/stats does not state pools, slots or queue limits; the slots per pool come"
+              + " from llm_slots_configured on /metrics, the rest from --proxy-config");
     } catch (Exception e) {
       o.put("error", String.valueOf(e.getMessage()));
     }
     return o;
   }
 
-  /** {@code llm_slots_capacity} per pool, scraped from the admin listener's Prometheus text. */
+  /**
+   * The slots configured per pool, scraped from the admin listener's Prometheus text: {@code
+   * llm_slots_configured} (every upstream's, whether available or not), or {@code
+   * llm_slots_capacity} from a proxy older than it. The capacity alone would vary with which
+   * upstreams were out at the moment the campaign started, and make two campaigns look incomparable
+   * that ran against the same deployment.
+   */
   private static JsonNode slotsCapacity(HttpClient http, URI admin, String token) {
-    ObjectNode o = JsonNodeFactory.instance.objectNode();
+    ObjectNode configured = JsonNodeFactory.instance.objectNode();
+    ObjectNode capacity = JsonNodeFactory.instance.objectNode();
     try {
       HttpResponse<String> r = get(http, admin.resolve("/metrics"), token);
       for (String line : r.body().split("\n")) {
-        if (line.startsWith("llm_slots_capacity{")) {
+        ObjectNode into =
+            line.startsWith("llm_slots_configured{")
+                ? configured
+                : line.startsWith("llm_slots_capacity{") ? capacity : null;
+        if (into != null) {
           int at = line.indexOf("llm_pool=\"");
           String pool = at < 0 ? "?" : line.substring(at + 10, line.indexOf('"', at + 10));
           String value = line.substring(line.lastIndexOf(' ') + 1);
-          o.put(pool, (long) Double.parseDouble(value));
+          into.put(pool, (long) Double.parseDouble(value));
         }
       }
     } catch (Exception e) {
       return JsonNodeFactory.instance.textNode("unavailable: " + e.getMessage());
     }
-    return o;
+    return configured.isEmpty() ? capacity : configured;
   }
 
   /**
