@@ -396,7 +396,7 @@ public final class UpstreamPool implements MeterBinder {
       options.putHeader("connection", "close");
     }
     Connections c = slotted ? slottedConnections : unslottedConnections;
-    host.started(); // ended() follows whatever happens, failure included (GeneratePhase)
+    host.started(); // ended() follows whatever happens, failure included (UpstreamAttempts)
     Future<HttpClientRequest> request;
     try {
       request = (slotted ? client : unslottedClient).request(options);
@@ -479,7 +479,7 @@ public final class UpstreamPool implements MeterBinder {
   private Future<HttpClientRequest> openOwn(
       UpstreamHost host, HttpMethod method, String path, boolean spareOk) {
     RequestOptions options = options(host.address(), method, path).putHeader("connection", "close");
-    host.started(); // ended() follows whatever happens, failure included (GeneratePhase)
+    host.started(); // ended() follows whatever happens, failure included (UpstreamAttempts)
     io.vertx.core.http.HttpClientConnection spare = spareOk ? spares.get(host).take() : null;
     if (spare != null) {
       sparesTaken.incrementAndGet();
