@@ -29,7 +29,7 @@ import org.junit.jupiter.api.Test;
  * {@code routing: engine_load} through the proxy, as a user runs it: two simulators of different
  * speeds (the faster one serves more, and the {@code inference.generate} span and the record say
  * why each upstream was chosen), and an upstream whose {@code /metrics} never answers (requests go
- * on at once, that upstream routed as least_loaded would, the scrape counted as a timeout).
+ * on at once, that upstream scored from the proxy's own requests, the scrape counted as a timeout).
  */
 class EngineLoadRoutingTest extends ProxyTestBase {
   private static final AttributeKey<Long> PORT = AttributeKey.longKey("server.port");
@@ -256,7 +256,7 @@ class EngineLoadRoutingTest extends ProxyTestBase {
           .add(s.getAttributes().get(SpanAttributes.ROUTE_REASON));
     }
     assertThat(reasons.get((long) stub.actualPort()))
-        .as("the hanging one has no reading: routed as least_loaded would")
+        .as("the hanging one has no reading: scored from the proxy's own requests")
         .isNotEmpty()
         .containsOnly("engine_load_fallback");
     assertThat(reasons.get((long) sim.port())).isNotEmpty().containsOnly("engine_load");

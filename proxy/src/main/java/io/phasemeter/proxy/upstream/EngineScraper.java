@@ -219,7 +219,7 @@ final class EngineScraper {
 
   /**
    * The score of upstream {@code index} (lower wins): from its fresh reading, {@link #engineScore};
-   * without one, {@link #fallbackScore}, as {@code least_loaded} ranks it.
+   * without one, {@link #fallbackScore}, from this proxy's own requests to it.
    */
   double score(int index, UpstreamHost host, int slots, long now) {
     Sample s = fresh(index, now);
@@ -242,9 +242,17 @@ final class EngineScraper {
     return 2 * r.waiting() + Math.max(0, r.running() + delta) / Math.max(1, slots) + kv;
   }
 
-  /** {@code in flight ÷ slots}: how {@code least_loaded} ranks an upstream. */
+  /**
+   * The {@link #engineScore} of an engine that had only this proxy's requests: {@code 2 × max(0, in
+   * flight − slots) + min(in flight, slots) ÷ slots} (the cache unknown, counted as 0). On the same
+   * scale as a reading's score, so this proxy's requests past an unseen engine's slots weigh as
+   * requests waiting do: an engine whose {@code /metrics} fails or is too slow (as an overloaded
+   * one's may be) is not sent more than its slots while the others show a smaller queue. Within
+   * their slots it orders upstreams as {@code least_loaded} does.
+   */
   static double fallbackScore(int inFlight, int slots) {
-    return (double) inFlight / Math.max(1, slots);
+    int s = Math.max(1, slots);
+    return 2.0 * Math.max(0, inFlight - s) + (double) Math.min(inFlight, s) / s;
   }
 
   /** Scrapes that ended with {@code result}, since start. */

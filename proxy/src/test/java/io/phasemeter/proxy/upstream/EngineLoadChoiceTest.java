@@ -21,8 +21,9 @@ import org.junit.jupiter.api.Test;
 /**
  * {@code routing: engine_load} choosing between two upstreams whose {@code /metrics} the test
  * scripts: the engine's own queue decides, which the proxy's in-flight count cannot see; an
- * upstream without a fresh reading (failed, too large, stale) is ranked as least_loaded would rank
- * it and the choice says so; one candidate is no choice. Counted as a user would read it.
+ * upstream without a fresh reading (failed, too large, stale) is scored from this proxy's requests
+ * to it, on the readings' scale, and the choice says so; one candidate is no choice. Counted as a
+ * user would read it.
  */
 class EngineLoadChoiceTest {
   private final Vertx vertx = Vertx.vertx();
@@ -186,7 +187,7 @@ class EngineLoadChoiceTest {
   }
 
   @Test
-  void anUpstreamWithoutAFreshReadingIsRankedAsLeastLoadedWouldAndTheChoiceSaysSo()
+  void anUpstreamWithoutAFreshReadingIsScoredFromTheProxysOwnRequestsAndTheChoiceSaysSo()
       throws Exception {
     AtomicReference<String> busyText = new AtomicReference<>(metrics(6, 4, 0.9));
     AtomicReference<String> failingText = new AtomicReference<>(metrics(9, 8, 1.0));
@@ -198,11 +199,26 @@ class EngineLoadChoiceTest {
 
     failingText.set(null); // 500 from now on
     Awaitility.await().until(() -> scrapes("failed") >= 1);
-    // Nothing in flight: 0 as least_loaded ranks it, against the busy engine's 2 x 6 + ...
+    // Nothing in flight: 0, against the busy engine's 2 x 6 + 4 / 4 + 0.9 = 13.9.
     UpstreamPool.Choice c = pool.choose(List.of());
-    assertThat(c.host().address().port()).isEqualTo(failing);
+    UpstreamHost unseen = c.host();
+    assertThat(unseen.address().port()).isEqualTo(failing);
     assertThat(c.reason()).isEqualTo(RouteReason.ENGINE_LOAD_FALLBACK);
     assertThat(decisions("engine_load_fallback")).isEqualTo(1);
+    // Past its 4 slots the proxy's own requests to it weigh as waiting ones: 4 + 6 over them
+    // score 2 x 6 + 1 = 13, still below 13.9; one more, 15, and the engine that shows its queue
+    // wins (a proxy that cannot see an engine does not pile onto it).
+    for (int i = 0; i < 10; i++) {
+      unseen.started();
+    }
+    assertThat(pool.choose(List.of()).host()).isSameAs(unseen);
+    unseen.started();
+    UpstreamPool.Choice seen = pool.choose(List.of());
+    assertThat(seen.host().address().port()).isEqualTo(busy);
+    assertThat(seen.reason()).isEqualTo(RouteReason.ENGINE_LOAD);
+    for (int i = 0; i < 11; i++) {
+      unseen.ended();
+    }
     assertThat(engineGauge("waiting", failing)).isNaN();
     assertThat(engineGauge("waiting", busy)).isEqualTo(6);
 
