@@ -19,6 +19,11 @@ public final class Joiner {
   private final Consumer<Pair> onPair;
   private final Map<String, ClientResult> waitingClients = new HashMap<>();
   private final Map<String, Held> waitingRecords = new HashMap<>();
+  // Trace ids whose record was left out as unsampled (--sampled-only): those whose client result
+  // has not come yet (bounded as waitingRecords is), and waiting client results that will never
+  // join (bounded by waitingClients). The end-of-run fetch does not ask for them.
+  private final java.util.Set<String> droppedBeforeClient = new java.util.HashSet<>();
+  private final java.util.Set<String> neverJoins = new java.util.HashSet<>();
   private final PairColumns pairs = new PairColumns();
   private long foreign;
   private long overflow;
@@ -45,6 +50,9 @@ public final class Joiner {
       Held h = waitingRecords.remove(r.traceId());
       if (h == null) {
         waitingClients.put(r.traceId(), r);
+        if (droppedBeforeClient.remove(r.traceId())) {
+          neverJoins.add(r.traceId());
+        }
         return;
       }
       p = new Pair(r, h.record());
@@ -75,6 +83,13 @@ public final class Joiner {
     Pair p;
     synchronized (this) {
       if (!kept(s)) {
+        if (s.traceId().startsWith(prefix)) {
+          if (waitingClients.containsKey(s.traceId())) {
+            neverJoins.add(s.traceId());
+          } else if (droppedBeforeClient.size() < maxWaitingRecords) {
+            droppedBeforeClient.add(s.traceId());
+          }
+        }
         return;
       }
       ClientResult c = waitingClients.remove(s.traceId());
@@ -103,7 +118,8 @@ public final class Joiner {
   public boolean fetched(ServerRecord s, Replica from) {
     Pair p;
     synchronized (this) {
-      if (!kept(s)) {
+      // Checked, not counted: the feed's copy of a record left out was counted when it came.
+      if (!s.traceId().startsWith(prefix) || (sampledOnly && !s.sampled())) {
         return false;
       }
       ClientResult c = waitingClients.remove(s.traceId());
@@ -131,9 +147,18 @@ public final class Joiner {
     return true;
   }
 
-  /** The trace ids of the client requests still waiting for their record, in no order. */
+  /**
+   * The trace ids of the client requests still waiting for a record that could join them, in no
+   * order: not those whose record came and was left out as unsampled.
+   */
   public synchronized List<String> waitingIds() {
-    return new ArrayList<>(waitingClients.keySet());
+    List<String> ids = new ArrayList<>(waitingClients.size());
+    for (String id : waitingClients.keySet()) {
+      if (!neverJoins.contains(id)) {
+        ids.add(id);
+      }
+    }
+    return ids;
   }
 
   /** Whether the client request of {@code traceId} still waits for its record. */
@@ -156,6 +181,8 @@ public final class Joiner {
       }
       waitingClients.clear();
       waitingRecords.clear();
+      droppedBeforeClient.clear();
+      neverJoins.clear();
     }
     alone.forEach(onPair);
   }

@@ -128,6 +128,47 @@ class RecordFetchTest {
     assertThat(lines.get(lines.size() - 1)).startsWith("fetched 30 of 40 unjoined records");
   }
 
+  /**
+   * With --sampled-only, a request whose record came on the feed and was left out as unsampled is
+   * not looked up again at the end (it could never join), and a fetched unsampled record is not
+   * counted a second time.
+   */
+  @Test
+  void recordsLeftOutAsUnsampledAreNeitherAskedForNorCountedTwice() throws Exception {
+    Joiner joiner = new Joiner(PREFIX, 100, p -> {});
+    joiner.sampledOnly(true);
+    RecordFeedClient parser = new RecordFeedClient(vertx, URI.create("http://127.0.0.1:1"), null);
+    java.util.function.IntFunction<String> unsampled =
+        n -> "{\"v\":1,\"trace_id\":\"" + id(n) + "\",\"root_ms\":1.0,\"sampled\":false}";
+    // 1-3: the record left out before the client result; 4-6: after; 7-8: no record on the feed.
+    for (int n = 1; n <= 3; n++) {
+      joiner.record(parser.parse(unsampled.apply(n)));
+    }
+    for (int n = 1; n <= 8; n++) {
+      joiner.client(JoinerTest.client(id(n), 50));
+    }
+    for (int n = 4; n <= 6; n++) {
+      joiner.record(parser.parse(unsampled.apply(n)));
+    }
+    assertThat(joiner.unsampled()).isEqualTo(6);
+    assertThat(joiner.waitingIds()).containsExactlyInAnyOrder(id(7), id(8));
+
+    Map<Integer, String> held = new java.util.HashMap<>();
+    for (int n = 1; n <= 8; n++) {
+      held.put(n, unsampled.apply(n));
+    }
+    AtomicInteger asked = new AtomicInteger();
+    HttpServer a = admin(held, asked);
+    Replica ra = new Replica(URI.create("http://127.0.0.1:" + a.actualPort()));
+    RecordFetch.Result r = fetch(joiner).fetch(List.of(ra), Duration.ofSeconds(30));
+    assertThat(asked.get()).isEqualTo(2);
+    assertThat(r.found()).isZero();
+    assertThat(joiner.unsampled()).as("counted once, from the feed").isEqualTo(6);
+    assertThat(joiner.waiting()).isEqualTo(8);
+    joiner.flush();
+    assertThat(joiner.waiting()).isZero();
+  }
+
   /** A listener that accepts and never answers: the fetch ends at its wait, saying so. */
   @Test
   void aReplicaThatNeverAnswersDoesNotHoldTheRunPastTheWait() throws Exception {
