@@ -159,7 +159,8 @@ public final class LoadMain implements Callable<Integer> {
             "join with every replica a name resolves to (a Kubernetes headless Service, e.g."
                 + " dns://phasemeter-admin:9464): each address's admin listener on PORT. Resolved"
                 + " again every 10 s: replicas that appear are followed; one that leaves keeps its"
-                + " feed until it drops. Goes with --admin")
+                + " feed while it is up, and is followed no more once it is down. Goes with"
+                + " --admin")
     String adminDiscover;
 
     @Option(

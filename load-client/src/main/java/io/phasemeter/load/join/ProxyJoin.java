@@ -165,7 +165,7 @@ public final class ProxyJoin implements AutoCloseable {
                   feeds::parse,
                   line -> progress.accept(line),
                   System::nanoTime)
-              .fetch(feeds.replicas(), fetchTimeout);
+              .fetch(feeds.fetchable(), fetchTimeout);
     }
     joiner.flush();
     if (feeds != null) {

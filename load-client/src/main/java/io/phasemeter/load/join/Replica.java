@@ -18,6 +18,7 @@ public final class Replica {
   private final AtomicLong earlierMissed = new AtomicLong();
   private volatile RecordFeedClient feed;
   private volatile boolean unreachable;
+  private volatile boolean left;
 
   public Replica(URI admin) {
     this.admin = admin;
@@ -78,6 +79,16 @@ public final class Replica {
   /** The end-of-run fetch could not reach it: asked no more. */
   void unreachable() {
     unreachable = true;
+  }
+
+  /** The name it was found by no longer resolves to it, and its feed is closed (or it is back). */
+  void left(boolean gone) {
+    left = gone;
+  }
+
+  /** Whether it left the name it was found by, its feed closed. */
+  boolean hasLeft() {
+    return left;
   }
 
   /** Whether the end-of-run fetch found it unreachable. */

@@ -21,9 +21,10 @@ import java.util.function.LongSupplier;
  * One record feed per proxy replica, all into one {@link Joiner}: the admin URLs given, and every
  * address a name resolves to ({@code --admin-discover dns://NAME:PORT}), resolved again every
  * {@link #RESOLVE_EVERY} so that replicas that appear (a scale-up, a pod restarted elsewhere) are
- * followed too. A replica that leaves the name keeps its feed until the feed drops; a feed that
- * drops is reconnected with back-off ({@link RecordFeedClient}). At most {@value #MAX_REPLICAS}
- * replicas: the rest are ignored, said once and counted.
+ * followed too. A replica that leaves the name keeps its feed while the feed is up, and is followed
+ * no more once it is down too ({@link #leave}); a feed that drops is reconnected with back-off
+ * ({@link RecordFeedClient}). At most {@value #MAX_REPLICAS} replicas: the rest are ignored, said
+ * once and counted.
  *
  * <p>Names are resolved by the JDK ({@link InetAddress#getAllByName}) on a worker thread, never on
  * an event loop: it honours {@code -Djdk.net.hosts.file} and the JVM's DNS cache, which {@code
@@ -231,6 +232,11 @@ public final class ReplicaFeeds implements AutoCloseable {
                 resolveFailures.incrementAndGet();
                 return;
               }
+              java.util.Set<String> resolved = new java.util.HashSet<>();
+              for (InetAddress a : ar.result()) {
+                resolved.add(Admins.replicaName(uri(a)));
+              }
+              leave(resolved);
               for (InetAddress a : ar.result()) {
                 URI u = uri(a);
                 Replica again = notFollowed.remove(Admins.replicaName(u));
@@ -247,6 +253,39 @@ public final class ReplicaFeeds implements AutoCloseable {
                 }
               }
             });
+  }
+
+  /**
+   * Stops following the replicas found by the name that it no longer resolves to and whose feed is
+   * down (a deleted pod: reconnecting would only time out against its address, or follow another
+   * pod that takes the address later): their counts stay, state {@code down}, and the end-of-run
+   * fetch does not ask them. One that comes back in a later resolution is followed again. A replica
+   * whose feed is still up keeps it until it drops.
+   */
+  private void leave(java.util.Set<String> resolved) {
+    for (Replica r : replicas()) {
+      RecordFeedClient f = r.feed();
+      if (f == null
+          || f.connected()
+          || admins.urls().contains(r.admin())
+          || resolved.contains(r.name())
+          || notFollowed.containsKey(r.name())) {
+        continue;
+      }
+      r.feed(null);
+      r.left(true);
+      notFollowed.put(r.name(), r);
+      say.accept(
+          label(r)
+              + "no longer in "
+              + admins.discoverHost()
+              + " and its feed is down: not followed any more");
+    }
+  }
+
+  /** Replicas the end-of-run fetch may ask: not those that left the name with their feed down. */
+  public List<Replica> fetchable() {
+    return replicas().stream().filter(r -> !r.hasLeft()).toList();
   }
 
   /** A new replica, or null when it is already followed or the limit is reached. */
@@ -274,6 +313,7 @@ public final class ReplicaFeeds implements AutoCloseable {
 
   /** Subscribes to {@code r}'s feed; a failed first subscription is said, and tried again later. */
   private Future<Void> follow(Replica r) {
+    r.left(false);
     RecordFeedClient feed =
         new RecordFeedClient(
             vertx,

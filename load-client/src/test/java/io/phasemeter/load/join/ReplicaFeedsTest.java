@@ -121,6 +121,25 @@ class ReplicaFeedsTest {
       addresses.set(List.of(InetAddress.getByName("127.0.0.2")));
       Thread.sleep(300);
       assertThat(feeds.counts()).extracting(ReplicaCounts::state).containsExactly("up", "up");
+      // Then its pod goes away: the feed drops, and the next resolution stops following it,
+      // keeping what it counted; the end-of-run fetch will not ask it.
+      first.close().await(10, TimeUnit.SECONDS);
+      one.forEach(r -> r.reset());
+      Awaitility.await()
+          .atMost(Duration.ofSeconds(10))
+          .until(
+              () ->
+                  said.contains(
+                      "replica 127.0.0.1:"
+                          + port
+                          + ": no longer in fleet.test and its feed is down: not followed any"
+                          + " more"));
+      assertThat(feeds.counts())
+          .extracting(ReplicaCounts::replica, ReplicaCounts::joined, ReplicaCounts::state)
+          .containsExactly(
+              org.assertj.core.groups.Tuple.tuple("127.0.0.1:" + port, 2L, "down"),
+              org.assertj.core.groups.Tuple.tuple("127.0.0.2:" + port, 4L, "up"));
+      assertThat(feeds.fetchable()).extracting(Replica::name).containsExactly("127.0.0.2:" + port);
     } finally {
       feeds.close();
     }
