@@ -305,7 +305,8 @@ final class K6JoinCommand implements Callable<Integer> {
             last = i;
             return j;
           }
-        } catch (java.net.ConnectException e) {
+        } catch (java.net.ConnectException | java.net.http.HttpConnectTimeoutException e) {
+          // Refused, or no answer to the connect at all (a deleted pod's address): asked no more.
           unreachable.add(name);
           failed = new IOException("cannot reach " + admin + ": " + e.getMessage(), e);
         }

@@ -100,11 +100,13 @@ public final class Replica {
   public ReplicaCounts counts(long totalJoined) {
     RecordFeedClient f = feed;
     RecordFeedClient.Counts c = f == null ? new RecordFeedClient.Counts(0, 0) : f.counts();
+    // fetched before joined: joinedOne counts joined first, so fetched never reads above joined.
+    long byFetch = fetched.get();
     long j = joined.get();
     return new ReplicaCounts(
         name,
         j,
-        fetched.get(),
+        byFetch,
         totalJoined == 0 ? Double.NaN : (double) j / totalJoined,
         earlierReconnects.get() + c.reconnects(),
         earlierMissed.get() + c.recordsMissed(),
