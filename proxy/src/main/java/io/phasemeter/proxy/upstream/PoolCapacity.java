@@ -88,14 +88,15 @@ final class PoolCapacity {
     backoffTimers.put(host, self[0]);
   }
 
-  /** The slots of the upstreams available now. */
+  /**
+   * The slots of the upstreams available now, one for a half-open one ({@link
+   * UpstreamHost#slotsNow}).
+   */
   int available() {
     long now = clock.nanoTime();
     int c = 0;
     for (UpstreamHost h : hosts) {
-      if (h.available(now)) {
-        c += h.slots();
-      }
+      c += h.slotsNow(now);
     }
     return c;
   }

@@ -130,15 +130,29 @@ public final class UpstreamHost {
 
   /**
    * A response arrived: the upstream is reachable, so the failure streak and backoff reset. Returns
-   * true when this lifted an ejection whose backoff had not yet run out (a request sent before the
-   * ejection answered), which makes it available again.
+   * true when this lifted an ejection: one whose backoff had not yet run out (a request sent before
+   * the ejection answered), which makes it available again, or a half-open one (the probe after the
+   * backoff answered), which gives back all its slots ({@link #slotsNow}).
    */
   synchronized boolean reachable(long now) {
-    boolean lifted = ejected && now < ejectedUntil;
+    boolean lifted = ejected;
     connectFailures = 0;
     ejectionsInRow = 0;
     ejected = false;
     return lifted;
+  }
+
+  /**
+   * The slots it gives its pool's capacity at {@code now}: none while unavailable; one while
+   * half-open (its ejection's backoff has run out and nothing has answered since: the next request
+   * is the probe, and a pool that admitted all its slots again would send the ones racing the probe
+   * to an engine still down, retried onto the others above their slots); all once it answers.
+   */
+  synchronized int slotsNow(long now) {
+    if (!available(now)) {
+      return 0;
+    }
+    return ejected ? Math.min(1, slots) : slots;
   }
 
   /** When the current ejection's backoff runs out (meaningful while {@link #ejected} is true). */

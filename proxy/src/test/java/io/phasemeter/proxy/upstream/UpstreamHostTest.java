@@ -58,8 +58,12 @@ class UpstreamHostTest {
     t += 4 * SECOND;
     assertThat(host.connectFailed(t)).as("capped at 4 s").isTrue();
     assertThat(host.available(t + 4 * SECOND)).isTrue();
+    assertThat(host.slotsNow(t + 4 * SECOND)).as("half-open: one slot, the probe's").isEqualTo(1);
 
-    assertThat(host.reachable(t + 4 * SECOND)).as("the backoff had run out").isFalse();
+    assertThat(host.reachable(t + 4 * SECOND))
+        .as("the probe answered: the ejection is lifted")
+        .isTrue();
+    assertThat(host.slotsNow(t + 4 * SECOND)).isEqualTo(host.slots());
     assertThat(host.connectFailed(t + 4 * SECOND)).as("a success ended the probation").isFalse();
   }
 
