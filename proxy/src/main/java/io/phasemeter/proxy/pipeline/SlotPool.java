@@ -19,12 +19,13 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * bounded queue with a timeout. The capacity follows the pool's available upstreams ({@link
  * #capacity(int)}): a smaller one revokes no slot already granted (in use may exceed it until those
  * requests end) and grants none until in use is below it; a larger one grants waiters at once; none
- * at all (no upstream available) refuses new requests and those waiting with {@code
- * no_healthy_upstream}, as a pool with no available upstream always has. A freed slot goes to the
- * oldest waiter of the highest priority, except that a waiter overtaken {@code maxOvertakes} times
- * by later arrivals goes first: low priority is served later, never starved ({@code maxOvertakes =
- * 0} is plain FIFO). Shared by every event loop, so state changes happen under the pool's lock and
- * waiters are completed on their own context.
+ * at all (no upstream available) refuses new requests with {@code no_healthy_upstream}, as a pool
+ * with no available upstream always has, while those already waiting stay, bounded by the queue's
+ * timeout (an ejection's backoff is often shorter, and its half-open probe gives a slot). A freed
+ * slot goes to the oldest waiter of the highest priority, except that a waiter overtaken {@code
+ * maxOvertakes} times by later arrivals goes first: low priority is served later, never starved
+ * ({@code maxOvertakes = 0} is plain FIFO). Shared by every event loop, so state changes happen
+ * under the pool's lock and waiters are completed on their own context.
  */
 public final class SlotPool implements MeterBinder {
   private static final Priority[] LEVELS = Priority.values();
@@ -195,27 +196,16 @@ public final class SlotPool implements MeterBinder {
 
   /**
    * Sets the capacity to {@code slots} (the slots of the pool's available upstreams): larger grants
-   * waiters at once up to it; smaller takes back nothing granted; 0 refuses everyone waiting with
-   * {@code no_healthy_upstream}, as a request arriving then is.
+   * waiters at once up to it; smaller takes back nothing granted; 0 grants nothing, and those
+   * waiting stay until it grows or their timeout (a request arriving then is refused).
    */
   public void capacity(int slots) {
     if (slots < 0) {
       throw new IllegalArgumentException("capacity: must be 0 or more (got " + slots + ")");
     }
     java.util.List<Waiter> granted = new java.util.ArrayList<>();
-    java.util.List<Waiter> refused = new java.util.ArrayList<>();
     synchronized (this) {
       capacity = slots;
-      if (slots == 0) {
-        for (ArrayDeque<Waiter> q : waiters) {
-          for (Waiter w : q) {
-            w.granted = true; // Taken off the queue: neither its timer nor a cancel removes it.
-            refused.add(w);
-          }
-          q.clear();
-        }
-        waiting = 0;
-      }
       while (inUse < capacity) {
         Waiter next = takeNext();
         if (next == null) {
@@ -228,9 +218,6 @@ public final class SlotPool implements MeterBinder {
     }
     for (Waiter w : granted) {
       w.grant(new Slot());
-    }
-    for (Waiter w : refused) {
-      w.refuse(noUpstream());
     }
   }
 
@@ -326,14 +313,6 @@ public final class SlotPool implements MeterBinder {
             if (!promise.tryComplete(slot)) {
               slot.release();
             }
-          });
-    }
-
-    void refuse(ProxyFailure failure) {
-      context.runOnContext(
-          v -> {
-            vertx.cancelTimer(timer);
-            promise.tryFail(failure);
           });
     }
 

@@ -135,7 +135,7 @@ class SlotPoolCapacityTest {
   }
 
   @Test
-  void noCapacityRefusesWaitersAndNewcomersAsAPoolWithNoAvailableUpstream() throws Exception {
+  void noCapacityRefusesNewcomersAndKeepsWaitersUntilItComesBack() throws Exception {
     SlotPool pool = new SlotPool("p", 1, 10, LONG, vertx);
     Slot held = slot(acquire(pool));
     Ticket w1 = acquire(pool);
@@ -143,23 +143,36 @@ class SlotPoolCapacityTest {
 
     pool.capacity(0);
 
-    for (Ticket t : List.of(w1, w2)) {
-      ProxyFailure f = failure(t.future());
-      assertThat(f.kind()).isEqualTo(ProxyFailure.Kind.NO_HEALTHY_UPSTREAM);
-      assertThat(f.kind().status()).isEqualTo(503);
-      assertThat(f.retryAfterSeconds()).isEqualTo(1);
-    }
-    assertThat(pool.queueDepth()).isZero();
     ProxyFailure newcomer = failure(acquire(pool).future());
     assertThat(newcomer.kind()).isEqualTo(ProxyFailure.Kind.NO_HEALTHY_UPSTREAM);
+    assertThat(newcomer.kind().status()).isEqualTo(503);
+    assertThat(newcomer.retryAfterSeconds()).isEqualTo(1);
     assertThat(newcomer.getMessage()).contains("pool 'p'");
     assertThat(pool.inUse()).as("the running request keeps its slot").isEqualTo(1);
     release(held);
+    assertThat(pool.inUse()).as("a freed slot is not handed on at capacity 0").isZero();
+    assertThat(pool.queueDepth()).as("waiters stay, bounded by their timeout").isEqualTo(2);
+    assertThat(w1.future().isComplete()).isFalse();
+
+    pool.capacity(1); // e.g. a half-open upstream's probe slot
+
+    assertThat(slot(w1)).isNotNull();
+    assertThat(w2.future().isComplete()).isFalse();
+    assertThat(pool.queueDepth()).isEqualTo(1);
+  }
+
+  @Test
+  void aWaiterAtNoCapacityEndsAtTheQueuesTimeout() throws Exception {
+    SlotPool pool = new SlotPool("p", 1, 10, Duration.ofMillis(200), vertx);
+    Slot held = slot(acquire(pool));
+    Ticket waiter = acquire(pool);
+
+    pool.capacity(0);
+    release(held);
+
+    assertThat(failure(waiter.future()).kind()).isEqualTo(ProxyFailure.Kind.QUEUE_TIMEOUT);
+    assertThat(pool.queueDepth()).isZero();
     assertThat(pool.inUse()).isZero();
-
-    pool.capacity(1);
-
-    assertThat(slot(acquire(pool))).isNotNull();
   }
 
   @Test
