@@ -281,14 +281,11 @@ public record ProxyConfig(
     /** Jackson: {@code auto} or {@code nio}, any case. */
     @com.fasterxml.jackson.annotation.JsonCreator
     public static Transport of(String value) {
-      if (value != null) {
-        for (Transport t : values()) {
-          if (t.name().equalsIgnoreCase(value.trim())) {
-            return t;
-          }
-        }
+      Transport t = named(Transport.class, value);
+      if (t == null) {
+        throw new IllegalArgumentException("transport: must be auto or nio (got " + value + ")");
       }
-      throw new IllegalArgumentException("transport: must be auto or nio (got " + value + ")");
+      return t;
     }
   }
 
@@ -855,15 +852,12 @@ public record ProxyConfig(
     /** Jackson: {@code least_loaded} or {@code engine_load}, any case. */
     @com.fasterxml.jackson.annotation.JsonCreator
     public static Routing of(String value) {
-      if (value != null) {
-        for (Routing r : values()) {
-          if (r.word().equalsIgnoreCase(value.trim())) {
-            return r;
-          }
-        }
+      Routing r = named(Routing.class, value);
+      if (r == null) {
+        throw new IllegalArgumentException(
+            "routing: must be least_loaded or engine_load (got " + value + ")");
       }
-      throw new IllegalArgumentException(
-          "routing: must be least_loaded or engine_load (got " + value + ")");
+      return r;
     }
 
     /** The word the configuration uses. */
@@ -891,11 +885,10 @@ public record ProxyConfig(
         if (v.equalsIgnoreCase("false")) {
           return OFF;
         }
-        for (Reuse r : values()) {
-          if (r.name().equalsIgnoreCase(v)) {
-            return r;
-          }
-        }
+      }
+      Reuse r = named(Reuse.class, value);
+      if (r != null) {
+        return r;
       }
       throw new IllegalArgumentException(
           "connections.reuse: must be auto, on or off (got " + value + ")");
@@ -1449,6 +1442,21 @@ public record ProxyConfig(
 
   /** The largest max_tokens (and default) a request may ask for: no model has such a context. */
   public static final long MAX_TOKENS_BOUND = 100_000_000L;
+
+  /**
+   * The constant of {@code type} that {@code value} names, in any case, spaces around ignored (the
+   * configuration's words are the constants' names in lower case); null when none does.
+   */
+  private static <E extends Enum<E>> E named(Class<E> type, String value) {
+    if (value != null) {
+      for (E e : type.getEnumConstants()) {
+        if (e.name().equalsIgnoreCase(value.trim())) {
+          return e;
+        }
+      }
+    }
+    return null;
+  }
 
   private static String requireText(String value, String key) {
     if (value == null || value.isBlank()) {
