@@ -218,11 +218,11 @@ final class EngineScraper {
   }
 
   /**
-   * The score of upstream {@code index} (lower wins): from its fresh reading, {@link #engineScore};
-   * without one, {@link #fallbackScore}, from this proxy's own requests to it.
+   * The score of {@code host} (lower wins): from its fresh reading {@code s} ({@link #fresh}),
+   * {@link #engineScore}; without one (null), {@link #fallbackScore}, from this proxy's own
+   * requests to it.
    */
-  double score(int index, UpstreamHost host, int slots, long now) {
-    Sample s = fresh(index, now);
+  static double score(Sample s, UpstreamHost host, int slots) {
     int inFlight = host.inFlight();
     return s == null
         ? fallbackScore(inFlight, slots)

@@ -308,6 +308,9 @@ public final class UpstreamPool implements MeterBinder {
     int bestIndex = -1;
     int bestLoad = Integer.MAX_VALUE;
     double bestScore = Double.POSITIVE_INFINITY;
+    // Whether the chosen upstream was scored from a fresh reading: asked once, with its score, so
+    // the reason says what the score was made of even if a reading lands meanwhile.
+    boolean bestFresh = false;
     int candidates = 0;
     for (int i = 0; i < n; i++) {
       int k = (start + i) % n;
@@ -317,11 +320,13 @@ public final class UpstreamPool implements MeterBinder {
       }
       candidates++;
       if (scraper != null) {
-        double score = scraper.score(k, h, h.slots(), now);
+        EngineScraper.Sample reading = scraper.fresh(k, now);
+        double score = EngineScraper.score(reading, h, h.slots());
         if (score < bestScore) {
           best = h;
           bestIndex = k;
           bestScore = score;
+          bestFresh = reading != null;
         }
         continue;
       }
@@ -341,9 +346,7 @@ public final class UpstreamPool implements MeterBinder {
             ? RouteReason.ONLY_AVAILABLE
             : scraper == null
                 ? RouteReason.LEAST_LOADED
-                : scraper.fresh(bestIndex, now) != null
-                    ? RouteReason.ENGINE_LOAD
-                    : RouteReason.ENGINE_LOAD_FALLBACK;
+                : bestFresh ? RouteReason.ENGINE_LOAD : RouteReason.ENGINE_LOAD_FALLBACK;
     decisions[reason.ordinal()].increment();
     return choices[bestIndex][reason.ordinal()];
   }
