@@ -15,6 +15,8 @@ import java.util.Objects;
  * @param maxTokens completion tokens asked for (0 for embeddings, which generate none)
  * @param stream whether the response is streamed (SSE)
  * @param headers extra request headers (e.g. the simulator's {@code x-sim-*}); never null
+ * @param turn the request's turn in its session, 1 for the first ({@link Workload#SESSION_HEADER}
+ *     names the session); 0 for a request outside any session
  */
 public record RequestSpec(
     Api api,
@@ -24,7 +26,8 @@ public record RequestSpec(
     int promptTokens,
     int maxTokens,
     boolean stream,
-    Map<String, String> headers) {
+    Map<String, String> headers,
+    int turn) {
 
   public RequestSpec {
     Objects.requireNonNull(api, "api");
@@ -32,6 +35,22 @@ public record RequestSpec(
     Objects.requireNonNull(body, "body");
     Objects.requireNonNull(bucket, "bucket");
     headers = headers == null ? Map.of() : Map.copyOf(headers);
+    if (turn < 0) {
+      throw new IllegalArgumentException("turn must be 0 (no session) or more, got " + turn);
+    }
+  }
+
+  /** A request outside any session (turn 0). */
+  public RequestSpec(
+      Api api,
+      String path,
+      Buffer body,
+      String bucket,
+      int promptTokens,
+      int maxTokens,
+      boolean stream,
+      Map<String, String> headers) {
+    this(api, path, body, bucket, promptTokens, maxTokens, stream, headers, 0);
   }
 
   /** A request to {@code path}, read as the API of that path ({@link Api#ofPath}). */
@@ -56,7 +75,7 @@ public record RequestSpec(
   public RequestSpec withHeaders(Map<String, String> extra) {
     java.util.HashMap<String, String> all = new java.util.HashMap<>(headers);
     all.putAll(extra);
-    return new RequestSpec(api, path, body, bucket, promptTokens, maxTokens, stream, all);
+    return new RequestSpec(api, path, body, bucket, promptTokens, maxTokens, stream, all, turn);
   }
 
   /** Whether usage must match exactly ({@code promptTokens >= 0}). */
@@ -81,6 +100,8 @@ public record RequestSpec(
         + stream
         + ", headers="
         + new java.util.TreeSet<>(headers.keySet())
+        + ", turn="
+        + turn
         + "]";
   }
 }

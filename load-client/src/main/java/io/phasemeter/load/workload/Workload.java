@@ -38,6 +38,24 @@ public final class Workload {
   /** Highest token id used in prompts; below the vocabulary size of common models (32k and up). */
   public static final int MAX_TOKEN_ID = 30000;
 
+  /**
+   * The request header naming a request's session (multi-turn conversations, sessions of a replayed
+   * trace); its turn is {@link RequestSpec#turn()}.
+   */
+  public static final String SESSION_HEADER = "x-session-id";
+
+  /**
+   * Builds request {@code seq} of a workload whose requests come from elsewhere than this class's
+   * own generators (a replayed trace, a dataset): {@link Workload#from}. Must depend only on the
+   * seed it was made with and on {@code seq}, which is below zero for warm-up requests (any request
+   * of the workload will do for those), and be thread-safe.
+   */
+  @FunctionalInterface
+  public interface Source {
+    /** Request {@code seq}, with {@code headers} (the workload's: an API key) added to its own. */
+    RequestSpec request(long seq, Map<String, String> headers);
+  }
+
   private static final String[] TOPICS = {
     "a lighthouse", "the tides", "a mountain pass", "an old library", "a night train",
     "a market at dawn", "a river delta", "a glacier", "a desert town", "a harbour in winter"
@@ -51,8 +69,11 @@ public final class Workload {
   private final int maxTokens;
   private final Map<String, String> headers;
 
+  /** Where the requests come from when not this class's generators; null for those. */
+  private final Source source;
+
   private Workload(String model, Api api, Mix mix, boolean stream, long seed, int maxTokens) {
-    this(model, api, mix, stream, seed, maxTokens, Map.of());
+    this(model, api, mix, stream, seed, maxTokens, Map.of(), null);
   }
 
   private Workload(
@@ -62,7 +83,8 @@ public final class Workload {
       boolean stream,
       long seed,
       int maxTokens,
-      Map<String, String> headers) {
+      Map<String, String> headers,
+      Source source) {
     if (model == null || model.isBlank()) {
       throw new IllegalArgumentException("--model must not be empty");
     }
@@ -73,6 +95,16 @@ public final class Workload {
     this.seed = seed;
     this.maxTokens = maxTokens;
     this.headers = Map.copyOf(headers);
+    this.source = source;
+  }
+
+  /**
+   * Requests built by {@code source} (a replayed trace, a dataset), speaking {@code api}; {@link
+   * #withHeaders} and {@link #forOwnEndpoint} apply to them as to the others.
+   */
+  public static Workload from(String model, Api api, boolean stream, long seed, Source source) {
+    return new Workload(
+        model, api, null, stream, seed, 0, Map.of(), Objects.requireNonNull(source, "source"));
   }
 
   /**
@@ -82,7 +114,7 @@ public final class Workload {
   public Workload withHeaders(Map<String, String> extra) {
     Map<String, String> all = new HashMap<>(headers);
     all.putAll(extra);
-    return new Workload(model, api, mix, stream, seed, maxTokens, all);
+    return new Workload(model, api, mix, stream, seed, maxTokens, all, source);
   }
 
   /**
@@ -99,7 +131,7 @@ public final class Workload {
       }
       all.put(h.getKey(), v);
     }
-    return new Workload(model, api, mix, stream, seed, maxTokens, all);
+    return new Workload(model, api, mix, stream, seed, maxTokens, all, source);
   }
 
   /** Exact-length requests of one profile. */
@@ -157,6 +189,9 @@ public final class Workload {
 
   /** Request number {@code seq}. */
   public RequestSpec request(long seq) {
+    if (source != null) {
+      return source.request(seq, headers);
+    }
     SplittableRandom rng = new SplittableRandom(mix64(seed ^ mix64(seq)));
     return switch (api) {
       case CHAT -> chatRequest(seq, rng);
@@ -236,7 +271,7 @@ public final class Workload {
   }
 
   /** {@code n} pseudo-random token ids as a JSON array; each id is at most 5 digits and a comma. */
-  private static void appendTokenIds(StringBuilder sb, int n, SplittableRandom rng) {
+  public static void appendTokenIds(StringBuilder sb, int n, SplittableRandom rng) {
     sb.append('[');
     for (int i = 0; i < n; i++) {
       if (i > 0) {
@@ -253,14 +288,15 @@ public final class Workload {
     }
   }
 
-  private static void appendString(StringBuilder sb, String s) {
+  /** {@code s} as a JSON string, quoted and escaped. */
+  public static void appendString(StringBuilder sb, String s) {
     sb.append('"');
     JsonStringEncoder.getInstance().quoteAsString(s, sb);
     sb.append('"');
   }
 
   /** SplitMix64's finaliser. */
-  static long mix64(long z) {
+  public static long mix64(long z) {
     z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
     z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
     return z ^ (z >>> 31);
