@@ -26,7 +26,7 @@ import picocli.CommandLine.Spec;
           + " /v1/audio/transcriptions and /v1/audio/translations (uploads counted and hashed,"
           + " never held), /tokenize, /detokenize, /v1/models, /v1/models/{id}, /version, /health"
           + " and /metrics, with continuous batching (slots, prefill time, decode steps that grow"
-          + " with the batch) and injectable faults.",
+          + " with the batch), a prefix cache and injectable faults.",
       "",
       "Per-request headers: x-sim-ttft-ms, x-sim-decode-step-ms, x-sim-reasoning-tokens"
           + " (/v1/responses), x-sim-fault (error|error_event|reset|stall|disconnect|malformed),"
