@@ -281,7 +281,11 @@ class AccuracySuiteTest {
                 "--decode-step-growth",
                 "0",
                 "--prefill-tokens-per-s",
-                Double.toString(rate)),
+                Double.toString(rate),
+                // The injected prefill is every request's: the runs send the same seed's prompts
+                // again, which the prefix cache would serve.
+                "--prefix-cache-blocks",
+                "0"),
             Map.of(),
             work,
             "simulator");
@@ -605,8 +609,8 @@ class AccuracySuiteTest {
 
         Each factor is varied on its own across three levels (the baseline is the middle level of \
         prefill and decode step and the lowest of delay and concurrency): one-way delay d ∈ {0, \
-        10, 25} ms; prefill ∈ {50, 100, 200} ms (`--prefill-tokens-per-s` = %d × 1000 / prefill); \
-        decode step ∈ {5, 10, 20} ms (`--decode-step-growth 0`); proxy queue wait through `slots: \
+        10, 25} ms; prefill ∈ {50, 100, 200} ms (`--prefill-tokens-per-s` = %d × 1000 / prefill, \
+        `--prefix-cache-blocks 0`: the runs repeat the seed's prompts); decode step ∈ {5, 10, 20} ms (`--decode-step-growth 0`); proxy queue wait through `slots: \
         1` and concurrency c ∈ {1, 2, 3}. Every figure judged is the p50 of the load client's \
         per-request values in `summary.json` (envelopes are per-request differences after the \
         join, never differences of quantiles).

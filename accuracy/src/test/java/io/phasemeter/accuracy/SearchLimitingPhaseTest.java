@@ -240,7 +240,10 @@ class SearchLimitingPhaseTest {
     return file;
   }
 
-  /** The simulator: 20 ms prefill and 15 steps of 5 ms a request, no slow-down with the batch. */
+  /**
+   * The simulator: 20 ms prefill and 15 steps of 5 ms a request, no slow-down with the batch, no
+   * prefix cache.
+   */
   private void startSim(int slots) throws Exception {
     int port = Procs.freePort();
     Process p =
@@ -261,7 +264,11 @@ class SearchLimitingPhaseTest {
                 "--decode-step-growth",
                 "0",
                 "--prefill-tokens-per-s",
-                "10000"),
+                "10000",
+                // 20 ms of prefill is every request's: searches on one simulator send the same
+                // seeds' prompts again, which the prefix cache would serve.
+                "--prefix-cache-blocks",
+                "0"),
             Map.of(),
             work,
             "simulator");

@@ -72,7 +72,10 @@ final class QueueingPool implements AutoCloseable {
                       .withSlots(64)
                       .withDecodeStepMs(e.stepMs())
                       .withDecodeStepGrowth(0)
-                      .withPrefillTokensPerSecond(e.prefillTps()))
+                      .withPrefillTokensPerSecond(e.prefillTps())
+                      // T's prefill is every prompt's: the warm-up and the probes send the same
+                      // seeds' prompts again, which the prefix cache would serve.
+                      .withPrefixCacheBlocks(0))
               .await(10, TimeUnit.SECONDS);
       PhasemeterProxy proxy =
           PhasemeterProxy.builder(

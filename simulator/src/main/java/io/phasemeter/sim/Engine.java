@@ -32,6 +32,10 @@ import org.slf4j.LoggerFactory;
  * TTFT rounds up to a boundary. The clock stops when no sequence on it is running. Sequences with
  * an {@code x-sim-decode-step-ms} override and pooling sequences keep their own timers (they still
  * count in the batch size that sets the step).
+ *
+ * <p>The prefix cache ({@link PrefixCache}): when a generation sequence starts, its prompt's
+ * leading blocks that the cache holds are its hit, and only the rest is prefilled; its blocks enter
+ * the cache at its first token. Pooling sequences neither look up nor fill it.
  */
 final class Engine {
   private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
@@ -73,6 +77,7 @@ final class Engine {
   private final LongSupplier clock;
   private final VllmMetrics metrics;
   private final EngineTracer tracer;
+  private final PrefixCache prefixCache;
 
   private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
   private final Set<Sequence> running = new LinkedHashSet<>();
@@ -132,6 +137,7 @@ final class Engine {
     this.cost = cost;
     this.clock = clock;
     this.metrics = metrics;
+    this.prefixCache = new PrefixCache(config.prefixCacheBlocks());
   }
 
   SimulatorStats stats() {
@@ -220,7 +226,11 @@ final class Engine {
     metrics.running(s.request.model(), 1);
     metrics.queueTime(s.request.model(), (now - s.arrivalNanos) / 1e9);
     holdKv(s, s.request.promptTokens());
-    s.dueNanos = now + cost.prefillNanos(s.request.promptTokens()) + s.holdNanos;
+    if (s.request.endpoint() != Endpoint.EMBEDDINGS && prefixCache.enabled()) {
+      s.cachedTokens = prefixCache.lookup(s.request.blockHashes(), s.request.promptTokens());
+      metrics.prefixCache(s.request.model(), s.request.promptTokens(), s.cachedTokens);
+    }
+    s.dueNanos = now + cost.prefillNanos(s.request.promptTokens() - s.cachedTokens) + s.holdNanos;
     if (sharedClock && s.request.endpoint() != Endpoint.EMBEDDINGS && s.decodeStepOverrideMs < 0) {
       s.onStepClock = true;
       batch.add(s);
@@ -273,6 +283,11 @@ final class Engine {
 
   private void publishKv() {
     metrics.kvCacheUsage(Math.min(1.0, (double) kvBlocksUsed / kvCapacityBlocks));
+  }
+
+  /** The prefix cache, for tests. */
+  PrefixCache prefixCache() {
+    return prefixCache;
   }
 
   /** KV-cache blocks the running sequences hold now. */
@@ -444,6 +459,7 @@ final class Engine {
     } else if (index == 0) {
       s.firstTokenNanos = now;
       metrics.firstToken(model, s.request.promptTokens(), (now - s.arrivalNanos) / 1e9);
+      prefixCache.insert(s.request.blockHashes()); // its prefill is computed
     } else {
       metrics.interToken(model, (now - s.lastTokenNanos) / 1e9);
     }

@@ -21,6 +21,7 @@ final class Exchange implements Sequence.Listener {
   private final Engine engine;
   private final String id;
   private final long created;
+  private final boolean promptTokensDetails;
   private Sequence sequence;
   private int contentChunks;
   private boolean malformedSent;
@@ -32,7 +33,8 @@ final class Exchange implements Sequence.Listener {
       FaultPlan fault,
       Engine engine,
       String id,
-      long created) {
+      long created,
+      boolean promptTokensDetails) {
     this.request = request;
     this.response = request.response();
     this.parsed = parsed;
@@ -40,6 +42,7 @@ final class Exchange implements Sequence.Listener {
     this.engine = engine;
     this.id = id;
     this.created = created;
+    this.promptTokensDetails = promptTokensDetails;
   }
 
   void attach(Sequence sequence) {
@@ -110,6 +113,7 @@ final class Exchange implements Sequence.Listener {
       return;
     }
     int completionTokens = index + 1;
+    int cached = promptTokensDetails ? sequence.cachedTokens : 0;
     if (parsed.stream()) {
       if (parsed.includeUsage()) {
         response.write(
@@ -120,7 +124,8 @@ final class Exchange implements Sequence.Listener {
                     created,
                     parsed.model(),
                     parsed.promptTokens(),
-                    completionTokens)));
+                    completionTokens,
+                    cached)));
       }
       response.end(OpenAiJson.DONE);
     } else {
@@ -130,7 +135,7 @@ final class Exchange implements Sequence.Listener {
       } else {
         response.end(
             OpenAiJson.response(
-                    parsed, id, created, text.toString(), finishReason, completionTokens)
+                    parsed, id, created, text.toString(), finishReason, completionTokens, cached)
                 .encode());
       }
     }

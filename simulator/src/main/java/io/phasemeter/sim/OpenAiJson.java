@@ -63,20 +63,35 @@ final class OpenAiJson {
         .put("choices", new JsonArray().add(choice));
   }
 
+  /**
+   * The stream's usage chunk; {@code cachedTokens} above 0 adds {@code prompt_tokens_details} (vLLM
+   * with {@code --enable-prompt-tokens-details}), absent otherwise.
+   */
   static JsonObject usageChunk(
-      Endpoint endpoint, String id, long created, String model, int prompt, int completion) {
+      Endpoint endpoint,
+      String id,
+      long created,
+      String model,
+      int prompt,
+      int completion,
+      int cachedTokens) {
     return envelope(id, endpoint.chunkObject, created, model)
         .put("choices", new JsonArray())
-        .put("usage", usage(prompt, completion, false));
+        .put("usage", usage(prompt, completion, false, cachedTokens));
   }
 
+  /**
+   * A whole response; {@code cachedTokens} above 0 fills {@code prompt_tokens_details} (vLLM with
+   * {@code --enable-prompt-tokens-details}), null otherwise.
+   */
   static JsonObject response(
       ParsedRequest request,
       String id,
       long created,
       String text,
       String finish,
-      int completionTokens) {
+      int completionTokens,
+      int cachedTokens) {
     JsonObject choice = new JsonObject().put("index", 0);
     if (request.endpoint() == Endpoint.CHAT) {
       choice.put(
@@ -103,7 +118,7 @@ final class OpenAiJson {
     if (request.endpoint() == Endpoint.CHAT) {
       body.put("service_tier", null).put("system_fingerprint", null);
     }
-    body.put("usage", usage(request.promptTokens(), completionTokens, true));
+    body.put("usage", usage(request.promptTokens(), completionTokens, true, cachedTokens));
     if (request.endpoint() == Endpoint.CHAT) {
       body.put("prompt_logprobs", null);
     }
@@ -150,12 +165,23 @@ final class OpenAiJson {
   }
 
   static JsonObject usage(int prompt, int completion, boolean withDetails) {
+    return usage(prompt, completion, withDetails, 0);
+  }
+
+  /**
+   * vLLM's {@code UsageInfo}: {@code prompt_tokens_details} is {@code {"cached_tokens": n}} when
+   * {@code cachedTokens} is above 0 (vLLM leaves it out for 0), else null when {@code withDetails}
+   * (a whole response) and absent otherwise (a stream's usage chunk drops nulls).
+   */
+  static JsonObject usage(int prompt, int completion, boolean withDetails, int cachedTokens) {
     JsonObject usage =
         new JsonObject()
             .put("prompt_tokens", prompt)
             .put("total_tokens", prompt + completion)
             .put("completion_tokens", completion);
-    if (withDetails) {
+    if (cachedTokens > 0) {
+      usage.put("prompt_tokens_details", new JsonObject().put("cached_tokens", cachedTokens));
+    } else if (withDetails) {
       usage.put("prompt_tokens_details", null);
     }
     return usage;

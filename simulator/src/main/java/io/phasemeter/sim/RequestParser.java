@@ -12,7 +12,8 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Prompt tokens: a token-id prompt counts exactly its ids. Text is estimated as {@code
  * ceil(chars / 4)} (at least 1); a chat prompt is {@code 3 + Σ (4 + ceil(chars(content) / 4))} over
- * its messages, the constants standing for the chat template's role and turn markers.
+ * its messages, the constants standing for the chat template's role and turn markers. With the
+ * prefix cache on, it also hashes the prompt's full blocks of those tokens ({@link PromptBlocks}).
  */
 final class RequestParser {
   static final int CHAT_PRIMING_TOKENS = 3;
@@ -22,6 +23,11 @@ final class RequestParser {
 
   RequestParser(SimulatorConfig config) {
     this.config = config;
+  }
+
+  /** Whether prompts are hashed into blocks for the prefix cache (it is on). */
+  boolean prefixCaching() {
+    return config.prefixCacheBlocks() > 0;
   }
 
   ParsedRequest parse(Endpoint endpoint, Buffer raw) {
@@ -72,6 +78,16 @@ final class RequestParser {
           "min_tokens");
     }
 
+    String cacheSalt = cacheSalt(body);
+    long[] blocks = PromptBlocks.NONE;
+    if (prefixCaching()) {
+      blocks =
+          endpoint == Endpoint.CHAT
+              ? PromptBlocks.chat(
+                  PromptBlocks.messages((JsonArray) promptKey), promptTokens, cacheSalt)
+              : completionBlocks(promptKey, cacheSalt);
+    }
+
     boolean includeUsage = false;
     Object options = body.getValue("stream_options");
     if (options != null) {
@@ -108,7 +124,34 @@ final class RequestParser {
         ignoreEos,
         stream,
         includeUsage,
-        fnv64(key));
+        fnv64(key),
+        blocks);
+  }
+
+  /**
+   * vLLM's {@code cache_salt}: a non-empty string that seeds the prompt's block hashes, or null.
+   */
+  static String cacheSalt(JsonObject body) {
+    Object salt = body.getValue("cache_salt");
+    if (salt == null) {
+      return null;
+    }
+    if (!(salt instanceof String s) || s.isEmpty()) {
+      throw ApiError.badRequest(
+          "Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    }
+    return s;
+  }
+
+  /** The blocks of a completion's prompt, already validated: text or token ids, maybe in a list. */
+  private static long[] completionBlocks(Object prompt, String cacheSalt) {
+    Object one = prompt;
+    if (prompt instanceof JsonArray list && !(list.getValue(0) instanceof Number)) {
+      one = list.getValue(0);
+    }
+    return one instanceof String s
+        ? PromptBlocks.text(s, cacheSalt)
+        : PromptBlocks.tokenIds((JsonArray) one, cacheSalt);
   }
 
   /** The body as a JSON object, or vLLM's 400. */

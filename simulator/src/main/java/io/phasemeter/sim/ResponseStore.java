@@ -22,13 +22,17 @@ final class ResponseStore {
   static final class Entry {
     JsonObject response;
 
-    /** Characters of the conversation's non-system messages, this response's output included. */
-    final List<Long> history;
+    /**
+     * The conversation's non-system messages, this response's output included: counted and hashed
+     * again for a {@code previous_response_id}. The texts are those the response (and its
+     * predecessors in the chain) carried, shared between the entries of one conversation.
+     */
+    final List<PromptBlocks.Message> history;
 
     /** The background generation still running, for {@code cancel}; null once it ended. */
     Sequence running;
 
-    Entry(JsonObject response, List<Long> history) {
+    Entry(JsonObject response, List<PromptBlocks.Message> history) {
       this.response = response;
       this.history = List.copyOf(history);
     }

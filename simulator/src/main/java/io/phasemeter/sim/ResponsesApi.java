@@ -70,7 +70,8 @@ final class ResponsesApi {
             id,
             hex,
             Admission.nowSeconds(),
-            plan.contentTokens());
+            plan.contentTokens(),
+            config.promptTokensDetails());
     Sequence sequence = admission.sequence(request, parsed, plan, fault, exchange, id);
     exchange.attach(sequence);
     if (!admission.admit(ctx.response(), sequence)) {

@@ -36,6 +36,7 @@ final class ResponsesExchange implements Sequence.Listener {
   private final String idSuffix;
   private final long createdAt;
   private final int reasoningTokens;
+  private final boolean promptTokensDetails;
   private final StringBuilder reasoning = new StringBuilder();
   private final StringBuilder text = new StringBuilder();
   private Sequence sequence;
@@ -47,6 +48,8 @@ final class ResponsesExchange implements Sequence.Listener {
   /**
    * @param request the client's request; null for a background generation
    * @param idSuffix the hex that makes this response's item ids ({@code msg_…}, {@code rs_…})
+   * @param promptTokensDetails whether usage reports the prefix cache's hit in {@code
+   *     input_tokens_details.cached_tokens} ({@code --prompt-tokens-details}); 0 otherwise
    */
   ResponsesExchange(
       HttpServerRequest request,
@@ -57,7 +60,8 @@ final class ResponsesExchange implements Sequence.Listener {
       String id,
       String idSuffix,
       long createdAt,
-      int contentTokens) {
+      int contentTokens,
+      boolean promptTokensDetails) {
     this.request = request;
     this.response = request == null ? null : request.response();
     this.req = req;
@@ -67,6 +71,7 @@ final class ResponsesExchange implements Sequence.Listener {
     this.id = id;
     this.idSuffix = idSuffix;
     this.createdAt = createdAt;
+    this.promptTokensDetails = promptTokensDetails;
     // At least one visible token stays for the message.
     this.reasoningTokens = Math.max(0, Math.min(req.reasoningTokens(), contentTokens - 1));
   }
@@ -231,15 +236,19 @@ final class ResponsesExchange implements Sequence.Listener {
             createdAt,
             "length".equals(finishReason) ? "incomplete" : "completed",
             output,
-            ResponsesJson.usage(req.parsed().promptTokens(), completionTokens, reasoningTokens));
+            ResponsesJson.usage(
+                req.parsed().promptTokens(),
+                completionTokens,
+                reasoningTokens,
+                promptTokensDetails ? sequence.cachedTokens : 0));
     if (req.store()) {
       ResponseStore.Entry entry = store.get(id);
       if (entry != null && "cancelled".equals(entry.status())) {
         return finished;
       }
-      List<Long> history = new ArrayList<>(req.history());
+      List<PromptBlocks.Message> history = new ArrayList<>(req.history());
       if (text.length() > 0) {
-        history.add((long) text.length());
+        history.add(new PromptBlocks.Message("assistant", text.toString()));
       }
       store.put(id, new ResponseStore.Entry(finished, history));
     }

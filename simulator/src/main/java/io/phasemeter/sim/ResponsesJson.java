@@ -72,14 +72,17 @@ final class ResponsesJson {
         .put("kv_transfer_params", null);
   }
 
-  /** vLLM's {@code ResponseUsage}; the per-turn lists stay empty for a plain model, as in vLLM. */
-  static JsonObject usage(int input, int output, int reasoning) {
+  /**
+   * vLLM's {@code ResponseUsage}; the per-turn lists stay empty for a plain model, as in vLLM.
+   * {@code cached} is the prompt's prefix-cache hit (0 unless {@code --prompt-tokens-details}).
+   */
+  static JsonObject usage(int input, int output, int reasoning, int cached) {
     return new JsonObject()
         .put("input_tokens", input)
         .put(
             "input_tokens_details",
             new JsonObject()
-                .put("cached_tokens", 0)
+                .put("cached_tokens", cached)
                 .put("input_tokens_per_turn", new JsonArray())
                 .put("cached_tokens_per_turn", new JsonArray()))
         .put("output_tokens", output)

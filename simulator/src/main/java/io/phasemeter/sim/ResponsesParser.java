@@ -13,7 +13,8 @@ import java.util.Set;
  * construct_input_messages}): {@code instructions} as a system message, then the previous
  * response's conversation without its system messages and with its output as an assistant message,
  * then this turn's input. The messages are counted like a chat's: {@code 3 + Σ (4 + ceil(chars /
- * 4))}.
+ * 4))}, and hashed like a chat's for the prefix cache ({@link PromptBlocks}), so a turn that
+ * continues a conversation hits the blocks its previous turn computed.
  */
 final class ResponsesParser {
   private static final Set<String> ROLES = Set.of("user", "assistant", "system", "developer");
@@ -35,7 +36,7 @@ final class ResponsesParser {
       throw ApiError.badRequest("'instructions' must be a string", "instructions");
     }
     String previousId = optionalString(body, "previous_response_id");
-    List<Long> history = new ArrayList<>();
+    List<PromptBlocks.Message> history = new ArrayList<>();
     if (previousId != null) {
       ResponseStore.Entry previous = store.get(previousId);
       if (previous == null) {
@@ -43,19 +44,22 @@ final class ResponsesParser {
       }
       history.addAll(previous.history);
     }
-    long tokens = RequestParser.CHAT_PRIMING_TOKENS;
+    // The prompt as vLLM renders it: instructions, the conversation so far, this turn's input.
+    List<PromptBlocks.Message> prompt = new ArrayList<>();
     if (instructions instanceof String s && !s.isEmpty()) {
-      tokens += RequestParser.messageTokens(s.length());
+      prompt.add(new PromptBlocks.Message("system", s));
     }
-    for (long chars : history) {
-      tokens += RequestParser.messageTokens(chars);
-    }
+    prompt.addAll(history);
     Object input = body.getValue("input");
-    for (long[] message : inputMessages(input)) {
-      tokens += RequestParser.messageTokens(message[1]);
-      if (message[0] == 0) {
-        history.add(message[1]);
+    for (PromptBlocks.Message message : inputMessages(input)) {
+      prompt.add(message);
+      if (!"system".equals(message.role())) {
+        history.add(message);
       }
+    }
+    long tokens = RequestParser.CHAT_PRIMING_TOKENS;
+    for (PromptBlocks.Message message : prompt) {
+      tokens += RequestParser.messageTokens(message.text().length());
     }
     int promptTokens = (int) Math.min(Integer.MAX_VALUE, tokens);
 
@@ -119,6 +123,11 @@ final class ResponsesParser {
             + maxTokens
             + '\u0000'
             + ignoreEos;
+    String cacheSalt = RequestParser.cacheSalt(body);
+    long[] blocks =
+        base.prefixCaching()
+            ? PromptBlocks.chat(prompt, promptTokens, cacheSalt)
+            : PromptBlocks.NONE;
     ParsedRequest parsed =
         new ParsedRequest(
             Endpoint.RESPONSES,
@@ -129,7 +138,8 @@ final class ResponsesParser {
             ignoreEos,
             stream,
             false,
-            RequestParser.fnv64(key));
+            RequestParser.fnv64(key),
+            blocks);
     return new ResponsesRequest(
         parsed,
         body,
@@ -149,17 +159,18 @@ final class ResponsesParser {
   }
 
   /**
-   * This turn's messages as {@code {system ? 1 : 0, chars}}: a string is one user message; an array
-   * holds messages (string content or {@code input_text}/{@code output_text} parts), function calls
-   * and their outputs; reasoning items carry no prompt, as vLLM skips them.
+   * This turn's messages: a string is one user message; an array holds messages (string content or
+   * {@code input_text}/{@code output_text} parts), function calls (an assistant message of their
+   * arguments) and their outputs (a tool message); reasoning items carry no prompt, as vLLM skips
+   * them.
    */
-  private static List<long[]> inputMessages(Object input) {
+  private static List<PromptBlocks.Message> inputMessages(Object input) {
     if (input == null) {
       throw ApiError.badRequest("Field required: 'input'", "input");
     }
-    List<long[]> messages = new ArrayList<>();
+    List<PromptBlocks.Message> messages = new ArrayList<>();
     if (input instanceof String s) {
-      messages.add(new long[] {0, s.length()});
+      messages.add(new PromptBlocks.Message("user", s));
       return messages;
     }
     if (!(input instanceof JsonArray items) || items.isEmpty()) {
@@ -176,12 +187,13 @@ final class ResponsesParser {
           throw ApiError.badRequest(
               "Each input message needs a 'role': user, assistant, system or developer", "input");
         }
-        long chars = RequestParser.contentChars(item.getValue("content"), "input");
-        messages.add(new long[] {"system".equals(r) ? 1 : 0, chars});
+        Object content = item.getValue("content");
+        RequestParser.contentChars(content, "input"); // validates
+        messages.add(new PromptBlocks.Message(r, Tokenizer.contentText(content)));
       } else if ("function_call".equals(type)) {
-        messages.add(new long[] {0, stringChars(item, "arguments")});
+        messages.add(new PromptBlocks.Message("assistant", string(item, "arguments")));
       } else if ("function_call_output".equals(type)) {
-        messages.add(new long[] {0, stringChars(item, "output")});
+        messages.add(new PromptBlocks.Message("tool", string(item, "output")));
       } else if (!"reasoning".equals(type)) {
         throw ApiError.badRequest("Unsupported input item type: " + type, "input");
       }
@@ -189,13 +201,13 @@ final class ResponsesParser {
     return messages;
   }
 
-  private static long stringChars(JsonObject item, String key) {
+  private static String string(JsonObject item, String key) {
     Object value = item.getValue(key);
     if (!(value instanceof String s)) {
       throw ApiError.badRequest(
           "A " + item.getValue("type") + " item needs a string '" + key + "'", "input");
     }
-    return s.length();
+    return s;
   }
 
   private static String optionalString(JsonObject body, String key) {

@@ -10,8 +10,8 @@ import java.util.List;
  * @param body the request as sent; the response echoes its fields as vLLM's {@code from_request}
  *     does
  * @param requestId the {@code request_id} the client chose (vLLM's extra field), or null
- * @param history characters of each non-system message of the conversation so far, this turn's
- *     input last; kept with a stored response so that {@code previous_response_id} can count it
+ * @param history each non-system message of the conversation so far, this turn's input last; kept
+ *     with a stored response so that {@code previous_response_id} can count and hash it
  * @param store whether the finished response is kept for {@code GET /v1/responses/{id}}
  * @param background whether to answer {@code queued} at once and generate afterwards
  * @param previousResponseId the conversation this turn continues, or null
@@ -23,7 +23,7 @@ record ResponsesRequest(
     ParsedRequest parsed,
     JsonObject body,
     String requestId,
-    List<Long> history,
+    List<PromptBlocks.Message> history,
     boolean store,
     boolean background,
     String previousResponseId,

@@ -45,6 +45,9 @@ final class Sequence {
   long epoch;
   long timerId = -1;
 
+  /** Prompt tokens the prefix cache served when it started: not prefilled. */
+  int cachedTokens;
+
   /** KV-cache blocks it holds while running: its prompt and the tokens generated so far. */
   int kvBlocks;
 

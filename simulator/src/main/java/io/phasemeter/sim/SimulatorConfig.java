@@ -28,6 +28,10 @@ import java.util.List;
  *     vLLM does with {@code --otlp-traces-endpoint} (OTLP/HTTP protobuf); null for none
  * @param kvCacheTokens the KV cache's size in tokens, for {@code vllm:kv_cache_usage_perc}; 0 for
  *     {@link #KV_CACHE_TOKENS_PER_SLOT} per slot
+ * @param prefixCacheBlocks the prefix cache's size in blocks of {@link #KV_BLOCK_TOKENS} tokens
+ *     (vLLM's automatic prefix caching, see {@link PrefixCache}); 0 turns it off
+ * @param promptTokensDetails whether usage carries {@code prompt_tokens_details.cached_tokens}, as
+ *     vLLM's {@code --enable-prompt-tokens-details}
  */
 public record SimulatorConfig(
     String host,
@@ -47,13 +51,24 @@ public record SimulatorConfig(
     long stallMs,
     double disconnectRate,
     String otlpTracesEndpoint,
-    int kvCacheTokens) {
+    int kvCacheTokens,
+    int prefixCacheBlocks,
+    boolean promptTokensDetails) {
 
   /** KV-cache tokens per slot when {@code --kv-cache-tokens} is 0 (the default). */
   public static final int KV_CACHE_TOKENS_PER_SLOT = 2048;
 
   /** Tokens per KV-cache block, vLLM's default {@code --block-size}. */
   public static final int KV_BLOCK_TOKENS = 16;
+
+  /** {@code --prefix-cache-blocks} when not given: 16,384 blocks, 262,144 tokens. */
+  public static final int DEFAULT_PREFIX_CACHE_BLOCKS = 16_384;
+
+  /**
+   * The largest {@code --prefix-cache-blocks}: 1,048,576 blocks (16,777,216 tokens), some 70 MB of
+   * heap when full.
+   */
+  public static final int MAX_PREFIX_CACHE_BLOCKS = 1 << 20;
 
   public SimulatorConfig {
     if (host == null || host.isBlank()) {
@@ -106,6 +121,12 @@ public record SimulatorConfig(
             + KV_BLOCK_TOKENS
             + ", got "
             + kvCacheTokens);
+    require(
+        prefixCacheBlocks >= 0 && prefixCacheBlocks <= MAX_PREFIX_CACHE_BLOCKS,
+        "--prefix-cache-blocks must be between 0 (off) and "
+            + MAX_PREFIX_CACHE_BLOCKS
+            + ", got "
+            + prefixCacheBlocks);
     if (otlpTracesEndpoint != null && otlpTracesEndpoint.isBlank()) {
       otlpTracesEndpoint = null;
     }
@@ -137,7 +158,9 @@ public record SimulatorConfig(
         5_000,
         0,
         null,
-        0);
+        0,
+        DEFAULT_PREFIX_CACHE_BLOCKS,
+        false);
   }
 
   public SimulatorConfig withHost(String v) {
@@ -159,7 +182,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withPort(int v) {
@@ -181,7 +206,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withModels(List<String> v) {
@@ -203,7 +230,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withSlots(int v) {
@@ -225,7 +254,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withMaxQueue(int v) {
@@ -247,7 +278,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withPrefillTokensPerSecond(double v) {
@@ -269,7 +302,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withDecodeStepMs(double v) {
@@ -291,7 +326,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withDecodeStepGrowth(double v) {
@@ -313,7 +350,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withStepClock(StepClock v) {
@@ -335,7 +374,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withDefaultMaxTokens(int v) {
@@ -357,7 +398,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withMaxModelLen(int v) {
@@ -379,7 +422,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withSeed(long v) {
@@ -401,7 +446,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withErrorRate(double v) {
@@ -423,7 +470,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withStallRate(double v) {
@@ -445,7 +494,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withStallMs(long v) {
@@ -467,7 +518,9 @@ public record SimulatorConfig(
         v,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withDisconnectRate(double v) {
@@ -489,7 +542,9 @@ public record SimulatorConfig(
         stallMs,
         v,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withOtlpTracesEndpoint(String v) {
@@ -511,7 +566,9 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         v,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   public SimulatorConfig withKvCacheTokens(int v) {
@@ -533,6 +590,56 @@ public record SimulatorConfig(
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
+        v,
+        prefixCacheBlocks,
+        promptTokensDetails);
+  }
+
+  public SimulatorConfig withPrefixCacheBlocks(int v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        stepClock,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate,
+        otlpTracesEndpoint,
+        kvCacheTokens,
+        v,
+        promptTokensDetails);
+  }
+
+  public SimulatorConfig withPromptTokensDetails(boolean v) {
+    return new SimulatorConfig(
+        host,
+        port,
+        models,
+        slots,
+        maxQueue,
+        prefillTokensPerSecond,
+        decodeStepMs,
+        decodeStepGrowth,
+        stepClock,
+        defaultMaxTokens,
+        maxModelLen,
+        seed,
+        errorRate,
+        stallRate,
+        stallMs,
+        disconnectRate,
+        otlpTracesEndpoint,
+        kvCacheTokens,
+        prefixCacheBlocks,
         v);
   }
 

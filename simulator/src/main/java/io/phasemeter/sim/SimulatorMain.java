@@ -26,7 +26,7 @@ import picocli.CommandLine.Spec;
           + " /v1/audio/transcriptions and /v1/audio/translations (uploads counted and hashed,"
           + " never held), /tokenize, /detokenize, /v1/models, /v1/models/{id}, /version, /health"
           + " and /metrics, with continuous batching (slots, prefill time, decode steps that grow"
-          + " with the batch) and injectable faults.",
+          + " with the batch), a prefix cache and injectable faults.",
       "",
       "Per-request headers: x-sim-ttft-ms, x-sim-decode-step-ms, x-sim-reasoning-tokens"
           + " (/v1/responses), x-sim-fault (error|error_event|reset|stall|disconnect|malformed),"
@@ -151,6 +151,30 @@ public final class SimulatorMain implements Callable<Integer> {
   int kvCacheTokens = D.kvCacheTokens();
 
   @Option(
+      names = "--prefix-cache-blocks",
+      paramLabel = "N",
+      description =
+          "Prefix cache, as vLLM's automatic prefix caching: the last N prompt blocks of 16 tokens"
+              + " whose prefill was computed (least recently used leave first); a prompt's leading"
+              + " blocks found there skip prefill (at least one token is always computed)."
+              + " Token-id prompts hash their ids, text its 4-character units, a chat its messages"
+              + " in order with their roles. Counted in vllm:prefix_cache_queries_total and"
+              + " vllm:prefix_cache_hits_total (tokens). 0 = off; at most "
+              + SimulatorConfig.MAX_PREFIX_CACHE_BLOCKS
+              + " (default: ${DEFAULT-VALUE}, "
+              + SimulatorConfig.DEFAULT_PREFIX_CACHE_BLOCKS * SimulatorConfig.KV_BLOCK_TOKENS
+              + " tokens).")
+  int prefixCacheBlocks = D.prefixCacheBlocks();
+
+  @Option(
+      names = "--prompt-tokens-details",
+      description =
+          "Report the prefix cache's hit in usage.prompt_tokens_details.cached_tokens (when above"
+              + " 0) and in the Responses API's input_tokens_details.cached_tokens, as vLLM's"
+              + " --enable-prompt-tokens-details (default: off).")
+  boolean promptTokensDetails = D.promptTokensDetails();
+
+  @Option(
       names = "--otlp-traces-endpoint",
       paramLabel = "URL",
       defaultValue = "${env:OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}",
@@ -181,7 +205,9 @@ public final class SimulatorMain implements Callable<Integer> {
         stallMs,
         disconnectRate,
         otlpTracesEndpoint,
-        kvCacheTokens);
+        kvCacheTokens,
+        prefixCacheBlocks,
+        promptTokensDetails);
   }
 
   @Override
@@ -217,6 +243,8 @@ public final class SimulatorMain implements Callable<Integer> {
             + config.slots()
             + ", step clock: "
             + config.stepClock().flag()
+            + ", prefix cache: "
+            + (config.prefixCacheBlocks() > 0 ? config.prefixCacheBlocks() + " blocks" : "off")
             + ")");
     out.flush();
     CountDownLatch stopped = new CountDownLatch(1);

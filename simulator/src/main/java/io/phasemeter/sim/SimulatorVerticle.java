@@ -153,7 +153,15 @@ final class SimulatorVerticle extends VerticleBase {
             parsed.minTokens(),
             parsed.ignoreEos());
     String id = endpoint.idPrefix + admission.nextHex(8);
-    Exchange exchange = new Exchange(request, parsed, fault, engine, id, Admission.nowSeconds());
+    Exchange exchange =
+        new Exchange(
+            request,
+            parsed,
+            fault,
+            engine,
+            id,
+            Admission.nowSeconds(),
+            config.promptTokensDetails());
     Sequence sequence = admission.sequence(request, parsed, plan, fault, exchange, id);
     exchange.attach(sequence);
     if (!admission.admit(ctx.response(), sequence)) {

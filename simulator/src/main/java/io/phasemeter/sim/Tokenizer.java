@@ -35,7 +35,7 @@ final class Tokenizer {
   static List<Integer> text(String s) {
     List<Integer> ids = new ArrayList<>((s.length() + 3) / 4);
     for (int i = 0; i < s.length(); i += 4) {
-      ids.add(chunkId(s.substring(i, Math.min(s.length(), i + 4))));
+      ids.add(chunkId(s, i, Math.min(s.length(), i + 4)));
     }
     return ids;
   }
@@ -97,21 +97,22 @@ final class Tokenizer {
     return text.toString();
   }
 
-  private static int chunkId(String chunk) {
+  /** The id of the chunk {@code s[from, to)}, of one to four characters. */
+  static int chunkId(String s, int from, int to) {
     int id = PACKED;
-    for (int i = 0; i < chunk.length(); i++) {
-      char c = chunk.charAt(i);
+    for (int i = from; i < to; i++) {
+      char c = s.charAt(i);
       if (c == 0 || c > 0x7F) {
-        long h = RequestParser.fnv64(chunk);
+        long h = RequestParser.fnv64(s.substring(from, to));
         return HASHED + (int) (h & (HASHED - 1));
       }
-      id |= c << (7 * i);
+      id |= c << (7 * (i - from));
     }
     return id;
   }
 
   /** A message's content as the chat counts it: a string, or its parts' texts joined. */
-  private static String contentText(Object content) {
+  static String contentText(Object content) {
     if (content == null) {
       return "";
     }

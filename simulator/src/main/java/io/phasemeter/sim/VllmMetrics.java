@@ -33,6 +33,8 @@ final class VllmMetrics {
   private final Counter promptTokens;
   private final Counter generationTokens;
   private final Counter requestSuccess;
+  private final Counter prefixCacheQueries;
+  private final Counter prefixCacheHits;
   private final Histogram ttft;
   private final Histogram e2e;
   private final Histogram tpot;
@@ -76,6 +78,19 @@ final class VllmMetrics {
             .name("vllm:request_success_total")
             .help("Count of finished requests by finish reason.")
             .labelNames("model_name", "finished_reason")
+            .register(registry);
+    // vLLM V1's prefix cache counters, in tokens (vLLM adds an engine label; the simulator is one).
+    prefixCacheQueries =
+        Counter.builder()
+            .name("vllm:prefix_cache_queries_total")
+            .help("Prefix cache queries, in terms of number of queried tokens.")
+            .labelNames("model_name")
+            .register(registry);
+    prefixCacheHits =
+        Counter.builder()
+            .name("vllm:prefix_cache_hits_total")
+            .help("Prefix cache hits, in terms of number of cached tokens.")
+            .labelNames("model_name")
             .register(registry);
     ttft =
         histogram(
@@ -166,6 +181,8 @@ final class VllmMetrics {
       kvCacheUsage.labelValues(model).set(0);
       promptTokens.labelValues(model);
       generationTokens.labelValues(model);
+      prefixCacheQueries.labelValues(model);
+      prefixCacheHits.labelValues(model);
       for (String reason : List.of("stop", "length", "abort")) {
         requestSuccess.labelValues(model, reason);
       }
@@ -217,6 +234,12 @@ final class VllmMetrics {
   /** A pooling request's prompt: counted, but it has no first token to time. */
   void pooled(String model, int prompt) {
     promptTokens.labelValues(model).inc(prompt);
+  }
+
+  /** A sequence was scheduled: its prompt looked up in the prefix cache, {@code hits} found. */
+  void prefixCache(String model, int queried, int hits) {
+    prefixCacheQueries.labelValues(model).inc(queried);
+    prefixCacheHits.labelValues(model).inc(hits);
   }
 
   void interToken(String model, double seconds) {

@@ -139,7 +139,7 @@ class ResponsesTest extends SimTestBase {
         .isEqualTo(new JsonObject().put("reason", "max_output_tokens"));
     assertThat(response.getJsonArray("output")).containsExactly(done);
     int prompt = 3 + 4 + 3; // priming + message overhead + ceil(11 / 4)
-    assertThat(response.getJsonObject("usage")).isEqualTo(ResponsesJson.usage(prompt, 5, 0));
+    assertThat(response.getJsonObject("usage")).isEqualTo(ResponsesJson.usage(prompt, 5, 0, 0));
     assertThat(response.getJsonObject("usage").getInteger("total_tokens")).isEqualTo(prompt + 5);
   }
 
@@ -255,7 +255,7 @@ class ResponsesTest extends SimTestBase {
     assertThat(part.getJsonArray("annotations")).isEmpty();
     assertThat(part.getString("text").split(" ")).hasSize(4);
     // 3 priming + instructions (4 + ceil(8 / 4)) + the message (4 + ceil(8 / 4))
-    assertThat(json.getJsonObject("usage")).isEqualTo(ResponsesJson.usage(15, 4, 0));
+    assertThat(json.getJsonObject("usage")).isEqualTo(ResponsesJson.usage(15, 4, 0, 0));
   }
 
   @Test

@@ -50,6 +50,8 @@ class SimulatorMainTest {
         .contains("--step-clock", "per-sequence|shared", "(default: per-sequence)")
         .contains("--default-max-tokens", "--max-model-len", "--seed")
         .contains("--error-rate", "--stall-rate", "--stall-ms", "--disconnect-rate")
+        .contains("--prefix-cache-blocks", "16384, 262144 tokens", "0 = off")
+        .contains("--prompt-tokens-details", "cached_tokens")
         .contains("x-sim-ttft-ms", "error_event", "x-sim-reasoning-tokens")
         .contains("/v1/responses", "/v1/embeddings", "/v1/audio/transcriptions", "/tokenize");
   }
@@ -72,6 +74,18 @@ class SimulatorMainTest {
     assertThat(run("--step-clock", "lockstep")).isEqualTo(2);
     assertThat(err.toString().strip().lines()).hasSize(1);
     assertThat(err.toString()).contains("--step-clock must be per-sequence or shared");
+  }
+
+  @Test
+  void prefixCacheFlagsBuildTheConfigAndANegativeSizeIsExitCode2() {
+    SimulatorMain main = new SimulatorMain();
+    new CommandLine(main).parseArgs("--prefix-cache-blocks", "0", "--prompt-tokens-details");
+    assertThat(main.config().prefixCacheBlocks()).isZero();
+    assertThat(main.config().promptTokensDetails()).isTrue();
+    assertThat(run("--prefix-cache-blocks", "-1")).isEqualTo(2);
+    assertThat(err.toString().strip().lines()).hasSize(1);
+    assertThat(err.toString())
+        .contains("--prefix-cache-blocks must be between 0 (off) and 1048576, got -1");
   }
 
   @Test
