@@ -199,6 +199,7 @@ public final class Demo implements Callable<Integer> {
               LoadOptions.DEFAULT_MAX_ERROR_RATE,
               WarmUp.Target.SELF,
               true,
+              null,
               null);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {

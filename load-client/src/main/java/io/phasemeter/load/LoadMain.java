@@ -6,6 +6,7 @@ import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
+import io.phasemeter.load.workload.dataset.Dataset;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
@@ -286,6 +287,22 @@ public final class LoadMain implements Callable<Integer> {
     String mix;
 
     @Option(
+        names = "--dataset",
+        paramLabel = "KIND:FILE",
+        description =
+            "prompts from a file you bring (nothing is downloaded), instead of --profile, --mix or"
+                + " --input-tokens: sharegpt:FILE (ShareGPT JSON: the first human turn answered by"
+                + " a gpt turn; output length the answer's, estimated as ceil(chars / 4); vLLM's"
+                + " filters: prompt or output under 4, prompt over 1024, both over 2048 tokens"
+                + " skipped and counted) or jsonl:FILE (one {\"prompt\": \"...\","
+                + " \"output_tokens\": N} a line; a bad line is an error, exit 2). Entries in"
+                + " an order shuffled with --seed, each once before any repeats; --output-tokens N"
+                + " sets every output length. --api completions or chat: max_tokens = min_tokens"
+                + " and ignore_eos, so the output length is exact and checked; the prompt's is"
+                + " not. The conditions record the file's SHA-256 and the lengths, never the text")
+    String dataset;
+
+    @Option(
         names = "--api",
         paramLabel = "API",
         description = {
@@ -498,7 +515,8 @@ public final class LoadMain implements Callable<Integer> {
           share("--max-error-rate", maxErrorRate),
           WarmUp.Target.parse("--warmup-target", warmupTarget),
           onOff("--client-floor", clientFloor),
-          slo == null ? null : Objectives.parse("--slo", slo));
+          slo == null ? null : Objectives.parse("--slo", slo),
+          dataset == null ? null : Dataset.parse("--dataset", dataset));
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

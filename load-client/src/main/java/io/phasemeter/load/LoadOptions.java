@@ -9,6 +9,9 @@ import io.phasemeter.load.workload.Arrivals;
 import io.phasemeter.load.workload.Mix;
 import io.phasemeter.load.workload.Profile;
 import io.phasemeter.load.workload.Workload;
+import io.phasemeter.load.workload.dataset.Dataset;
+import io.phasemeter.load.workload.dataset.DatasetEntries;
+import io.phasemeter.load.workload.dataset.DatasetSource;
 import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -38,6 +41,8 @@ import java.util.List;
  *     --max-error-rate}, 0–1); a budgets file's {@code max_error_rate} wins where it gives one
  * @param slo goodput's objectives from {@code --slo} (or a campaign plan's {@code slo}), or null:
  *     then the budgets file's {@code slo_ms} for the model, if any; reported, never a gate
+ * @param dataset the file the requests come from ({@code --dataset sharegpt:FILE}, {@code jsonl:
+ *     FILE}), or null: the profile, mix or lengths; read by {@link #datasetEntries()}
  */
 public record LoadOptions(
     URI url,
@@ -73,7 +78,8 @@ public record LoadOptions(
     double maxErrorRate,
     WarmUp.Target warmupTarget,
     boolean clientFloor,
-    Objectives slo) {
+    Objectives slo,
+    Dataset dataset) {
 
   /** {@code --join-fetch-timeout} when none is given. */
   public static final Duration DEFAULT_JOIN_FETCH_TIMEOUT = Duration.ofSeconds(10);
@@ -155,6 +161,14 @@ public record LoadOptions(
           "--output-tokens cannot go with --api embeddings: embeddings generate no output"
               + " (give --input-tokens alone)");
     }
+    if (dataset != null && (profile != null || mix != null || inputTokens > 0)) {
+      throw new IllegalArgumentException(
+          "--dataset gives the prompts and their lengths: it cannot go with --profile, --mix or"
+              + " --input-tokens (--output-tokens N sets every output length)");
+    }
+    if (dataset != null) {
+      DatasetSource.requireApi(api);
+    }
     if (api == Api.RESPONSES && (profile != null || mix != null || inputTokens > 0)) {
       throw new IllegalArgumentException(
           "--api responses sends free text, so input lengths cannot be exact: --profile, --mix"
@@ -213,7 +227,8 @@ public record LoadOptions(
         maxErrorRate,
         warmupTarget,
         clientFloor,
-        slo);
+        slo,
+        dataset);
   }
 
   /**
@@ -266,6 +281,9 @@ public record LoadOptions(
   }
 
   private Workload requests() {
+    if (dataset != null) {
+      return DatasetSource.workload(model, api, stream, seed, datasetEntries());
+    }
     int maxTokens = outputTokens > 0 ? outputTokens : 128;
     return switch (api) {
       case CHAT -> Workload.chat(model, maxTokens, stream, seed);
@@ -303,10 +321,20 @@ public record LoadOptions(
     return Profile.DOC_QA;
   }
 
+  /**
+   * The dataset's usable entries, read on the first call (the usage phase of a run: a bad file is
+   * an error before any request), kept with the {@link Dataset} after; null without --dataset.
+   */
+  public DatasetEntries datasetEntries() {
+    return dataset == null ? null : dataset.load(outputTokens);
+  }
+
   /** The workload in words, for the start line and the report's conditions. */
   public String workloadText() {
     String lengths;
-    if (api == Api.CHAT) {
+    if (dataset != null) {
+      lengths = datasetEntries().describe() + (api == Api.CHAT ? ", chat" : "");
+    } else if (api == Api.CHAT) {
       lengths = "chat, free text";
     } else if (api == Api.RESPONSES) {
       lengths = "responses, free text";

@@ -201,6 +201,11 @@ public final class LoadRun {
                 + " budgets of every tenant");
       }
       o.workload();
+      if (o.dataset() != null) {
+        // Read (and every entry checked) by o.workload() above, before any request.
+        o.datasetEntries().lines().forEach(l -> out.println("phasemeter load: " + l));
+        out.flush();
+      }
       for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
         if (o.concurrency() == 0) {
           o.arrivals(rate, 0);
@@ -458,6 +463,10 @@ public final class LoadRun {
     if (o.apiKey() != null) {
       // The variable's name only: the key itself is never written.
       conditions.put("api_key_env", o.apiKey().envName());
+    }
+    if (o.dataset() != null) {
+      // Lengths, counts and the file's hash; never its text.
+      conditions.putAll(o.datasetEntries().conditions());
     }
     conditions.put("seed", o.seed());
     conditions.put("warmup_requests", o.warmup());

@@ -385,7 +385,7 @@ final class Exchange implements ConnectionPool.Waiter {
   }
 
   private void validate() {
-    if (!spec.exactLengths()) {
+    if (!spec.exactLengths() && !spec.exactOutput()) {
       finish(ErrorClass.NONE, null);
     } else if (!spec.api().generates()) {
       // Embeddings: the input is exact, and nothing is generated to check.
@@ -400,11 +400,13 @@ final class Exchange implements ConnectionPool.Waiter {
       }
     } else if (usageCompletion < 0 && usagePrompt < 0) {
       finish(ErrorClass.INVALID, "no usage in the response");
-    } else if (usagePrompt != spec.promptTokens()) {
+    } else if (spec.exactLengths() && usagePrompt != spec.promptTokens()) {
       finish(
           ErrorClass.INVALID,
           "prompt_tokens " + usagePrompt + " != prompt tokens sent " + spec.promptTokens());
-    } else if (usageCompletion != spec.maxTokens()) {
+    } else if (spec.exactOutput() && usageCompletion != spec.maxTokens()) {
+      // A text prompt (a dataset's) is not exact, but its output is: an engine that stops early
+      // is caught here all the same.
       finish(
           ErrorClass.INVALID,
           "completion_tokens " + usageCompletion + " != max_tokens " + spec.maxTokens());

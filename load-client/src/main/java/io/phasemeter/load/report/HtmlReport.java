@@ -123,6 +123,7 @@ final class HtmlReport {
     b.append(GoodputHtml.section(m));
     b.append(ReplicasHtml.section(m));
     failures();
+    b.append(LengthsHtml.section(m));
     phases();
     cdfs();
     overTime();

@@ -36,6 +36,9 @@ final class ReportModel {
   /** Goodput over every request; null when the run had no objectives. */
   final GoodputCounts goodput;
 
+  /** The token lengths asked for and received over the successful requests. */
+  final Lengths lengths;
+
   /**
    * Good requests per interval of {@link #timeSeries} (the same intervals, by intended start);
    * empty without objectives.
@@ -69,6 +72,7 @@ final class ReportModel {
     this.outputTokenThroughput = tokens / in.durationSeconds();
     this.goodput = in.goodput() == null ? null : GoodputCounts.of(in.goodput(), in.pairs());
     this.goodOverTime = goodOverTime(in, timeSeries);
+    this.lengths = Lengths.of(in.pairs(), in.generates());
   }
 
   private static long[] goodOverTime(ReportInput in, List<TimePoint> series) {

@@ -92,6 +92,9 @@ final class SummaryJson {
           root.putObject("goodput"), in.sent(), in.ok(), in.durationSeconds(), in.generates());
     }
 
+    // The token lengths asked for and received, over the successful requests.
+    m.lengths.write(root.putObject("lengths"));
+
     ObjectNode phases = root.putObject("phases");
     for (String name : PhaseStats.NAMES) {
       if (!in.applicable(name)) {

@@ -17,6 +17,10 @@ import java.util.Objects;
  * @param headers extra request headers (e.g. the simulator's {@code x-sim-*}); never null
  * @param turn the request's turn in its session, 1 for the first ({@link Workload#SESSION_HEADER}
  *     names the session); 0 for a request outside any session
+ * @param exactOutput whether the server must generate exactly {@code maxTokens} ({@code min_tokens
+ *     = max_tokens}, {@code ignore_eos}), so that {@code usage.completion_tokens} is checked
+ *     against it even when the prompt is free text (a dataset's); the constructors without it set
+ *     it for the exact-length prompts ({@code promptTokens >= 0}) of an API that generates
  */
 public record RequestSpec(
     Api api,
@@ -27,7 +31,8 @@ public record RequestSpec(
     int maxTokens,
     boolean stream,
     Map<String, String> headers,
-    int turn) {
+    int turn,
+    boolean exactOutput) {
 
   public RequestSpec {
     Objects.requireNonNull(api, "api");
@@ -38,6 +43,33 @@ public record RequestSpec(
     if (turn < 0) {
       throw new IllegalArgumentException("turn must be 0 (no session) or more, got " + turn);
     }
+  }
+
+  /**
+   * A request whose output is exact exactly when its prompt is ({@code promptTokens >= 0}, an API
+   * that generates).
+   */
+  public RequestSpec(
+      Api api,
+      String path,
+      Buffer body,
+      String bucket,
+      int promptTokens,
+      int maxTokens,
+      boolean stream,
+      Map<String, String> headers,
+      int turn) {
+    this(
+        api,
+        path,
+        body,
+        bucket,
+        promptTokens,
+        maxTokens,
+        stream,
+        headers,
+        turn,
+        promptTokens >= 0 && api != null && api.generates());
   }
 
   /** A request outside any session (turn 0). */
@@ -75,7 +107,8 @@ public record RequestSpec(
   public RequestSpec withHeaders(Map<String, String> extra) {
     java.util.HashMap<String, String> all = new java.util.HashMap<>(headers);
     all.putAll(extra);
-    return new RequestSpec(api, path, body, bucket, promptTokens, maxTokens, stream, all, turn);
+    return new RequestSpec(
+        api, path, body, bucket, promptTokens, maxTokens, stream, all, turn, exactOutput);
   }
 
   /** Whether usage must match exactly ({@code promptTokens >= 0}). */
@@ -102,6 +135,8 @@ public record RequestSpec(
         + new java.util.TreeSet<>(headers.keySet())
         + ", turn="
         + turn
+        + ", exactOutput="
+        + exactOutput
         + "]";
   }
 }

@@ -3,6 +3,7 @@ package io.phasemeter.load.http;
 import static io.phasemeter.load.http.RequestRunnerSimulatorTest.await;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.RequestSpec;
 import io.vertx.core.Handler;
 import io.vertx.core.Vertx;
@@ -88,6 +89,53 @@ class RequestRunnerScriptedTest {
     // Without usage, n is the number of content events: 2, so one gap.
     assertThat(free.itlCount()).isEqualTo(1);
     assertThat(free.tpotNanos()).isNotNegative();
+  }
+
+  @Test
+  void aTextPromptWithAnExactOutputIsInvalidWhenTheEngineStopsEarly() throws Exception {
+    // A dataset's request: the prompt is text (its tokens are the server's to count), the output
+    // is exact (min_tokens = max_tokens, ignore_eos).
+    RequestSpec exactOutput =
+        new RequestSpec(
+            Api.COMPLETIONS,
+            "/v1/completions",
+            Buffer.buffer("{}"),
+            "sharegpt",
+            -1,
+            300,
+            true,
+            java.util.Map.of(),
+            0,
+            true);
+    script = req -> sse(req.response(), chunk("a") + usage(57, 298) + DONE);
+    ClientResult early = run(exactOutput);
+    assertThat(early.error()).isEqualTo(ErrorClass.INVALID);
+    assertThat(early.invalidReason()).isEqualTo("completion_tokens 298 != max_tokens 300");
+
+    script = req -> sse(req.response(), chunk("a") + usage(57, 300) + DONE);
+    ClientResult exact = run(exactOutput);
+    assertThat(exact.error()).isEqualTo(ErrorClass.NONE);
+    assertThat(exact.usagePromptTokens()).isEqualTo(57);
+    assertThat(exact.promptTokens()).isEqualTo(-1);
+
+    script = req -> sse(req.response(), chunk("a") + DONE);
+    assertThat(run(exactOutput).invalidReason()).isEqualTo("no usage in the response");
+
+    // Free text without min_tokens (as chat's): the output is a cap, not checked.
+    script = req -> sse(req.response(), chunk("a") + usage(57, 298) + DONE);
+    RequestSpec free =
+        new RequestSpec(
+            Api.COMPLETIONS,
+            "/v1/completions",
+            Buffer.buffer("{}"),
+            "free",
+            -1,
+            300,
+            true,
+            java.util.Map.of(),
+            0);
+    assertThat(free.exactOutput()).isFalse();
+    assertThat(run(free).error()).isEqualTo(ErrorClass.NONE);
   }
 
   @Test
