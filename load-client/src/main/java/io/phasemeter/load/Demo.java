@@ -199,6 +199,8 @@ public final class Demo implements Callable<Integer> {
               LoadOptions.DEFAULT_MAX_ERROR_RATE,
               WarmUp.Target.SELF,
               true,
+              null,
+              null,
               null);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {

@@ -338,7 +338,9 @@ public final class CampaignRunner {
         // The campaign's own warm-up runs warm the client (one JVM for every run).
         WarmUp.Target.SERVER,
         false,
-        plan.slo());
+        plan.slo(),
+        null,
+        null);
   }
 
   static Map<String, Double> emptyMetrics() {
