@@ -122,7 +122,9 @@ public final class Replayed {
         + trace.format().key()
         + ", "
         + trace.rows()
-        + " rows, prefixes "
+        + " rows, "
+        + (trace.skipped() > 0 ? trace.skipped() + " without tokens left out, " : "")
+        + "prefixes "
         + replay.prefixes().key()
         + (trace.sessions() > 0 ? ", " + trace.sessions() + " sessions" : "")
         + "), exact lengths"
@@ -131,10 +133,10 @@ public final class Replayed {
 
   /**
    * The conditions of summary.json: {@code replay_file}, {@code replay_sha256}, {@code
-   * replay_format}, {@code replay_rows} (in the file), {@code replay_rows_skipped}, {@code
-   * replay_rows_sent_max} (after the limit and {@code --duration}), {@code replay_speed}, {@code
-   * replay_span_s} (the replayed rows' span in trace time), {@code replay_prefixes}, {@code
-   * replay_sessions}, {@code replay_hash_ids} (distinct).
+   * replay_format}, {@code replay_rows} (in the file), {@code replay_rows_skipped} (Azure rows with
+   * a length of 0), {@code replay_limit}, {@code replay_rows_sent_max} (after the limit and {@code
+   * --duration}), {@code replay_speed}, {@code replay_span_s} (the replayed rows' span in trace
+   * time), {@code replay_prefixes}, {@code replay_sessions}, {@code replay_hash_ids} (distinct).
    */
   public Map<String, Object> conditions(Duration cut) {
     Map<String, Object> c = new LinkedHashMap<>();

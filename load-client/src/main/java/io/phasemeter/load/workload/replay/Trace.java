@@ -2,8 +2,8 @@ package io.phasemeter.load.workload.replay;
 
 /**
  * The rows of a trace file that a run replays, checked ({@link TraceReader}) and held in primitive
- * columns: about 20 bytes a row, 4 a hash id. Row {@code i} is the {@code i}-th replayed row of the
- * file. Immutable once read.
+ * columns: about 20 bytes a row, 4 a hash id and 8 a distinct one. Row {@code i} is the {@code
+ * i}-th replayed row of the file. Immutable once read.
  */
 public final class Trace {
   /** Tokens in one hash-id block (Mooncake's, 512). */

@@ -40,7 +40,7 @@ final class TraceReader {
       long maxHashIds,
       int maxTokens) {
     static final Limits DEFAULT =
-        new Limits(1 << 20, 10_000_000, 1_000_000, 1_000_000, 50_000_000, 1 << 20);
+        new Limits(1 << 20, 10_000_000, 1_000_000, 1_000_000, 20_000_000, 1 << 20);
   }
 
   /** The longest session id or prefix id, in characters (printable ASCII). */
@@ -180,7 +180,6 @@ final class TraceReader {
     long timeNanos = -1;
     long input = -1;
     long output = -1;
-    boolean hasHashIds;
     final Columns.Longs hashIds = new Columns.Longs(64);
     String session;
     String prefix;
@@ -190,7 +189,6 @@ final class TraceReader {
       timeNanos = -1;
       input = -1;
       output = -1;
-      hasHashIds = false;
       hashIds.clear();
       session = null;
       prefix = null;
@@ -264,6 +262,12 @@ final class TraceReader {
     if (v != JsonToken.VALUE_NUMBER_INT && v != JsonToken.VALUE_NUMBER_FLOAT) {
       throw error(line, field + " must be a number of milliseconds, got " + kind(v));
     }
+    if (v == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
+      long ms = p.getLongValue();
+      if (ms >= 0 && ms <= Long.MAX_VALUE / 1_000_000) {
+        return ms * 1_000_000;
+      }
+    }
     BigDecimal ms = p.getDecimalValue();
     if (ms.signum() < 0) {
       throw error(line, field + " must be 0 or more, got " + ms.toPlainString());
@@ -279,6 +283,12 @@ final class TraceReader {
   private long whole(JsonParser p, JsonToken v, String field, long line) throws IOException {
     if (v != JsonToken.VALUE_NUMBER_INT && v != JsonToken.VALUE_NUMBER_FLOAT) {
       throw error(line, field + " must be a whole number, got " + kind(v));
+    }
+    if (v == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
+      long n = p.getLongValue();
+      if (n >= 0) {
+        return n;
+      }
     }
     BigDecimal d = p.getDecimalValue();
     if (d.signum() < 0) {
@@ -303,7 +313,6 @@ final class TraceReader {
     if (v != JsonToken.START_ARRAY) {
       throw error(line, "hash_ids must be an array of whole numbers of 0 or more, got " + kind(v));
     }
-    row.hasHashIds = true;
     JsonToken t;
     while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
       if (t != JsonToken.VALUE_NUMBER_INT
