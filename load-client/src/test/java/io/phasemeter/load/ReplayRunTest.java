@@ -168,6 +168,45 @@ class ReplayRunTest {
   }
 
   @Test
+  void sharedPrefixesOfTheSyntheticWorkloadKeepItsExactLengthsAndAreRecorded() throws Exception {
+    Path out = dir.resolve("prefixes");
+    StringWriter stdout = new StringWriter();
+    StringWriter stderr = new StringWriter();
+    int code =
+        LoadMain.commandLine(new PrintWriter(stdout, true), new PrintWriter(stderr, true))
+            .execute(
+                RunArgs.quiet(
+                    "run",
+                    "--url",
+                    "http://127.0.0.1:" + proxy.port(),
+                    "--model",
+                    "sim-llama",
+                    "--rate",
+                    "40",
+                    "--arrival",
+                    "constant",
+                    "--duration",
+                    "500ms",
+                    "--mix",
+                    "600:2=0.5,700:3=0.5",
+                    "--prefix-tokens",
+                    "512",
+                    "--prefixes",
+                    "3",
+                    "--out",
+                    out.toString()));
+    assertThat(code).as(stdout + "\n" + stderr).isZero();
+    JsonNode s = JSON.readTree(out.resolve("summary.json").toFile());
+    assertThat(s.get("requests").get("ok").asLong()).isEqualTo(20);
+    assertThat(s.get("requests").get("invalid").asLong()).isZero();
+    JsonNode c = s.get("conditions");
+    assertThat(c.get("prefix_tokens").asInt()).isEqualTo(512);
+    assertThat(c.get("prefixes").asInt()).isEqualTo(3);
+    assertThat(c.get("workload").asText())
+        .isEqualTo("mix 600:2=0.5,700:3=0.5, 3 shared prefixes of 512 tokens, streamed");
+  }
+
+  @Test
   void aDurationCutsTheReplayAndTheConditionsSaySo() throws Exception {
     Path out = dir.resolve("cut");
     StringWriter stdout = new StringWriter();

@@ -58,19 +58,19 @@ public record SharedPrefix(int tokens, int count) {
           "--prefix-tokens needs token-id prompts: --api completions or embeddings (chat and"
               + " responses send free text, whose tokens are the server's)");
     }
+    boolean embeddings = api == Api.EMBEDDINGS;
     for (Mix.Entry e : mix.entries()) {
       if (e.inputTokens() <= tokens) {
         throw new IllegalArgumentException(
             "--prefix-tokens "
                 + tokens
-                + " must be below every input length: shape "
-                + e.bucket()
+                + " must be below every input length: "
+                + (embeddings ? "input " + tokensTag(e.inputTokens()) : "shape " + e.bucket())
                 + " has "
                 + e.inputTokens()
                 + " tokens in");
       }
     }
-    boolean embeddings = api == Api.EMBEDDINGS;
     boolean streamed = stream && !embeddings;
     return Workload.from(
         model,

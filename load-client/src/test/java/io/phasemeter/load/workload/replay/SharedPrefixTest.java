@@ -82,6 +82,12 @@ class SharedPrefixTest {
             "--prefix-tokens 1024 must be below every input length: shape 1k-512 has 1024"
                 + " tokens in");
     assertThatThrownBy(
+            () ->
+                new SharedPrefix(64, 2)
+                    .workload("m", Api.EMBEDDINGS, Mix.parse("64:1=1"), false, 1))
+        .hasMessage(
+            "--prefix-tokens 64 must be below every input length: input 64 has 64 tokens in");
+    assertThatThrownBy(
             () -> new SharedPrefix(10, 2).workload("m", Api.CHAT, Mix.parse("1k:5=1"), true, 1))
         .hasMessageStartingWith("--prefix-tokens needs token-id prompts");
     assertThatThrownBy(() -> SharedPrefix.fromFlags(10, null))
