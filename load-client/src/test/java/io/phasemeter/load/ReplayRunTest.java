@@ -29,7 +29,7 @@ import org.junit.jupiter.api.io.TempDir;
  * time, shared prefixes) replayed at speed 2 through the proxy to the simulator, against the truth
  * the trace file holds: each row's intended start is its timestamp ÷ 2 after the clock, to the
  * microsecond pairs.csv keeps; each request asks for and gets its row's exact lengths; every one is
- * joined.
+ * joined. And the synthetic workload with shared prefixes against the same servers.
  */
 class ReplayRunTest {
   private static final ObjectMapper JSON = new ObjectMapper();
