@@ -200,6 +200,8 @@ public final class Demo implements Callable<Integer> {
               WarmUp.Target.SELF,
               true,
               null,
+              null,
+              null,
               null);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {

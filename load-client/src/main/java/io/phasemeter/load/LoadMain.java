@@ -7,6 +7,8 @@ import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.dataset.Dataset;
+import io.phasemeter.load.workload.replay.Replay;
+import io.phasemeter.load.workload.replay.SharedPrefix;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
@@ -454,6 +456,68 @@ public final class LoadMain implements Callable<Integer> {
     String warmupDuration;
 
     @Option(
+        names = "--replay",
+        paramLabel = "FILE",
+        description =
+            "replay a trace: each row is a request sent at its time (after the first row's,"
+                + " divided by --replay-speed), with its exact lengths on /v1/completions"
+                + " (token ids, ignore_eos, min_tokens = max_tokens); rows sharing hash_ids blocks"
+                + " (512 tokens) send the same tokens there; a session's rows carry"
+                + " x-session-id. A load shape of its own (not with --rate, --concurrency,"
+                + " --steps, --arrival, --burstiness, nor with --profile, --mix, --input-tokens,"
+                + " --output-tokens: the trace gives them); the run lasts the trace (--duration"
+                + " cuts it). The whole file is checked before any request: one line naming the"
+                + " line and field, exit 2")
+    Path replay;
+
+    @Option(
+        names = "--replay-format",
+        paramLabel = "mooncake|azure|jsonl",
+        description =
+            "mooncake: JSONL, timestamp (ms), input_length, output_length, hash_ids, session_id;"
+                + " azure: the Azure LLM inference trace CSV, TIMESTAMP, ContextTokens,"
+                + " GeneratedTokens; jsonl: Phasemeter's, offset_ms, input_length, output_length,"
+                + " hash_ids, session, prefix, prefix_length (default: azure for a .csv file, else"
+                + " mooncake when the first row has timestamp, jsonl when it has offset_ms)")
+    String replayFormat;
+
+    @Option(
+        names = "--replay-speed",
+        paramLabel = "X",
+        description = "trace times are divided by X: 2 replays twice as fast (default: 1)")
+    Double replaySpeed;
+
+    @Option(
+        names = "--replay-limit",
+        paramLabel = "N",
+        description = "replay the first N rows only (the whole file is still checked)")
+    Long replayLimit;
+
+    @Option(
+        names = "--replay-prefixes",
+        paramLabel = "shared|distinct",
+        description =
+            "shared: as the trace says (hash_ids blocks, sessions, prefixes); distinct: every"
+                + " row's prompt its own, the same lengths and times: the control for what a"
+                + " prefix cache buys (default: shared)")
+    String replayPrefixes;
+
+    @Option(
+        names = "--prefix-tokens",
+        paramLabel = "N",
+        description =
+            "with --prefixes K: every prompt starts with one of K shared prefixes of N token ids"
+                + " (drawn per request from the seed), the rest its own; every input length must"
+                + " be above N. Token ids only: --api completions or embeddings")
+    Integer prefixTokens;
+
+    @Option(
+        names = "--prefixes",
+        paramLabel = "K",
+        description = "how many shared prefixes of --prefix-tokens (K system prompts)")
+    Integer prefixes;
+
+    @Option(
         names = "--join-sampled-only",
         description =
             "join only records whose trace the proxy exported (as a trace backend would see them);"
@@ -516,7 +580,16 @@ public final class LoadMain implements Callable<Integer> {
           WarmUp.Target.parse("--warmup-target", warmupTarget),
           onOff("--client-floor", clientFloor),
           slo == null ? null : Objectives.parse("--slo", slo),
-          dataset == null ? null : Dataset.parse("--dataset", dataset));
+          dataset == null ? null : Dataset.parse("--dataset", dataset),
+          Replay.fromFlags(
+              replay, replayFormat, replaySpeed, replayLimit, replayPrefixes, this::given),
+          SharedPrefix.fromFlags(prefixTokens, prefixes));
+    }
+
+    /** Whether the command line gave option {@code name} (else it holds its default). */
+    boolean given(String name) {
+      CommandLine.ParseResult parsed = spec.commandLine().getParseResult();
+      return parsed != null && parsed.hasMatchedOption(name);
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

@@ -12,6 +12,9 @@ import io.phasemeter.load.workload.Workload;
 import io.phasemeter.load.workload.dataset.Dataset;
 import io.phasemeter.load.workload.dataset.DatasetEntries;
 import io.phasemeter.load.workload.dataset.DatasetSource;
+import io.phasemeter.load.workload.replay.Replay;
+import io.phasemeter.load.workload.replay.Replayed;
+import io.phasemeter.load.workload.replay.SharedPrefix;
 import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -19,7 +22,7 @@ import java.util.List;
 
 /**
  * Everything a run needs, validated (docs/design.md §7). Exactly one load shape: a rate (open
- * model), a concurrency (closed model) or steps of rates.
+ * model), a concurrency (closed model), steps of rates or a replayed trace.
  *
  * @param steps rates of a stepped run (empty otherwise)
  * @param inputTokens custom input length (-1: from the profile)
@@ -43,6 +46,10 @@ import java.util.List;
  *     then the budgets file's {@code slo_ms} for the model, if any; reported, never a gate
  * @param dataset the file the requests come from ({@code --dataset sharegpt:FILE}, {@code jsonl:
  *     FILE}), or null: the profile, mix or lengths; read by {@link #datasetEntries()}
+ * @param replay the trace replayed ({@code --replay}: its times are the arrivals, its lengths the
+ *     requests'), or null
+ * @param sharedPrefix shared prefixes of the synthetic workload ({@code --prefix-tokens}, {@code
+ *     --prefixes}), or null
  */
 public record LoadOptions(
     URI url,
@@ -79,7 +86,9 @@ public record LoadOptions(
     WarmUp.Target warmupTarget,
     boolean clientFloor,
     Objectives slo,
-    Dataset dataset) {
+    Dataset dataset,
+    Replay replay,
+    SharedPrefix sharedPrefix) {
 
   /** {@code --join-fetch-timeout} when none is given. */
   public static final Duration DEFAULT_JOIN_FETCH_TIMEOUT = Duration.ofSeconds(10);
@@ -102,14 +111,21 @@ public record LoadOptions(
       throw new IllegalArgumentException("--step-duration must be positive");
     }
     int shapes = (rate > 0 ? 1 : 0) + (concurrency > 0 ? 1 : 0) + (steps.isEmpty() ? 0 : 1);
-    if (shapes != 1) {
+    if (replay != null && shapes > 0) {
       throw new IllegalArgumentException(
-          "give exactly one of --rate R, --concurrency N or --steps R1,R2,…");
+          "--replay is a load shape of its own (the trace's times are the arrivals): it cannot go"
+              + " with --rate, --concurrency or --steps");
+    }
+    if (replay == null && shapes != 1) {
+      throw new IllegalArgumentException(
+          "give exactly one of --rate R, --concurrency N, --steps R1,R2,… or --replay FILE");
     }
     if (!steps.isEmpty() && stepDuration == null) {
       throw new IllegalArgumentException("--steps needs --step-duration D");
     }
-    if (steps.isEmpty() && (duration == null || duration.isZero() || duration.isNegative())) {
+    if (steps.isEmpty()
+        && (replay == null || duration != null)
+        && (duration == null || duration.isZero() || duration.isNegative())) {
       throw new IllegalArgumentException("--duration must be positive");
     }
     if (!List.of("constant", "poisson", "gamma").contains(arrival)) {
@@ -168,12 +184,52 @@ public record LoadOptions(
     }
     if (dataset != null) {
       DatasetSource.requireApi(api);
+      if (replay != null || sharedPrefix != null) {
+        throw new IllegalArgumentException(
+            "--dataset gives the prompts: it cannot go with --replay (a trace gives its own"
+                + " lengths) or --prefix-tokens (the file's prompts share what they share)");
+      }
     }
     if (api == Api.RESPONSES && (profile != null || mix != null || inputTokens > 0)) {
       throw new IllegalArgumentException(
           "--api responses sends free text, so input lengths cannot be exact: --profile, --mix"
               + " and --input-tokens are for --api completions or embeddings (give"
               + " --output-tokens for max_output_tokens)");
+    }
+    if (replay != null) {
+      checkReplay(api, profile, mix, inputTokens, outputTokens, sharedPrefix);
+    }
+    if (sharedPrefix != null && (api == Api.CHAT || api == Api.RESPONSES)) {
+      throw new IllegalArgumentException(
+          "--prefix-tokens needs token-id prompts: --api completions or embeddings (chat and"
+              + " responses send free text, whose tokens are the server's)");
+    }
+  }
+
+  /** What cannot go with --replay: the trace gives the lengths, completions sends them exactly. */
+  private static void checkReplay(
+      Api api,
+      String profile,
+      String mix,
+      int inputTokens,
+      int outputTokens,
+      SharedPrefix sharedPrefix) {
+    if (api != Api.COMPLETIONS) {
+      throw new IllegalArgumentException(
+          "--replay sends the trace's exact lengths as token ids on /v1/completions: it cannot go"
+              + " with --api "
+              + api.key()
+              + " (whose lengths cannot be exact)");
+    }
+    if (profile != null || mix != null || inputTokens > 0 || outputTokens > 0) {
+      throw new IllegalArgumentException(
+          "--profile, --mix, --input-tokens and --output-tokens cannot go with --replay: the"
+              + " trace gives every request's lengths");
+    }
+    if (sharedPrefix != null) {
+      throw new IllegalArgumentException(
+          "--prefix-tokens and --prefixes cannot go with --replay: the trace's hash_ids say what"
+              + " is shared (--replay-prefixes distinct makes nothing shared)");
     }
   }
 
@@ -228,7 +284,9 @@ public record LoadOptions(
         warmupTarget,
         clientFloor,
         slo,
-        dataset);
+        dataset,
+        replay,
+        sharedPrefix);
   }
 
   /**
@@ -257,6 +315,9 @@ public record LoadOptions(
     if (concurrency > 0) {
       return "closed model, concurrency " + concurrency;
     }
+    if (replay != null) {
+      return "open model, trace replay at speed " + replay.speed();
+    }
     String a = arrival + (arrival.equals("gamma") ? " (burstiness " + burstiness + ")" : "");
     if (!steps.isEmpty()) {
       return "open model, "
@@ -276,13 +337,24 @@ public record LoadOptions(
    * request carries it.
    */
   public Workload workload() {
-    Workload w = requests();
+    return workload(replay == null ? null : replay.load());
+  }
+
+  /**
+   * {@link #workload()}, from the trace already read for {@code --replay} ({@link Replay#load}),
+   * which is read once.
+   */
+  public Workload workload(Replayed replayed) {
+    Workload w = replayed != null ? replayed.workload(model, stream, seed) : requests();
     return apiKey == null ? w : w.withHeaders(apiKey.headers());
   }
 
   private Workload requests() {
     if (dataset != null) {
       return DatasetSource.workload(model, api, stream, seed, datasetEntries());
+    }
+    if (sharedPrefix != null) {
+      return sharedPrefix.workload(model, api, prefixedMix(), stream, seed);
     }
     int maxTokens = outputTokens > 0 ? outputTokens : 128;
     return switch (api) {
@@ -294,6 +366,17 @@ public record LoadOptions(
               ? Workload.completions(model, Mix.parse(mix), stream, seed)
               : Workload.completions(model, lengths(), stream, seed);
     };
+  }
+
+  /** The lengths a shared prefix starts: as {@link #requests()} and {@link #embeddings()} take. */
+  private Mix prefixedMix() {
+    if (mix != null) {
+      return Mix.parse(mix);
+    }
+    if (api == Api.EMBEDDINGS && profile == null && inputTokens > 0) {
+      return Mix.of(Profile.custom(inputTokens, 1));
+    }
+    return Mix.of(lengths());
   }
 
   /** Embeddings take the input half of --mix or --profile, or --input-tokens alone. */
@@ -331,6 +414,10 @@ public record LoadOptions(
 
   /** The workload in words, for the start line and the report's conditions. */
   public String workloadText() {
+    if (replay != null) {
+      // Replayed.workloadText says more (the format told from the file, the rows) once it is read.
+      return "replay of " + replay.file() + (stream ? ", streamed" : ", whole responses");
+    }
     String lengths;
     if (dataset != null) {
       lengths = datasetEntries().describe() + (api == Api.CHAT ? ", chat" : "");
@@ -349,6 +436,9 @@ public record LoadOptions(
     } else {
       Profile p = lengths();
       lengths = p.name() + " (" + p.inputTokens() + " in / " + p.outputTokens() + " out)";
+    }
+    if (sharedPrefix != null) {
+      lengths += ", " + sharedPrefix.text();
     }
     return lengths + (stream ? ", streamed" : ", whole responses");
   }

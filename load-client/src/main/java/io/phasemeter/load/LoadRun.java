@@ -22,6 +22,7 @@ import io.phasemeter.load.schedule.StepRunner;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
+import io.phasemeter.load.workload.replay.Replayed;
 import io.vertx.core.Vertx;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -64,6 +65,10 @@ public final class LoadRun {
   private final TraceIds ids = TraceIds.random();
   private final String prefix = String.format("%016x", ids.instanceId());
   private final Workload workload;
+
+  /** The trace of {@code --replay}, read once before the run; null without one. */
+  private final Replayed replayed;
+
   private final AtomicLong seq = new AtomicLong();
   private final AtomicLong completed = new AtomicLong();
   private final List<StepInfo> steps = new CopyOnWriteArrayList<>();
@@ -88,14 +93,16 @@ public final class LoadRun {
       ClientBudgets budgets,
       Goodput goodput,
       Map<String, String> sloSkipped,
-      String sloSource) {
+      String sloSource,
+      Replayed replayed) {
     this.o = o;
     this.out = out;
     this.budgets = budgets;
     this.goodput = goodput;
     this.sloSkipped = sloSkipped;
     this.sloSource = sloSource;
-    this.workload = o.workload();
+    this.replayed = replayed;
+    this.workload = o.workload(replayed);
     this.schedule =
         new StepRunner(
             vertx,
@@ -181,6 +188,7 @@ public final class LoadRun {
     Goodput goodput;
     Map<String, String> sloSkipped = new LinkedHashMap<>();
     String sloSource;
+    Replayed replayed;
     try {
       budgets = o.budgets() == null ? ClientBudgets.none() : ClientBudgets.load(o.budgets());
       goodput = Goodput.of(o.slo(), budgets, o.model());
@@ -200,14 +208,16 @@ public final class LoadRun {
                 + " only: the proxy judges it on that tenant's requests; this run judges the"
                 + " budgets of every tenant");
       }
-      o.workload();
+      // The whole trace is read and checked here, before anything is sent.
+      replayed = o.replay() == null ? null : o.replay().load();
+      o.workload(replayed);
       if (o.dataset() != null) {
         // Read (and every entry checked) by o.workload() above, before any request.
         o.datasetEntries().lines().forEach(l -> out.println("phasemeter load: " + l));
         out.flush();
       }
       for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
-        if (o.concurrency() == 0) {
+        if (o.concurrency() == 0 && replayed == null) {
           o.arrivals(rate, 0);
         }
       }
@@ -217,7 +227,8 @@ public final class LoadRun {
     }
     Vertx vertx = Vertx.vertx();
     try {
-      LoadRun run = new LoadRun(vertx, o, out, err, budgets, goodput, sloSkipped, sloSource);
+      LoadRun run =
+          new LoadRun(vertx, o, out, err, budgets, goodput, sloSkipped, sloSource, replayed);
       run.warmProcess = warmProcess;
       return run.run(vertx, err);
     } catch (Exception e) {
@@ -254,13 +265,13 @@ public final class LoadRun {
       recordConditions();
       out.println(
           "phasemeter load: "
-              + o.arrivalDescription()
+              + arrivalText()
               + " -> "
               + o.url()
               + " (model "
               + o.model()
               + ", "
-              + o.workloadText()
+              + workloadText()
               + (o.admin() == null
                   ? "; no --admin: no join, no envelope"
                   : "; joining with " + joinedWith())
@@ -275,7 +286,9 @@ public final class LoadRun {
               o.timeout(),
               o.connectionReuse(),
               o.concurrency(),
-              o.steps().isEmpty() ? o.rate() : o.steps().get(0));
+              replayed != null
+                  ? replayed.meanRate(o.duration())
+                  : o.steps().isEmpty() ? o.rate() : o.steps().get(0));
       // The client's own warm-up and floor first, then the target's warm-up, then the clock: the
       // target's warmed connections do not idle behind the client's own (vLLM closes an idle
       // keep-alive connection after 5 s).
@@ -415,7 +428,17 @@ public final class LoadRun {
               live.notable(r, slow);
               join.client(r);
             });
-    if (o.concurrency() > 0) {
+    if (replayed != null) {
+      // One step from the clock's start: row i is due its (scaled) time after it.
+      steps.add(
+          schedule.open(
+              measured.byArrival(),
+              0,
+              replayed.meanRate(o.duration()),
+              replayed.stepDuration(o.duration()),
+              replayed.arrivals(o.duration()),
+              runStart));
+    } else if (o.concurrency() > 0) {
       steps.add(schedule.closed(measured, 0, o.concurrency(), o.duration()).await());
     } else if (!o.steps().isEmpty()) {
       for (int i = 0; i < o.steps().size(); i++) {
@@ -425,6 +448,16 @@ public final class LoadRun {
     } else {
       steps.add(schedule.open(measured, 0, o.rate(), o.duration(), o.arrivals(o.rate(), 0)));
     }
+  }
+
+  /** The load shape in words: the replay's, once its trace is read, or the options'. */
+  private String arrivalText() {
+    return replayed != null ? replayed.arrivalText(o.duration()) : o.arrivalDescription();
+  }
+
+  /** The workload in words: the replay's (its format, rows, prefixes), or the options'. */
+  private String workloadText() {
+    return replayed != null ? replayed.workloadText(o.stream()) : o.workloadText();
   }
 
   private LiveReport.Status status() {
@@ -455,8 +488,14 @@ public final class LoadRun {
     conditions.put("admin_url", o.admin() == null ? null : o.admin().describe());
     conditions.put("model", o.model());
     conditions.put("api", o.api().key());
-    conditions.put("workload", o.workloadText());
-    conditions.put("arrival", o.arrivalDescription());
+    conditions.put("workload", workloadText());
+    conditions.put("arrival", arrivalText());
+    if (replayed != null) {
+      conditions.putAll(replayed.conditions(o.duration()));
+    }
+    if (o.sharedPrefix() != null) {
+      conditions.putAll(o.sharedPrefix().conditions());
+    }
     conditions.put("max_in_flight", o.maxInFlight());
     conditions.put("connection_reuse", o.connectionReuse() ? "on" : "off");
     conditions.put("streaming", o.stream());

@@ -162,6 +162,11 @@ public final class SearchCommand extends LoadMain.Run {
   }
 
   private int search(PrintWriter stdout) throws java.io.IOException {
+    if (replay != null) {
+      throw new IllegalArgumentException(
+          "--replay cannot go with search: a search sets its own rates (replay a trace with load"
+              + " run --replay)");
+    }
     if (!steps.isEmpty() || stepDuration != null) {
       throw new IllegalArgumentException(
           "--steps and --step-duration cannot go with search: the search chooses the rates (give"
@@ -287,6 +292,8 @@ public final class SearchCommand extends LoadMain.Run {
             "not with search: the search chooses the rates",
             "--step-duration",
             "not with search",
+            "--replay",
+            "not with search: a search sets its own rates (load run --replay replays a trace)",
             "--seed",
             "seed of the confirmation blocks' order; probe N's arrivals and prompts take S + N"
                 + " (default: 1)");

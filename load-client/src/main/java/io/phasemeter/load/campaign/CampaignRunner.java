@@ -339,6 +339,8 @@ public final class CampaignRunner {
         WarmUp.Target.SERVER,
         false,
         plan.slo(),
+        null,
+        null,
         null);
   }
 

@@ -50,12 +50,16 @@ final class PairsCsv {
           "slo_missed",
           "tenant",
           "server_slo",
-          "server_slo_missed");
+          "server_slo_missed",
+          "intended_ms");
+
+  /** {@code runStartNanos} of a table whose {@code intended_ms} is left empty (no clock known). */
+  static final long NO_CLOCK = Long.MIN_VALUE;
 
   private PairsCsv() {}
 
   static void write(Path file, List<Pair> pairs) throws IOException {
-    write(file, pairs, List.of(), null);
+    write(file, pairs, List.of(), null, NO_CLOCK);
   }
 
   /**
@@ -65,9 +69,12 @@ final class PairsCsv {
    * empty without {@code goodput}; {@code tenant}, {@code server_slo} ({@code met} or {@code
    * missed}) and {@code server_slo_missed} (the proxy's first missed objective, {@code error} for a
    * failure it counted) come from the joined record and are empty without one (or when it carries
-   * none: a proxy before them, a request the proxy did not judge).
+   * none: a proxy before them, a request the proxy did not judge). {@code intended_ms} is the
+   * request's intended start in milliseconds after {@code runStartNanos}, the run's clock (a
+   * replayed row's: its time in the trace divided by the speed).
    */
-  static void write(Path file, List<Pair> pairs, List<String> notApplicable, Goodput goodput)
+  static void write(
+      Path file, List<Pair> pairs, List<String> notApplicable, Goodput goodput, long runStartNanos)
       throws IOException {
     try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
       w.write(String.join(",", HEADER));
@@ -89,6 +96,12 @@ final class PairsCsv {
         row.append(',').append(s == null ? "" : quote(s.tenant()));
         row.append(',').append(slo == null ? "" : slo.result());
         row.append(',').append(slo == null || slo.met() ? "" : quote(slo.objective()));
+        long intended = p.client().intendedNanos();
+        row.append(',')
+            .append(
+                runStartNanos == NO_CLOCK || intended < 0
+                    ? ""
+                    : ms((intended - runStartNanos) / 1e6));
         w.append(row).append("\r\n");
       }
     }

@@ -32,7 +32,8 @@ public final class ReportWriter {
     Files.createDirectories(outDir);
     ReportModel model = new ReportModel(in);
     SummaryJson.write(outDir.resolve(SUMMARY), model);
-    PairsCsv.write(outDir.resolve(PAIRS), in.pairs(), in.notApplicable(), in.goodput());
+    PairsCsv.write(
+        outDir.resolve(PAIRS), in.pairs(), in.notApplicable(), in.goodput(), in.runStartNanos());
     PhaseLog.write(outDir.resolve(PHASE_LOG), model);
     HtmlReport.write(outDir.resolve(HTML), model);
   }

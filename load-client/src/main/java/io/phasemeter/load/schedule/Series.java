@@ -26,6 +26,12 @@ public final class Series {
   private final LongConsumer itl;
   private final Consumer<ClientResult> done;
 
+  /**
+   * Arrivals dropped at the in-flight cap so far, when requests are numbered by arrival ({@link
+   * #byArrival}); null when they are numbered by the requests sent.
+   */
+  private final AtomicLong dropped;
+
   private Series(
       TraceIds ids,
       AtomicLong issued,
@@ -33,7 +39,8 @@ public final class Series {
       long warmupRequests,
       boolean counted,
       LongConsumer itl,
-      Consumer<ClientResult> done) {
+      Consumer<ClientResult> done,
+      AtomicLong dropped) {
     this.ids = ids;
     this.issued = issued;
     this.workload = workload;
@@ -41,6 +48,17 @@ public final class Series {
     this.counted = counted;
     this.itl = itl;
     this.done = done;
+    this.dropped = dropped;
+  }
+
+  /**
+   * These requests numbered by arrival rather than by request sent: an arrival dropped at the
+   * in-flight cap keeps its number, so that request {@code seq} is always the {@code seq}-th
+   * arrival (a replayed trace's row {@code seq - 1}, whose time it is). The counter passed to
+   * {@link #measured} still counts the requests sent.
+   */
+  public Series byArrival() {
+    return new Series(ids, issued, workload, warmupRequests, counted, itl, done, new AtomicLong());
   }
 
   /**
@@ -55,7 +73,7 @@ public final class Series {
       Workload workload,
       LongConsumer itl,
       Consumer<ClientResult> done) {
-    return new Series(ids, seq, workload, 0, true, itl, done);
+    return new Series(ids, seq, workload, 0, true, itl, done, null);
   }
 
   /**
@@ -68,7 +86,7 @@ public final class Series {
       Workload workload,
       LongConsumer itl,
       Consumer<ClientResult> done) {
-    return new Series(ids, new AtomicLong(), workload, warmupRequests, false, itl, done);
+    return new Series(ids, new AtomicLong(), workload, warmupRequests, false, itl, done, null);
   }
 
   /** Whether its requests count (the measured run) or not (the warm-up). */
@@ -78,9 +96,21 @@ public final class Series {
 
   /** Builds the next request; it counts as issued once {@link #issue} is called. */
   Prepared build() {
-    long k = issued.get() + 1;
+    long k = issued.get() + 1 + (dropped == null ? 0 : dropped.get());
     long n = counted ? k : -(warmupRequests + k);
     return new Prepared(n, workload.request(n), ids.traceId(k), ids.traceparent(k));
+  }
+
+  /** Whether a request built before a drop must be built again ({@link #byArrival}). */
+  boolean numberedByArrival() {
+    return dropped != null;
+  }
+
+  /** An arrival was dropped at the in-flight cap. */
+  void drop() {
+    if (dropped != null) {
+      dropped.incrementAndGet();
+    }
   }
 
   void issue() {

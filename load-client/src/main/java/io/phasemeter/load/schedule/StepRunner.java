@@ -51,10 +51,20 @@ public final class StepRunner implements AutoCloseable {
    * thread paces the schedule ({@link Pacer}); the runner's event loop only sends and reads.
    */
   public StepInfo open(Series series, int index, double rate, Duration d, Arrivals arrivals) {
+    return open(series, index, rate, d, arrivals, System.nanoTime());
+  }
+
+  /**
+   * {@link #open(Series, int, double, Duration, Arrivals)} from {@code startNanos} (client clock,
+   * now or just past): a replayed trace starts at the clock's start, so that each row's intended
+   * start is the clock's start plus its time.
+   */
+  public StepInfo open(
+      Series series, int index, double rate, Duration d, Arrivals arrivals, long startNanos) {
     if (series.counted()) {
       stepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
     }
-    long start = System.nanoTime();
+    long start = startNanos;
     long end = start + d.toNanos();
     Series.Prepared[] pending = new Series.Prepared[1];
     Pacer.Launcher launcher =
@@ -64,6 +74,11 @@ public final class StepRunner implements AutoCloseable {
             if (inFlight.get() >= maxInFlight) {
               if (series.counted()) {
                 droppedTotal.incrementAndGet();
+              }
+              series.drop();
+              if (series.numberedByArrival()) {
+                // Built with the dropped arrival's number: the next arrival has the next one.
+                pending[0] = null;
               }
               return false;
             }

@@ -19,10 +19,30 @@ public final class Arrivals {
   private double elapsedNanos;
   private long handedOutNanos;
 
+  /** A trace's arrivals (nanoseconds from its first), or null for a drawn process. */
+  private final long[] offsetsNanos;
+
+  /** The next arrival of {@link #offsetsNanos} to hand out a gap to. */
+  private int nextOffset;
+
+  /**
+   * The gap handed out after a trace's last arrival: far past the end of any step (73 years), so
+   * that the step ends there; small enough that it cannot overflow a {@code System.nanoTime()}.
+   */
+  public static final long AFTER_THE_LAST_NANOS = Long.MAX_VALUE >> 2;
+
   private Arrivals(String kind, double ratePerSec, DoubleSupplier gapSeconds) {
     this.kind = kind;
     this.ratePerSec = ratePerSec;
     this.gapSeconds = gapSeconds;
+    this.offsetsNanos = null;
+  }
+
+  private Arrivals(double ratePerSec, long[] offsetsNanos) {
+    this.kind = "trace";
+    this.ratePerSec = ratePerSec;
+    this.gapSeconds = null;
+    this.offsetsNanos = offsetsNanos;
   }
 
   /** Evenly spaced arrivals, one every {@code 1 / ratePerSec} seconds. */
@@ -85,8 +105,33 @@ public final class Arrivals {
         });
   }
 
+  /**
+   * A replayed trace's arrivals, exactly: the first at the step's start, arrival {@code i} at
+   * {@code offsetsNanos[i]} after it (whole nanoseconds, no rounding carried), and after the last
+   * one {@link #AFTER_THE_LAST_NANOS}, which ends the step. The array is not copied (a trace may
+   * hold millions of rows) and must not change.
+   *
+   * @param offsetsNanos non-decreasing, the first 0
+   * @param ratePerSec the trace's mean rate, which the warm-up at load offers
+   */
+  public static Arrivals trace(long[] offsetsNanos, double ratePerSec) {
+    requireRate(ratePerSec);
+    if (offsetsNanos.length == 0 || offsetsNanos[0] != 0) {
+      throw new IllegalArgumentException("a trace's first arrival must be at offset 0");
+    }
+    return new Arrivals(ratePerSec, offsetsNanos);
+  }
+
   /** The next gap in nanoseconds (never negative). */
   public long nextGapNanos() {
+    if (offsetsNanos != null) {
+      int i = nextOffset;
+      if (i + 1 >= offsetsNanos.length) {
+        return AFTER_THE_LAST_NANOS;
+      }
+      nextOffset++;
+      return Math.max(0, offsetsNanos[i + 1] - offsetsNanos[i]);
+    }
     elapsedNanos += gapSeconds.getAsDouble() * 1e9;
     long total = Math.round(elapsedNanos);
     long gap = Math.max(0, total - handedOutNanos);
@@ -99,7 +144,7 @@ public final class Arrivals {
     return ratePerSec;
   }
 
-  /** {@code constant}, {@code poisson} or {@code gamma}. */
+  /** {@code constant}, {@code poisson}, {@code gamma}, {@code ramp} or {@code trace}. */
   public String kind() {
     return kind;
   }
