@@ -1,0 +1,111 @@
+package io.phasemeter.load.report;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
+import io.phasemeter.load.http.ClientResult;
+import io.phasemeter.load.http.ErrorClass;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class TurnStatsTest {
+
+  private static ClientResult result(int turn, boolean ok, long ttftMs, long usagePrompt) {
+    return new ClientResult(
+        1,
+        "0".repeat(32),
+        "b",
+        0,
+        0,
+        0,
+        0,
+        ttftMs * 1_000_000,
+        ttftMs * 1_000_000,
+        ttftMs * 1_000_000 + 5,
+        -1,
+        0,
+        ok ? 200 : 500,
+        ok ? ErrorClass.NONE : ErrorClass.HTTP_5XX,
+        ok ? null : "HTTP 500",
+        -1,
+        8,
+        usagePrompt,
+        ok ? 8 : -1,
+        null,
+        false,
+        turn,
+        turn == 0 ? null : "r-s1");
+  }
+
+  @Test
+  void eachTurnHasItsCountsTtftAndPromptLengthFromItsSuccessfulRequests() {
+    TurnStats t = new TurnStats();
+    for (int ms = 1; ms <= 100; ms++) {
+      t.add(result(1, true, ms, 100));
+    }
+    t.add(result(2, true, 40, 300));
+    t.add(result(2, true, 60, 500));
+    t.add(result(2, false, 5_000, -1)); // a failure counts as sent, nothing else
+    t.add(result(0, true, 1, 1)); // outside any session
+    List<TurnStats.Row> rows = t.rows();
+    assertThat(rows).hasSize(2);
+    TurnStats.Row one = rows.get(0);
+    assertThat(one.turn()).isEqualTo(1);
+    assertThat(one.sent()).isEqualTo(100);
+    assertThat(one.ok()).isEqualTo(100);
+    assertThat(one.ttftP50Ms()).isCloseTo(50, within(0.1));
+    assertThat(one.ttftP95Ms()).isCloseTo(95, within(0.1));
+    assertThat(one.ttftP99Ms()).isCloseTo(99, within(0.1));
+    assertThat(one.ttftMeanMs()).isEqualTo(50.5);
+    assertThat(one.promptTokensMean()).isEqualTo(100);
+    TurnStats.Row two = rows.get(1);
+    assertThat(two.sent()).isEqualTo(3);
+    assertThat(two.ok()).isEqualTo(2);
+    assertThat(two.ttftCount()).isEqualTo(2);
+    assertThat(two.ttftMeanMs()).isEqualTo(50);
+    assertThat(two.promptTokensMean()).isEqualTo(400);
+  }
+
+  @Test
+  void noRequestOfASessionNoRowsAndNoLines() {
+    TurnStats t = new TurnStats();
+    t.add(result(0, true, 3, 3));
+    assertThat(t.isEmpty()).isTrue();
+    StringWriter out = new StringWriter();
+    t.print(new PrintWriter(out));
+    assertThat(out.toString()).isEmpty();
+  }
+
+  @Test
+  void sixtyFourTurnsHaveARowEachAndLaterTurnsShareOne() {
+    TurnStats atLimit = new TurnStats();
+    for (int turn = 1; turn <= TurnStats.MAX_TURNS; turn++) {
+      atLimit.add(result(turn, true, turn, turn));
+    }
+    assertThat(atLimit.rows()).hasSize(64).noneMatch(TurnStats.Row::andLater);
+    assertThat(atLimit.rows().get(63).label()).isEqualTo("64");
+
+    TurnStats past = new TurnStats();
+    for (int turn = 1; turn <= 1_000; turn++) {
+      past.add(result(turn, true, turn, turn));
+    }
+    List<TurnStats.Row> rows = past.rows();
+    assertThat(rows).hasSize(65);
+    TurnStats.Row later = rows.get(64);
+    assertThat(later.andLater()).isTrue();
+    assertThat(later.turn()).isEqualTo(65);
+    assertThat(later.label()).isEqualTo("> 64");
+    assertThat(later.sent()).isEqualTo(1_000 - 64);
+    assertThat(later.promptTokensMean()).isEqualTo((65 + 1_000) / 2.0);
+
+    StringWriter out = new StringWriter();
+    past.print(new PrintWriter(out));
+    List<String> lines = out.toString().lines().toList();
+    assertThat(lines).hasSize(2 + 65);
+    assertThat(lines.get(2)).startsWith("  turn 1 ");
+    assertThat(lines.get(65)).startsWith("  turn 64 ");
+    assertThat(lines.get(66)).startsWith("  turn > 64 ").contains(" 936 ");
+  }
+}
