@@ -2,6 +2,7 @@ package io.phasemeter.load;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.Workload;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -109,6 +110,7 @@ class SessionsOptionsTest {
     assertThat(execute("--sessions", "2", "--turns", "0")[1]).contains("--turns must be between 1");
     assertThat(execute("--sessions", "2", "--turns", "10001")[1])
         .contains("--turns must be between 1 and 10000");
+    assertThat(new SessionSpec(1, SessionSpec.MAX_TURNS, null, 1).turns()).isEqualTo(10_000);
     assertThat(execute("--sessions", "2", "--think-time", "soon")[1])
         .contains("--think-time: 'soon' is not a duration");
     assertThat(execute("--sessions", "2", "--session-max-tokens", "0")[1])

@@ -3,12 +3,21 @@ package io.phasemeter.load.report;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.http.ErrorClass;
+import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.schedule.Sessions;
+import io.phasemeter.load.schedule.StepInfo;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class TurnStatsTest {
 
@@ -66,6 +75,69 @@ class TurnStatsTest {
     assertThat(two.ttftCount()).isEqualTo(2);
     assertThat(two.ttftMeanMs()).isEqualTo(50);
     assertThat(two.promptTokensMean()).isEqualTo(400);
+  }
+
+  @TempDir Path dir;
+
+  private JsonNode write(List<ClientResult> results, Sessions.Counts sessions) throws Exception {
+    List<Pair> pairs = results.stream().map(r -> new Pair(r, null)).toList();
+    long ok = results.stream().filter(ClientResult::ok).count();
+    ReportWriter.write(
+        dir,
+        new ReportInput(
+            pairs,
+            List.of(new StepInfo(0, -1, 2, 0, 1_000_000_000L, results.size(), 0)),
+            0,
+            1_000_000_000L,
+            Map.of("model", "m"),
+            results.size(),
+            ok,
+            results.size() - ok,
+            0,
+            0,
+            results.size(),
+            List.of(),
+            null,
+            null,
+            null,
+            null,
+            null,
+            sessions));
+    return new ObjectMapper().readTree(dir.resolve("summary.json").toFile());
+  }
+
+  @Test
+  void summaryAndReportGiveTheTurnsAndTheSessions() throws Exception {
+    JsonNode s =
+        write(
+            List.of(result(1, true, 10, 100), result(1, true, 20, 100), result(2, false, 0, -1)),
+            new Sessions.Counts(2, 1, 1, 0, 0, 1));
+    JsonNode turns = s.get("turns");
+    assertThat(turns.size()).isEqualTo(2);
+    assertThat(turns.get(0).get("turn").asInt()).isEqualTo(1);
+    assertThat(turns.get(0).has("and_later")).isFalse();
+    assertThat(turns.get(0).get("client_ttft_ms").get("mean").asDouble()).isEqualTo(15);
+    assertThat(turns.get(0).get("prompt_tokens_mean").asDouble()).isEqualTo(100);
+    assertThat(turns.get(1).get("sent").asLong()).isEqualTo(1);
+    assertThat(turns.get(1).get("ok").asLong()).isZero();
+    assertThat(turns.get(1).get("client_ttft_ms").get("p50").isNull()).isTrue();
+    assertThat(turns.get(1).get("prompt_tokens_mean").isNull()).isTrue();
+    JsonNode sessions = s.get("sessions");
+    assertThat(sessions.get("started").asLong()).isEqualTo(2);
+    assertThat(sessions.get("cut").asLong()).isEqualTo(1);
+    assertThat(sessions.get("turns_not_sent").asLong()).isEqualTo(1);
+    assertThat(Files.readString(dir.resolve("report.html")))
+        .contains("<h2>Turns</h2>")
+        .contains("Sessions: 2 started, 1 completed, 1 cut by a failed turn");
+  }
+
+  @Test
+  void withoutSessionsBothAreNullAndTheReportHasNoTurns() throws Exception {
+    JsonNode s = write(List.of(result(0, true, 10, 100)), null);
+    assertThat(s.has("turns")).isTrue();
+    assertThat(s.get("turns").isNull()).isTrue();
+    assertThat(s.get("sessions").isNull()).isTrue();
+    assertThat(Files.readString(dir.resolve("report.html"))).doesNotContain("<h2>Turns</h2>");
   }
 
   @Test
