@@ -114,6 +114,7 @@ public final class Conversation {
   private final int[] segments;
   private long promptTokens;
   private long lastCompletion;
+  private int lastMaxTokens;
 
   // Chat: the messages' contents, user and assistant in turn, and their size.
   private final List<String> messages = new ArrayList<>();
@@ -219,9 +220,22 @@ public final class Conversation {
     return historyBytes;
   }
 
-  /** The length of {@code s} in UTF-8 bytes. */
+  /**
+   * The length of {@code s} in UTF-8 bytes; an unpaired surrogate counts 3, never less than sent.
+   */
   public static int utf8Length(String s) {
-    return utf8Bytes(s, s.length());
+    int bytes = 0;
+    int n = s.length();
+    for (int i = 0; i < n; i++) {
+      char ch = s.charAt(i);
+      if (Character.isHighSurrogate(ch) && i + 1 < n) {
+        bytes += 4;
+        i++;
+      } else {
+        bytes += ch < 0x80 ? 1 : ch < 0x800 ? 2 : 3;
+      }
+    }
+    return bytes;
   }
 
   /**
@@ -244,22 +258,6 @@ public final class Conversation {
     }
     return n;
   }
-
-  private static int utf8Bytes(String s, int chars) {
-    int bytes = 0;
-    for (int i = 0; i < chars; i++) {
-      char ch = s.charAt(i);
-      if (Character.isHighSurrogate(ch) && i + 1 < chars) {
-        bytes += 4;
-        i++;
-      } else {
-        bytes += ch < 0x80 ? 1 : ch < 0x800 ? 2 : 3;
-      }
-    }
-    return bytes;
-  }
-
-  private int lastMaxTokens;
 
   /** Turn {@code turn}'s exact-length request, or null past the token limit. */
   private RequestSpec completion(int turn) {
