@@ -92,7 +92,9 @@ class SessionsOptionsTest {
     String[] r = execute("--sessions", "2", "--rate", "5", "--duration", "1s");
     assertThat(r[0]).isEqualTo("2");
     assertThat(r[1])
-        .contains("give exactly one of --rate R, --concurrency N, --steps R1,R2,… or --sessions N");
+        .contains(
+            "give exactly one of --rate R, --concurrency N, --steps R1,R2,…, --sessions N or"
+                + " --replay FILE");
     r = execute("--sessions", "2", "--concurrency", "2", "--duration", "1s");
     assertThat(r[0]).isEqualTo("2");
     for (String flag : List.of("--turns", "--think-time", "--session-max-tokens")) {
@@ -101,6 +103,30 @@ class SessionsOptionsTest {
               "--rate", "1", "--duration", "1s", flag, flag.equals("--think-time") ? "1s" : "5");
       assertThat(r[0]).as(flag).isEqualTo("2");
       assertThat(r[1]).contains("go with --sessions N");
+    }
+  }
+
+  @Test
+  void aTraceADatasetOrSharedPrefixesCannotGoWithSessions() throws Exception {
+    java.nio.file.Path trace = java.nio.file.Files.createTempFile("sessions", ".jsonl");
+    try {
+      java.nio.file.Files.writeString(
+          trace, "{\"timestamp\": 0, \"input_length\": 8, \"output_length\": 2}\n");
+      String[] r = execute("--sessions", "2", "--replay", trace.toString());
+      assertThat(r[0]).isEqualTo("2");
+      assertThat(r[1])
+          .contains("it cannot go with --sessions (a trace's sessions are in its rows)");
+      r = execute("--sessions", "2", "--dataset", "jsonl:" + trace);
+      assertThat(r[0]).isEqualTo("2");
+      assertThat(r[1])
+          .contains(
+              "--sessions builds each turn's prompt from the session's history: it cannot go with"
+                  + " --dataset or --prefix-tokens");
+      r = execute("--sessions", "2", "--prefix-tokens", "4", "--prefixes", "2");
+      assertThat(r[0]).isEqualTo("2");
+      assertThat(r[1]).contains("it cannot go with --dataset or --prefix-tokens");
+    } finally {
+      java.nio.file.Files.deleteIfExists(trace);
     }
   }
 
