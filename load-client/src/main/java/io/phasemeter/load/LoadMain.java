@@ -6,12 +6,14 @@ import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
+import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.dataset.Dataset;
 import io.phasemeter.load.workload.replay.Replay;
 import io.phasemeter.load.workload.replay.SharedPrefix;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
@@ -240,8 +242,56 @@ public final class LoadMain implements Callable<Integer> {
     @Option(
         names = "--duration",
         paramLabel = "D",
-        description = "length of the run, e.g. 60s, 5m (not with --steps)")
+        description =
+            "length of the run, e.g. 60s, 5m (not with --steps; optional with --sessions)")
     String duration;
+
+    @Option(
+        names = "--sessions",
+        paramLabel = "N",
+        description =
+            "multi-turn load: N sessions at once, each sending --turns turns one after the other;"
+                + " a turn's intended start is the previous answer's last byte plus --think-time,"
+                + " and its latencies run from there (a late turn shows as schedule lag). Each turn"
+                + " sends the history back: on completions the previous prompt's token ids, then"
+                + " ids for the answer (as many as its usage reported) and the new input (lengths"
+                + " exact, the previous prompt a shared prefix); on chat the messages, with the"
+                + " answers' text as received. A failed turn ends its session. Without --duration"
+                + " the run ends when the N sessions have; with it, a session that ends is replaced"
+                + " until the end, and no turn starts after it. Header x-session-id; per-turn TTFT"
+                + " in summary.json (turns), the report and the final table. --api completions or"
+                + " chat; not with --rate, --concurrency or --steps")
+    int sessions;
+
+    @Option(
+        names = "--turns",
+        paramLabel = "T",
+        description =
+            "with --sessions: turns per session, 1 to "
+                + SessionSpec.MAX_TURNS
+                + " (default: "
+                + SessionSpec.DEFAULT_TURNS
+                + ")")
+    Integer turns;
+
+    @Option(
+        names = "--think-time",
+        paramLabel = "D",
+        description =
+            "with --sessions: from a turn's last byte to the next turn's intended start, e.g."
+                + " 500ms (default: 0s)")
+    String thinkTime;
+
+    @Option(
+        names = "--session-max-tokens",
+        paramLabel = "M",
+        description =
+            "with --sessions on completions: a session ends before a turn whose prompt plus"
+                + " max_tokens would pass M tokens (counted as at_max_tokens, not an error); a chat"
+                + " session ends instead when its history would pass 1 MiB (default: "
+                + SessionSpec.DEFAULT_MAX_TOKENS
+                + ")")
+    Integer sessionMaxTokens;
 
     @Option(
         names = "--connection-reuse",
@@ -583,13 +633,46 @@ public final class LoadMain implements Callable<Integer> {
           dataset == null ? null : Dataset.parse("--dataset", dataset),
           Replay.fromFlags(
               replay, replayFormat, replaySpeed, replayLimit, replayPrefixes, this::given),
-          SharedPrefix.fromFlags(prefixTokens, prefixes));
+          SharedPrefix.fromFlags(prefixTokens, prefixes),
+          sessionSpec());
     }
 
     /** Whether the command line gave option {@code name} (else it holds its default). */
     boolean given(String name) {
       CommandLine.ParseResult parsed = spec.commandLine().getParseResult();
       return parsed != null && parsed.hasMatchedOption(name);
+    }
+
+    /** Whether any of the session flags was given. */
+    boolean sessionFlags() {
+      return sessions != 0 || turns != null || thinkTime != null || sessionMaxTokens != null;
+    }
+
+    /** {@code --sessions} and its companions, or null when none is given. */
+    private SessionSpec sessionSpec() {
+      if (!sessionFlags()) {
+        return null;
+      }
+      if (sessions == 0) {
+        throw new IllegalArgumentException(
+            "--turns, --think-time and --session-max-tokens go with --sessions N");
+      }
+      if (sessionMaxTokens != null && api() != Api.COMPLETIONS) {
+        throw new IllegalArgumentException(
+            "--session-max-tokens is for --api completions, whose lengths are exact; a chat"
+                + " session ends when its history would pass 1 MiB");
+      }
+      Duration think;
+      try {
+        think = thinkTime == null ? Duration.ZERO : Durations.parse(thinkTime);
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--think-time: " + e.getMessage());
+      }
+      return new SessionSpec(
+          sessions,
+          turns == null ? SessionSpec.DEFAULT_TURNS : turns,
+          think,
+          sessionMaxTokens == null ? SessionSpec.DEFAULT_MAX_TOKENS : sessionMaxTokens);
     }
 
     /** --api, or chat with --chat, or completions; --chat with another --api is refused. */

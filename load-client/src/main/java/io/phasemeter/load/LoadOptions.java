@@ -6,8 +6,10 @@ import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.Conversation;
 import io.phasemeter.load.workload.Mix;
 import io.phasemeter.load.workload.Profile;
+import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.Workload;
 import io.phasemeter.load.workload.dataset.Dataset;
 import io.phasemeter.load.workload.dataset.DatasetEntries;
@@ -22,7 +24,7 @@ import java.util.List;
 
 /**
  * Everything a run needs, validated (docs/design.md §7). Exactly one load shape: a rate (open
- * model), a concurrency (closed model), steps of rates or a replayed trace.
+ * model), a concurrency (closed model), steps of rates, a replayed trace or multi-turn sessions.
  *
  * @param steps rates of a stepped run (empty otherwise)
  * @param inputTokens custom input length (-1: from the profile)
@@ -50,6 +52,9 @@ import java.util.List;
  *     requests'), or null
  * @param sharedPrefix shared prefixes of the synthetic workload ({@code --prefix-tokens}, {@code
  *     --prefixes}), or null
+ * @param sessions the multi-turn shape ({@code --sessions}, {@code --turns}, {@code --think-time},
+ *     {@code --session-max-tokens}), or null for none; {@code duration} may then be null (the run
+ *     ends when the sessions have)
  */
 public record LoadOptions(
     URI url,
@@ -88,7 +93,8 @@ public record LoadOptions(
     Objectives slo,
     Dataset dataset,
     Replay replay,
-    SharedPrefix sharedPrefix) {
+    SharedPrefix sharedPrefix,
+    SessionSpec sessions) {
 
   /** {@code --join-fetch-timeout} when none is given. */
   public static final Duration DEFAULT_JOIN_FETCH_TIMEOUT = Duration.ofSeconds(10);
@@ -116,17 +122,31 @@ public record LoadOptions(
           "--replay is a load shape of its own (the trace's times are the arrivals): it cannot go"
               + " with --rate, --concurrency or --steps");
     }
-    if (replay == null && shapes != 1) {
+    if (replay != null && sessions != null) {
       throw new IllegalArgumentException(
-          "give exactly one of --rate R, --concurrency N, --steps R1,R2,… or --replay FILE");
+          "--replay is a load shape of its own (the trace's times are the arrivals): it cannot go"
+              + " with --sessions (a trace's sessions are in its rows)");
+    }
+    if (replay == null && shapes + (sessions == null ? 0 : 1) != 1) {
+      throw new IllegalArgumentException(
+          "give exactly one of --rate R, --concurrency N, --steps R1,R2,…, --sessions N or"
+              + " --replay FILE");
     }
     if (!steps.isEmpty() && stepDuration == null) {
       throw new IllegalArgumentException("--steps needs --step-duration D");
     }
     if (steps.isEmpty()
-        && (replay == null || duration != null)
+        && ((replay == null && sessions == null) || duration != null)
         && (duration == null || duration.isZero() || duration.isNegative())) {
       throw new IllegalArgumentException("--duration must be positive");
+    }
+    if (sessions != null && sessions.count() > maxInFlight) {
+      throw new IllegalArgumentException(
+          "--sessions "
+              + sessions.count()
+              + " is above --max-in-flight "
+              + maxInFlight
+              + ": each session has a turn in flight at a time; raise --max-in-flight");
     }
     if (!List.of("constant", "poisson", "gamma").contains(arrival)) {
       throw new IllegalArgumentException("--arrival must be constant, poisson or gamma");
@@ -189,6 +209,11 @@ public record LoadOptions(
             "--dataset gives the prompts: it cannot go with --replay (a trace gives its own"
                 + " lengths) or --prefix-tokens (the file's prompts share what they share)");
       }
+    }
+    if (sessions != null && (dataset != null || sharedPrefix != null)) {
+      throw new IllegalArgumentException(
+          "--sessions builds each turn's prompt from the session's history: it cannot go with"
+              + " --dataset or --prefix-tokens");
     }
     if (api == Api.RESPONSES && (profile != null || mix != null || inputTokens > 0)) {
       throw new IllegalArgumentException(
@@ -286,7 +311,8 @@ public record LoadOptions(
         slo,
         dataset,
         replay,
-        sharedPrefix);
+        sharedPrefix,
+        null);
   }
 
   /**
@@ -312,6 +338,9 @@ public record LoadOptions(
 
   /** The shape in words, for the report's conditions. */
   public String arrivalDescription() {
+    if (sessions != null) {
+      return sessions.describe();
+    }
     if (concurrency > 0) {
       return "closed model, concurrency " + concurrency;
     }
@@ -377,6 +406,29 @@ public record LoadOptions(
       return Mix.of(Profile.custom(inputTokens, 1));
     }
     return Mix.of(lengths());
+  }
+
+  /**
+   * What a {@code --sessions} run's conversations share: the lengths of each completions turn (from
+   * --mix, --profile or custom lengths), chat's max_tokens, the seed and the API key.
+   *
+   * @throws IllegalStateException without --sessions
+   * @throws IllegalArgumentException for an API that has no sessions (responses, embeddings)
+   */
+  public Conversation.Shape conversations() {
+    if (sessions == null) {
+      throw new IllegalStateException("not a --sessions run");
+    }
+    Mix lengths = api != Api.COMPLETIONS ? null : mix != null ? Mix.parse(mix) : Mix.of(lengths());
+    return new Conversation.Shape(
+        model,
+        api,
+        lengths,
+        outputTokens > 0 ? outputTokens : 128,
+        stream,
+        seed,
+        apiKey == null ? java.util.Map.of() : apiKey.headers(),
+        sessions);
   }
 
   /** Embeddings take the input half of --mix or --profile, or --input-tokens alone. */

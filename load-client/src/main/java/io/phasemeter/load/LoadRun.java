@@ -17,6 +17,7 @@ import io.phasemeter.load.report.ReportInput;
 import io.phasemeter.load.report.ReportWriter;
 import io.phasemeter.load.report.SlowThreshold;
 import io.phasemeter.load.schedule.Series;
+import io.phasemeter.load.schedule.Sessions;
 import io.phasemeter.load.schedule.StepInfo;
 import io.phasemeter.load.schedule.StepRunner;
 import io.phasemeter.load.schedule.WarmUp;
@@ -77,6 +78,10 @@ public final class LoadRun {
   private final LiveReport live;
   private final Joiner joiner;
   private final ProxyJoin join;
+
+  /** The sessions of a {@code --sessions} run; null for any other. */
+  private final Sessions sessions;
+
   private long runStart;
 
   /** See {@link #execute(LoadOptions, PrintWriter, PrintWriter, boolean)}. */
@@ -111,6 +116,8 @@ public final class LoadRun {
             o.timeout(),
             o.connectionReuse(),
             o.steps().isEmpty() ? 1 : o.steps().size());
+    this.sessions =
+        o.sessions() == null ? null : new Sessions(o.conversations(), prefix, o.duration());
     this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status, goodput);
     this.joiner = new Joiner(prefix, 100_000, live::add);
     this.join =
@@ -216,8 +223,11 @@ public final class LoadRun {
         o.datasetEntries().lines().forEach(l -> out.println("phasemeter load: " + l));
         out.flush();
       }
+      if (o.sessions() != null) {
+        o.conversations();
+      }
       for (double rate : o.steps().isEmpty() ? List.of(o.rate()) : o.steps()) {
-        if (o.concurrency() == 0 && replayed == null) {
+        if (o.concurrency() == 0 && replayed == null && o.sessions() == null) {
           o.arrivals(rate, 0);
         }
       }
@@ -285,7 +295,8 @@ public final class LoadRun {
               o.url(),
               o.timeout(),
               o.connectionReuse(),
-              o.concurrency(),
+              // Sessions warm up as the closed model of as many single turns at once.
+              o.sessions() != null ? o.sessions().count() : o.concurrency(),
               replayed != null
                   ? replayed.meanRate(o.duration())
                   : o.steps().isEmpty() ? o.rate() : o.steps().get(0));
@@ -306,7 +317,7 @@ public final class LoadRun {
             workload,
             live,
             out,
-            o.concurrency() > 0 ? null : o.arrivals(warm.firstRate(), WARM_UP_ARRIVALS));
+            warm.concurrency() > 0 ? null : o.arrivals(warm.firstRate(), WARM_UP_ARRIVALS));
       } else if (WarmUp.atLoad(schedule, warm, workload, live, out)) {
         // The compiles the target's load queued, as after the client's own.
         double more = WarmUp.awaitQuietCompiler(out);
@@ -438,6 +449,8 @@ public final class LoadRun {
               replayed.stepDuration(o.duration()),
               replayed.arrivals(o.duration()),
               runStart));
+    } else if (sessions != null) {
+      steps.add(schedule.sessions(measured, sessions).await());
     } else if (o.concurrency() > 0) {
       steps.add(schedule.closed(measured, 0, o.concurrency(), o.duration()).await());
     } else if (!o.steps().isEmpty()) {
@@ -495,6 +508,15 @@ public final class LoadRun {
     }
     if (o.sharedPrefix() != null) {
       conditions.putAll(o.sharedPrefix().conditions());
+    }
+    if (o.sessions() != null) {
+      conditions.put("sessions", o.sessions().count());
+      conditions.put("turns", o.sessions().turns());
+      conditions.put("think_time_s", o.sessions().thinkTimeSeconds());
+      // Exact lengths only: a chat session is bounded by its history's size instead.
+      conditions.put(
+          "session_max_tokens",
+          o.api() == io.phasemeter.load.workload.Api.COMPLETIONS ? o.sessions().maxTokens() : null);
     }
     conditions.put("max_in_flight", o.maxInFlight());
     conditions.put("connection_reuse", o.connectionReuse() ? "on" : "off");
@@ -570,7 +592,8 @@ public final class LoadRun {
             schedule.connections(),
             o.api(),
             join.feedCounts(),
-            goodput));
+            goodput,
+            sessions == null ? null : sessions.counts()));
     live.printFinal();
     out.println(
         String.format(
@@ -587,6 +610,20 @@ public final class LoadRun {
                 : String.format(Locale.ROOT, "%.1f%%", 100 * coverage)));
     if (joinBasis != null) {
       out.println("phasemeter load: note: " + joinBasis);
+    }
+    if (sessions != null) {
+      Sessions.Counts c = sessions.counts();
+      out.println(
+          String.format(
+              Locale.ROOT,
+              "phasemeter load: sessions: %d started, %d completed, %d cut by a failed turn, %d at"
+                  + " their token limit, %d stopped by the duration's end; %d turns not sent",
+              c.started(),
+              c.completed(),
+              c.cut(),
+              c.atMaxTokens(),
+              c.endedByDuration(),
+              c.turnsNotSent()));
     }
     printConnections(schedule.connections());
     out.println(

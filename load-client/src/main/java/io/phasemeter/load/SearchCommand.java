@@ -172,6 +172,11 @@ public final class SearchCommand extends LoadMain.Run {
           "--steps and --step-duration cannot go with search: the search chooses the rates (give"
               + " --rate R as the start)");
     }
+    if (sessionFlags()) {
+      throw new IllegalArgumentException(
+          "--sessions, --turns, --think-time and --session-max-tokens cannot go with search: a"
+              + " search moves a rate or a concurrency (run sessions with phasemeter load run)");
+    }
     if (rate > 0 && concurrency > 0) {
       throw new IllegalArgumentException(
           "give --rate R (open model) or --concurrency N (closed model) as the start, not both");
@@ -298,13 +303,25 @@ public final class SearchCommand extends LoadMain.Run {
             "seed of the confirmation blocks' order; probe N's arrivals and prompts take S + N"
                 + " (default: 1)");
 
+    /** The multi-turn shape's flags, which a search refuses. */
+    private static final Map<String, String> SESSION_WORDS =
+        Map.of(
+            "--sessions",
+            "not with search: a search moves a rate or a concurrency",
+            "--turns",
+            "not with search",
+            "--think-time",
+            "not with search",
+            "--session-max-tokens",
+            "not with search");
+
     @Override
     public CommandSpec transform(CommandSpec spec) {
       // Removed and added again in their order: an option spec's description is fixed.
       List<OptionSpec> options = List.copyOf(spec.options());
       options.forEach(spec::remove);
       for (OptionSpec o : options) {
-        String words = WORDS.get(o.longestName());
+        String words = WORDS.getOrDefault(o.longestName(), SESSION_WORDS.get(o.longestName()));
         spec.addOption(words == null ? o : o.toBuilder().description(words).build());
       }
       return spec;

@@ -341,6 +341,7 @@ public final class CampaignRunner {
         plan.slo(),
         null,
         null,
+        null,
         null);
   }
 

@@ -28,6 +28,8 @@ package io.phasemeter.load.http;
  * @param serverTiming the response's Server-Timing header, or null
  * @param retried whether the request was sent once more on a fresh connection after the reused one
  *     it first went out on turned out closed (a stale connection)
+ * @param turn the request's turn in its session, 1 for the first; 0 outside any session
+ * @param session the session's id (the {@code x-session-id} header sent), or null outside any
  */
 public record ClientResult(
     long seq,
@@ -50,9 +52,60 @@ public record ClientResult(
     long usagePromptTokens,
     long usageCompletionTokens,
     String serverTiming,
-    boolean retried) {
+    boolean retried,
+    int turn,
+    String session) {
 
-  /** A request that was sent once ({@code retried} false). */
+  /** A request outside any session (turn 0, no session). */
+  public ClientResult(
+      long seq,
+      String traceId,
+      String bucket,
+      int step,
+      long intendedNanos,
+      long actualNanos,
+      long transportSetupNanos,
+      long ttfbNanos,
+      long ttftNanos,
+      long totalNanos,
+      long tpotNanos,
+      long itlCount,
+      int status,
+      ErrorClass error,
+      String invalidReason,
+      int promptTokens,
+      int maxTokens,
+      long usagePromptTokens,
+      long usageCompletionTokens,
+      String serverTiming,
+      boolean retried) {
+    this(
+        seq,
+        traceId,
+        bucket,
+        step,
+        intendedNanos,
+        actualNanos,
+        transportSetupNanos,
+        ttfbNanos,
+        ttftNanos,
+        totalNanos,
+        tpotNanos,
+        itlCount,
+        status,
+        error,
+        invalidReason,
+        promptTokens,
+        maxTokens,
+        usagePromptTokens,
+        usageCompletionTokens,
+        serverTiming,
+        retried,
+        0,
+        null);
+  }
+
+  /** A request that was sent once ({@code retried} false), outside any session. */
   public ClientResult(
       long seq,
       String traceId,
@@ -96,6 +149,11 @@ public record ClientResult(
         usageCompletionTokens,
         serverTiming,
         false);
+  }
+
+  /** When its last byte was read (client clock), or -1 when not known. */
+  public long endNanos() {
+    return totalNanos < 0 ? -1 : intendedNanos + totalNanos;
   }
 
   /** How late the request left compared with its schedule. */

@@ -3,6 +3,7 @@ package io.phasemeter.load.http;
 import io.phasemeter.core.net.StaleConnections;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.RequestSpec;
+import io.phasemeter.load.workload.Workload;
 import io.vertx.core.AsyncResult;
 import io.vertx.core.Handler;
 import io.vertx.core.buffer.Buffer;
@@ -40,6 +41,9 @@ final class Exchange implements ConnectionPool.Waiter {
   private final long intended;
   private final LongConsumer itl;
   private final Handler<ClientResult> onResult;
+
+  /** Where a session's chat answer goes (its next turn sends it back); null for other requests. */
+  private final AnswerText answer;
 
   private boolean done;
   private boolean retried;
@@ -84,7 +88,8 @@ final class Exchange implements ConnectionPool.Waiter {
       int step,
       long intended,
       LongConsumer itl,
-      Handler<ClientResult> onResult) {
+      Handler<ClientResult> onResult,
+      AnswerText answer) {
     this.runner = runner;
     this.seq = seq;
     this.spec = spec;
@@ -94,6 +99,7 @@ final class Exchange implements ConnectionPool.Waiter {
     this.intended = intended;
     this.itl = itl;
     this.onResult = onResult;
+    this.answer = answer;
   }
 
   void start() {
@@ -254,6 +260,9 @@ final class Exchange implements ConnectionPool.Waiter {
 
   private void onEvent(String type, String data, long now) {
     if (reader.event(type, data)) {
+      if (answer != null) {
+        answer.event(data);
+      }
       if (firstToken < 0) {
         firstToken = now;
         ttft = now - intended;
@@ -332,6 +341,9 @@ final class Exchange implements ConnectionPool.Waiter {
       if (json.hasUsage()) {
         usagePrompt = json.promptTokens;
         usageCompletion = json.completionTokens;
+      }
+      if (answer != null) {
+        answer.body(bytes);
       }
       validate();
     }
@@ -561,7 +573,9 @@ final class Exchange implements ConnectionPool.Waiter {
             usagePrompt,
             usageCompletion,
             serverTiming,
-            retried));
+            retried,
+            spec.turn(),
+            spec.turn() == 0 ? null : spec.headers().get(Workload.SESSION_HEADER)));
   }
 
   /**

@@ -54,7 +54,8 @@ import java.util.function.LongConsumer;
  * {@code status} is not {@code completed} or {@code incomplete}), or an embeddings answer without
  * an embedding, is {@code INVALID}, with a reason.
  *
- * <p>The response text is parsed on the fly and dropped; no prompt or completion is kept.
+ * <p>The response text is parsed on the fly and dropped; no prompt or completion is kept, but for
+ * the answer of a session's chat turn, which its next turn sends back ({@link AnswerText}).
  *
  * <p>Every request is issued from this runner's Vert.x context, whatever thread calls {@link #run}:
  * a request issued from a foreign thread can lose the start of its response body.
@@ -224,11 +225,29 @@ public final class RequestRunner {
       long intendedNanos,
       LongConsumer itl,
       Handler<ClientResult> done) {
+    run(seq, spec, traceId, traceparent, step, intendedNanos, itl, done, null);
+  }
+
+  /**
+   * Like {@link #run(long, RequestSpec, String, String, int, long, LongConsumer, Handler)}, keeping
+   * the answer's text in {@code answer} as it is read (a chat turn of a session, whose next turn
+   * sends it back); null keeps nothing, as for every other request.
+   */
+  public void run(
+      long seq,
+      RequestSpec spec,
+      String traceId,
+      String traceparent,
+      int step,
+      long intendedNanos,
+      LongConsumer itl,
+      Handler<ClientResult> done,
+      AnswerText answer) {
     Objects.requireNonNull(spec, "spec");
     Objects.requireNonNull(itl, "itl");
     Objects.requireNonNull(done, "done");
     Exchange exchange =
-        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, itl, done);
+        new Exchange(this, seq, spec, traceId, traceparent, step, intendedNanos, itl, done, answer);
     context.runOnContext(v -> exchange.start());
   }
 

@@ -62,6 +62,10 @@ final class PairColumns {
     String[] invalidReason;
     String[] serverTiming;
     ServerRecord[] server;
+    // A session's turn and id, allocated only when a chunk has a request of a session; the id is
+    // one String per session, shared by its turns.
+    int[] turn;
+    String[] session;
   }
 
   /** Keeps one pair: a client result, and the proxy's record or null. */
@@ -111,6 +115,14 @@ final class PairColumns {
       }
       k.serverTiming[row] = c.serverTiming();
     }
+    if (c.turn() != 0 || c.session() != null) {
+      if (k.turn == null) {
+        k.turn = new int[CHUNK];
+        k.session = new String[CHUNK];
+      }
+      k.turn[row] = c.turn();
+      k.session[row] = c.session();
+    }
     if (s != null) {
       if (k.server == null) {
         k.server = new ServerRecord[CHUNK];
@@ -157,7 +169,9 @@ final class PairColumns {
               k.usagePrompt[row],
               k.usageCompletion[row],
               k.serverTiming == null ? null : k.serverTiming[row],
-              k.retried[row]);
+              k.retried[row],
+              k.turn == null ? 0 : k.turn[row],
+              k.session == null ? null : k.session[row]);
       out.add(new Pair(c, k.server == null ? null : k.server[row]));
     }
     return out;

@@ -128,6 +128,7 @@ final class HtmlReport {
     cdfs();
     overTime();
     steps();
+    b.append(TurnsHtml.section(m));
     slowest();
     conditions();
     definitions();

@@ -78,6 +78,9 @@ public final class LiveReport implements AutoCloseable {
 
   private final PhaseWindow window = new PhaseWindow();
 
+  /** Per turn index of the requests of sessions, for the final table; empty without any. */
+  private final TurnStats turns = new TurnStats();
+
   /** Goodput over the requests finished so far; null without objectives. */
   private final GoodputCounts goodput;
 
@@ -141,6 +144,7 @@ public final class LiveReport implements AutoCloseable {
       cumulative.add(pair);
       window.add(pair);
     }
+    turns.add(pair.client());
   }
 
   /** One inter-token gap of a measured request, in nanoseconds. */
@@ -282,6 +286,7 @@ public final class LiveReport implements AutoCloseable {
           api);
       replicaLines(out, status.get().replicas());
     }
+    turns.print(out);
     if (goodput != null) {
       out.println(goodputFinal(status.get().sent()));
       out.flush();

@@ -51,7 +51,9 @@ final class PairsCsv {
           "tenant",
           "server_slo",
           "server_slo_missed",
-          "intended_ms");
+          "intended_ms",
+          "session",
+          "turn");
 
   /** {@code runStartNanos} of a table whose {@code intended_ms} is left empty (no clock known). */
   static final long NO_CLOCK = Long.MIN_VALUE;
@@ -71,7 +73,8 @@ final class PairsCsv {
    * failure it counted) come from the joined record and are empty without one (or when it carries
    * none: a proxy before them, a request the proxy did not judge). {@code intended_ms} is the
    * request's intended start in milliseconds after {@code runStartNanos}, the run's clock (a
-   * replayed row's: its time in the trace divided by the speed).
+   * replayed row's: its time in the trace divided by the speed). {@code session} and {@code turn}
+   * (last) are the request's session id and turn, empty outside any session.
    */
   static void write(
       Path file, List<Pair> pairs, List<String> notApplicable, Goodput goodput, long runStartNanos)
@@ -102,6 +105,10 @@ final class PairsCsv {
                 runStartNanos == NO_CLOCK || intended < 0
                     ? ""
                     : ms((intended - runStartNanos) / 1e6));
+        // The request's session and turn; empty outside any session.
+        ClientResult c = p.client();
+        row.append(',').append(c.turn() == 0 ? "" : quote(c.session()));
+        row.append(',').append(c.turn() == 0 ? "" : Integer.toString(c.turn()));
         w.append(row).append("\r\n");
       }
     }

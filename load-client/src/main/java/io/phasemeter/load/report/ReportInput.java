@@ -3,6 +3,7 @@ package io.phasemeter.load.report;
 import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.join.JoinCounts;
 import io.phasemeter.load.join.Pair;
+import io.phasemeter.load.schedule.Sessions;
 import io.phasemeter.load.schedule.StepInfo;
 import io.phasemeter.load.workload.Api;
 import java.util.Collections;
@@ -31,6 +32,7 @@ import java.util.Map;
  * @param feed the record feeds' reconnects and missed records, the records fetched at the end and
  *     each replica's part; null without a feed
  * @param goodput the run's goodput objectives; null when it had none
+ * @param sessions what a {@code --sessions} run's sessions did; null for any other run
  */
 public record ReportInput(
     List<Pair> pairs,
@@ -49,7 +51,8 @@ public record ReportInput(
     Connections connections,
     Api api,
     JoinCounts feed,
-    Goodput goodput) {
+    Goodput goodput,
+    Sessions.Counts sessions) {
 
   /** How many of the slowest requests a report reconciles. */
   public static final int SLOWEST = 10;
@@ -66,6 +69,46 @@ public record ReportInput(
       phaseStats = PhaseStats.of(pairs);
     }
     connections = connections == null ? Connections.UNKNOWN : connections;
+  }
+
+  /** A run without sessions ({@code --sessions}). */
+  public ReportInput(
+      List<Pair> pairs,
+      List<StepInfo> steps,
+      long runStartNanos,
+      long runEndNanos,
+      Map<String, Object> conditions,
+      long sent,
+      long ok,
+      long errors,
+      long dropped,
+      long invalid,
+      double achievedRate,
+      List<BudgetResult> budgets,
+      PhaseStats phaseStats,
+      Connections connections,
+      Api api,
+      JoinCounts feed,
+      Goodput goodput) {
+    this(
+        pairs,
+        steps,
+        runStartNanos,
+        runEndNanos,
+        conditions,
+        sent,
+        ok,
+        errors,
+        dropped,
+        invalid,
+        achievedRate,
+        budgets,
+        phaseStats,
+        connections,
+        api,
+        feed,
+        goodput,
+        null);
   }
 
   /** A run without goodput objectives. */

@@ -45,6 +45,9 @@ final class ReportModel {
    */
   final long[] goodOverTime;
 
+  /** Per turn index of the requests of sessions; empty when none belonged to one. */
+  final TurnStats turns;
+
   ReportModel(ReportInput in) {
     this.in = in;
     this.stats = in.phaseStats();
@@ -73,6 +76,7 @@ final class ReportModel {
     this.goodput = in.goodput() == null ? null : GoodputCounts.of(in.goodput(), in.pairs());
     this.goodOverTime = goodOverTime(in, timeSeries);
     this.lengths = Lengths.of(in.pairs(), in.generates());
+    this.turns = TurnStats.of(in.pairs());
   }
 
   private static long[] goodOverTime(ReportInput in, List<TimePoint> series) {

@@ -188,6 +188,8 @@ final class SummaryJson {
       }
     }
 
+    turns(root, m);
+
     ArrayNode slowest = root.putArray("slowest");
     for (SlowRequest r : m.slowest) {
       ObjectNode o = slowest.addObject();
@@ -207,6 +209,47 @@ final class SummaryJson {
     definitions.put("note", Definitions.NOTE);
     Definitions.TERMS.forEach(definitions::put);
     return (ObjectNode) nullNonFinite(root);
+  }
+
+  /**
+   * {@code turns}: one object per turn index of the requests of sessions, the turns after {@value
+   * TurnStats#MAX_TURNS} in one ({@code and_later}), null when no request belonged to a session;
+   * {@code sessions}: what a {@code --sessions} run's sessions did, null for any other run.
+   */
+  private static void turns(ObjectNode root, ReportModel m) {
+    if (m.turns.isEmpty()) {
+      root.putNull("turns");
+    } else {
+      ArrayNode turns = root.putArray("turns");
+      for (TurnStats.Row r : m.turns.rows()) {
+        ObjectNode o = turns.addObject();
+        o.put("turn", r.turn());
+        if (r.andLater()) {
+          o.put("and_later", true);
+        }
+        o.put("sent", r.sent());
+        o.put("ok", r.ok());
+        ObjectNode ttft = o.putObject("client_ttft_ms");
+        ttft.put("count", r.ttftCount());
+        num(ttft, "p50", r.ttftP50Ms());
+        num(ttft, "p95", r.ttftP95Ms());
+        num(ttft, "p99", r.ttftP99Ms());
+        num(ttft, "mean", r.ttftMeanMs());
+        num(o, "prompt_tokens_mean", r.promptTokensMean());
+      }
+    }
+    io.phasemeter.load.schedule.Sessions.Counts c = m.in.sessions();
+    if (c == null) {
+      root.putNull("sessions");
+      return;
+    }
+    ObjectNode s = root.putObject("sessions");
+    s.put("started", c.started());
+    s.put("completed", c.completed());
+    s.put("cut", c.cut());
+    s.put("at_max_tokens", c.atMaxTokens());
+    s.put("ended_by_duration", c.endedByDuration());
+    s.put("turns_not_sent", c.turnsNotSent());
   }
 
   /**

@@ -117,6 +117,13 @@ public final class Series {
     issued.incrementAndGet();
   }
 
+  /** A request built elsewhere (a session's turn), numbered and issued now. */
+  Prepared issue(RequestSpec spec) {
+    long k = issued.incrementAndGet();
+    long n = counted ? k : -(warmupRequests + k);
+    return new Prepared(n, spec, ids.traceId(k), ids.traceparent(k));
+  }
+
   LongConsumer itl() {
     return itl;
   }

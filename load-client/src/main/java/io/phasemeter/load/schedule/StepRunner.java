@@ -1,5 +1,7 @@
 package io.phasemeter.load.schedule;
 
+import io.phasemeter.load.http.AnswerText;
+import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.report.Connections;
 import io.phasemeter.load.workload.Arrivals;
@@ -12,11 +14,13 @@ import java.time.Duration;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 /**
  * Starts the requests of a run on time, step by step: from a clock in the open model ({@link
- * Pacer}), or keeping N in flight in the closed model. Counts what is in flight and what was
- * dropped at the in-flight cap, and what the connections did.
+ * Pacer}), keeping N in flight in the closed model, or turn after turn in N sessions ({@link
+ * Sessions}). Counts what is in flight and what was dropped at the in-flight cap, and what the
+ * connections did.
  */
 public final class StepRunner implements AutoCloseable {
   private final Vertx vertx;
@@ -85,7 +89,7 @@ public final class StepRunner implements AutoCloseable {
             Series.Prepared p = pending[0] != null ? pending[0] : series.build();
             pending[0] = null;
             series.issue();
-            start(series, p, intended, index, null);
+            start(series, p, intended, index, null, null);
             return true;
           }
 
@@ -128,11 +132,41 @@ public final class StepRunner implements AutoCloseable {
                   sent.incrementAndGet();
                   Series.Prepared p = series.build();
                   series.issue();
-                  start(series, p, now, index, () -> ctx.runOnContext(x -> loop[0].run()));
+                  start(series, p, now, index, r -> ctx.runOnContext(x -> loop[0].run()), null);
                 };
             loop[0].run();
           }
         });
+    return done.future();
+  }
+
+  /**
+   * Sessions ({@code --sessions}): each session's turns one after the other, as {@link Sessions}
+   * schedules them; the step ends once every session has.
+   */
+  public Future<StepInfo> sessions(Series series, Sessions sessions) {
+    Promise<StepInfo> done = Promise.promise();
+    if (series.counted()) {
+      stepText = sessions.describe();
+    }
+    Context ctx = vertx.getOrCreateContext();
+    ctx.runOnContext(
+        v ->
+            sessions.start(
+                (spec, intended, answer, then) ->
+                    start(series, series.issue(spec), intended, 0, then, answer),
+                (delay, task) -> vertx.setTimer(Math.max(1, delay / 1_000_000), id -> task.run()),
+                System::nanoTime,
+                () ->
+                    done.complete(
+                        new StepInfo(
+                            0,
+                            -1,
+                            sessions.count(),
+                            sessions.startNanos(),
+                            sessions.endNanos(),
+                            sessions.launched(),
+                            0))));
     return done.future();
   }
 
@@ -193,7 +227,18 @@ public final class StepRunner implements AutoCloseable {
     return "step " + (index + 1) + "/" + totalSteps + " (" + what + ")";
   }
 
-  private void start(Series series, Series.Prepared p, long intended, int step, Runnable then) {
+  /**
+   * @param then told the result after the series (the closed model's next request, a session's next
+   *     turn), or null
+   * @param answer where a session's chat answer goes, or null
+   */
+  private void start(
+      Series series,
+      Series.Prepared p,
+      long intended,
+      int step,
+      Consumer<ClientResult> then,
+      AnswerText answer) {
     inFlight.incrementAndGet();
     runner.run(
         p.seq(),
@@ -207,8 +252,9 @@ public final class StepRunner implements AutoCloseable {
           inFlight.decrementAndGet();
           series.done(r);
           if (then != null) {
-            then.run();
+            then.accept(r);
           }
-        });
+        },
+        answer);
   }
 }

@@ -263,9 +263,10 @@ public final class Workload {
 
   /**
    * The free-text prompt of request {@code seq}: the request number keeps prompts distinct, so a
-   * prefix cache serves only the shared start.
+   * prefix cache serves only the shared start. A session's turn ({@link Conversation}) takes its
+   * turn number for it.
    */
-  private static String prompt(long seq, SplittableRandom rng) {
+  static String prompt(long seq, SplittableRandom rng) {
     String topic = TOPICS[rng.nextInt(TOPICS.length)];
     return "Request " + seq + ": write a short paragraph about " + topic + ".";
   }
