@@ -51,6 +51,10 @@ final class CampaignHtml {
         .append(plan.repeats())
         .append(" repeats of ")
         .append(CampaignRunner.human(plan.duration()))
+        .append(
+            plan.sources().stream().anyMatch(x -> x instanceof Source.Trace)
+                ? " (a replay: the length of its trace)"
+                : "")
         .append(", in randomized blocks (seed ")
         .append(plan.seed())
         .append("), each point preceded by one discarded warm-up run of ")

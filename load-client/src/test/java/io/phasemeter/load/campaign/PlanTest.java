@@ -8,6 +8,8 @@ import io.phasemeter.load.workload.Profile;
 import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.replay.MooncakeTraces;
 import io.phasemeter.load.workload.replay.Replay;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
@@ -16,6 +18,7 @@ import java.util.HexFormat;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
 
 class PlanTest {
 
@@ -240,6 +243,27 @@ class PlanTest {
     assertThat(error(HEAD + "profiles: [{replay: traces/bad.jsonl}]\n"))
         .startsWith("plan.yaml: profiles entry 1 (replay): replay " + bad + ":2: ")
         .contains("output_length");
+    // load campaign: one line and exit 2, before any server is asked anything (port 9: none).
+    StringWriter err = new StringWriter();
+    CommandLine cl = new CommandLine(new io.phasemeter.load.LoadMain());
+    cl.setOut(new PrintWriter(new StringWriter(), true));
+    cl.setErr(new PrintWriter(err, true));
+    int code =
+        cl.execute(
+            "campaign",
+            "--plan",
+            dir.resolve("plan.yaml").toString(),
+            "--url",
+            "http://127.0.0.1:9",
+            "--out",
+            dir.resolve("out").toString());
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString().lines())
+        .singleElement()
+        .asString()
+        .startsWith("phasemeter load campaign: " + dir.resolve("plan.yaml") + ": profiles entry 1")
+        .contains("bad.jsonl:2: ");
+    assertThat(dir.resolve("out")).doesNotExist();
   }
 
   @Test

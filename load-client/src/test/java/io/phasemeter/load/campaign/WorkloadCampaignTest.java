@@ -153,6 +153,11 @@ class WorkloadCampaignTest {
         .contains("phasemeter campaign: replay-trace-x2: one point, on the trace's own schedule")
         .contains("phasemeter campaign: dataset-questions: 20 usable entries of ")
         .contains("phasemeter campaign: 9 of 9 measured runs valid");
+    assertThat(Files.readString(out.resolve("report.html")))
+        .contains("(a replay: the length of its trace)")
+        .contains("sessions-2t: metric vs sessions at once")
+        .contains("dataset-questions: metric vs concurrency")
+        .doesNotContain("about the weather");
   }
 
   @Test
