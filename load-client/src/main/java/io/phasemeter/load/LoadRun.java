@@ -191,6 +191,21 @@ public final class LoadRun {
    * not left to drain between the warm-up and the clock.
    */
   public static int execute(LoadOptions o, PrintWriter out, PrintWriter err, boolean warmProcess) {
+    return execute(o, out, err, warmProcess, null);
+  }
+
+  /**
+   * {@link #execute(LoadOptions, PrintWriter, PrintWriter, boolean)} of a trace already read and
+   * checked ({@code o.replay().load()}, by a campaign's plan): a campaign replays one trace in
+   * every repeat without reading it again.
+   *
+   * @param read the trace of {@code o.replay()}, or null: read here
+   */
+  public static int execute(
+      LoadOptions o, PrintWriter out, PrintWriter err, boolean warmProcess, Replayed read) {
+    if (read != null && !read.replay().equals(o.replay())) {
+      throw new IllegalStateException("the trace read is not this run's --replay");
+    }
     ClientBudgets budgets;
     Goodput goodput;
     Map<String, String> sloSkipped = new LinkedHashMap<>();
@@ -216,7 +231,7 @@ public final class LoadRun {
                 + " budgets of every tenant");
       }
       // The whole trace is read and checked here, before anything is sent.
-      replayed = o.replay() == null ? null : o.replay().load();
+      replayed = o.replay() == null ? null : read != null ? read : o.replay().load();
       o.workload(replayed);
       if (o.dataset() != null) {
         // Read (and every entry checked) by o.workload() above, before any request.

@@ -28,8 +28,9 @@ import picocli.CommandLine.Option;
     mixinStandardHelpOptions = true,
     sortOptions = false,
     description = {
-      "Runs a benchmark campaign: every load point of the plan (profiles × concurrency levels and"
-          + " profiles × rates), one discarded warm-up run per point, then the repeats in blocks"
+      "Runs a benchmark campaign: every load point of the plan (profiles and datasets ×"
+          + " concurrency levels and × rates, sessions × concurrency levels, each trace replay one"
+          + " point), one discarded warm-up run per point, then the repeats in blocks"
           + " that each run every point once in a fresh seeded random order. Runs with failed"
           + " requests, wrong output lengths, inputs off by more than 1 %%, client errors or drops"
           + " are listed as invalid with their reasons and left out of the statistics. Per point"
@@ -57,7 +58,8 @@ public final class CampaignCommand implements Callable<Integer> {
       description =
           "the plan (YAML), e.g. config/campaign.yaml; its key api_key_env: NAME sends the API key"
               + " held by environment variable NAME on every run's requests, as load run"
-              + " --api-key-env")
+              + " --api-key-env; the trace and dataset files it names are resolved against its"
+              + " directory and read, and checked, before any run")
   Path plan;
 
   @Option(
@@ -203,6 +205,7 @@ public final class CampaignCommand implements Callable<Integer> {
       if (proxyConfig != null && !Files.isReadable(proxyConfig)) {
         throw new IllegalArgumentException("--proxy-config " + proxyConfig + ": not readable");
       }
+      new CampaignRunner(p, o, stdout).check();
     } catch (IllegalArgumentException | IOException e) {
       err.println("phasemeter load campaign: " + e.getMessage());
       return LoadRun.USAGE;

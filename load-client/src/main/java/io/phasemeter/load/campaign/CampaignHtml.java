@@ -3,7 +3,6 @@ package io.phasemeter.load.campaign;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.phasemeter.load.report.Html;
 import io.phasemeter.load.report.Svg;
-import io.phasemeter.load.workload.Profile;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -52,6 +51,10 @@ final class CampaignHtml {
         .append(plan.repeats())
         .append(" repeats of ")
         .append(CampaignRunner.human(plan.duration()))
+        .append(
+            plan.sources().stream().anyMatch(x -> x instanceof Source.Trace)
+                ? " (a replay: the length of its trace)"
+                : "")
         .append(", in randomized blocks (seed ")
         .append(plan.seed())
         .append("), each point preceded by one discarded warm-up run of ")
@@ -123,13 +126,21 @@ final class CampaignHtml {
     }
 
     h.append("<h2>Plots</h2>");
-    for (Profile prof : plan.profiles()) {
+    // A replay is one point on its own schedule: the table has it, a plot would have one dot.
+    for (Source src : plan.sources()) {
       List<Plan.Point> closed =
-          plan.points().stream().filter(p -> !p.open() && p.profile().equals(prof)).toList();
+          plan.points().stream()
+              .filter(p -> p.concurrency() > 0 && p.source().equals(src))
+              .toList();
       List<Plan.Point> open =
-          plan.points().stream().filter(p -> p.open() && p.profile().equals(prof)).toList();
+          plan.points().stream().filter(p -> p.open() && p.source().equals(src)).toList();
+      String level = src instanceof Source.Sessions ? "sessions at once" : "concurrency";
       if (closed.size() > 0) {
-        h.append("<h3>").append(esc(prof.name())).append(": metric vs concurrency</h3>");
+        h.append("<h3>")
+            .append(esc(src.name()))
+            .append(": metric vs ")
+            .append(level)
+            .append("</h3>");
         List<String> vsConcurrency = new ArrayList<>(VS_CONCURRENCY);
         if (plan.slo() != null) {
           vsConcurrency.add("request_goodput");
@@ -137,14 +148,14 @@ final class CampaignHtml {
         for (String m : vsConcurrency) {
           h.append(
               chart(
-                  m + " vs concurrency",
-                  "concurrency",
+                  m + " vs " + level,
+                  level,
                   m,
                   List.of(series(m, closed, stats, p -> (double) p.concurrency(), m))));
         }
       }
       if (open.size() > 0) {
-        h.append("<h3>").append(esc(prof.name())).append(": latency vs offered rate</h3>");
+        h.append("<h3>").append(esc(src.name())).append(": latency vs offered rate</h3>");
         List<Series> ttft = new ArrayList<>();
         List<Series> total = new ArrayList<>();
         for (String m : VS_RATE) {

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;
@@ -161,15 +162,7 @@ public final class CampaignReport {
     for (Plan.Point pt : plan.points()) {
       ObjectNode o = points.addObject();
       o.put("id", pt.id());
-      o.put("profile", pt.profile().name());
-      o.put("input_tokens", pt.profile().inputTokens());
-      o.put("output_tokens", pt.profile().outputTokens());
-      o.put("concurrency", pt.concurrency());
-      if (pt.open()) {
-        o.put("rate", pt.rate());
-      } else {
-        o.putNull("rate");
-      }
+      source(o, pt);
       List<CampaignRunner.Run> measured =
           r.runs().stream()
               .filter(x -> !x.entry().warmup() && x.entry().point().id().equals(pt.id()))
@@ -211,6 +204,56 @@ public final class CampaignReport {
       }
     }
     return root;
+  }
+
+  /**
+   * A point's entry: {@code kind}, {@code profile} (the entry's name), its lengths where a profile
+   * gives them, the load, and a file's path and SHA-256 (as its runs' conditions give them).
+   */
+  private static void source(ObjectNode o, Plan.Point pt) {
+    Source s = pt.source();
+    o.put("kind", s.kind());
+    o.put("profile", s.name());
+    Profile lengths =
+        s instanceof Source.Shape x
+            ? x.profile()
+            : s instanceof Source.Sessions x ? x.profile() : null;
+    if (lengths != null) {
+      o.put("input_tokens", lengths.inputTokens());
+      o.put("output_tokens", lengths.outputTokens());
+    } else {
+      o.putNull("input_tokens");
+      if (s instanceof Source.FromDataset d && d.outputTokens() > 0) {
+        o.put("output_tokens", d.outputTokens());
+      } else {
+        o.putNull("output_tokens");
+      }
+    }
+    if (s instanceof Source.Trace) {
+      o.putNull("concurrency");
+    } else {
+      o.put("concurrency", pt.concurrency());
+    }
+    if (pt.open()) {
+      o.put("rate", pt.rate());
+    } else {
+      o.putNull("rate");
+    }
+    if (s instanceof Source.Sessions x) {
+      o.put("turns", x.turns());
+      o.put("think_time_s", x.thinkTime().toNanos() / 1e9);
+    }
+    if (s instanceof Source.Trace t) {
+      o.put("replay_speed", t.replay().speed());
+      o.put("replay_prefixes", t.replay().prefixes().key());
+      if (t.duration() != null) {
+        o.put("duration_s", t.duration().toNanos() / 1e9);
+      }
+    }
+    if (s.file() != null) {
+      o.put("file", s.file());
+      o.put("sha256", s.sha256());
+    }
   }
 
   private static void runFields(ObjectNode o, CampaignRunner.Run x, Path dir) {
@@ -301,8 +344,8 @@ public final class CampaignReport {
         row.add(String.valueOf(x.entry().index()));
         row.add(x.entry().name());
         row.add(p.id());
-        row.add(p.profile().name());
-        row.add(String.valueOf(p.concurrency()));
+        row.add(p.source().name());
+        row.add(p.source() instanceof Source.Trace ? "" : String.valueOf(p.concurrency()));
         row.add(p.open() ? Plan.trim(p.rate()) : "");
         row.add(String.valueOf(x.entry().warmup()));
         row.add(String.valueOf(x.entry().block()));

@@ -8,6 +8,9 @@ import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import io.phasemeter.load.workload.Profile;
+import io.phasemeter.load.workload.SessionSpec;
+import io.phasemeter.load.workload.dataset.Dataset;
+import io.phasemeter.load.workload.replay.Replay;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -137,14 +140,18 @@ public final class CampaignRunner {
         String.format(
             Locale.ROOT,
             "phasemeter campaign: %d points × %d repeats in randomized blocks (seed %d), plus one"
-                + " discarded warm-up run each: %d runs of %s (warm-up %s) -> %s",
+                + " discarded warm-up run each: %d runs of %s (warm-up %s%s) -> %s",
             points.size(),
             plan.repeats(),
             plan.seed(),
             entries.size(),
             human(plan.duration()),
             human(plan.warmupDuration()),
+            plan.sources().stream().anyMatch(x -> x instanceof Source.Trace)
+                ? "; a replay runs the length of its trace"
+                : "",
             o.out()));
+    plan.notes().forEach(n -> out.println("phasemeter campaign: " + n));
     out.flush();
     List<StartupProbe.Start> startup = new ArrayList<>();
     String startupNote = null;
@@ -218,7 +225,13 @@ public final class CampaignRunner {
         new PrintWriter(
             Files.newBufferedWriter(dir.resolve("run.log"), StandardCharsets.UTF_8), true)) {
       try {
-        code = LoadRun.execute(options(e, dir, seed), log, log);
+        code =
+            LoadRun.execute(
+                options(e, dir, seed),
+                log,
+                log,
+                false,
+                e.point().source() instanceof Source.Trace t ? t.replayed() : null);
       } catch (RuntimeException ex) {
         code = LoadRun.INVALID_RUN;
         clientError = ex.toString();
@@ -292,13 +305,60 @@ public final class CampaignRunner {
     out.flush();
   }
 
+  /**
+   * Builds every run's options, and what a run's usage phase builds from them, before the first
+   * run: what the plan's own checks let through and {@code load run} refuses is then a plan error
+   * (exit 2), not a campaign of invalid runs.
+   *
+   * @throws IllegalArgumentException naming the plan file and the point
+   */
+  public void check() {
+    for (Plan.Point p : plan.points()) {
+      for (boolean warmup : new boolean[] {true, false}) {
+        Schedule.Entry e = new Schedule.Entry(1, warmup ? 0 : 1, warmup ? 0 : 1, p);
+        try {
+          LoadOptions lo = options(e, o.out().resolve("runs"), plan.seed());
+          lo.workload(p.source() instanceof Source.Trace t ? t.replayed() : null);
+          if (lo.sessions() != null) {
+            lo.conversations();
+          }
+        } catch (IllegalArgumentException ex) {
+          throw new IllegalArgumentException(
+              plan.file() + ": point " + p.id() + ": " + ex.getMessage(), ex);
+        }
+      }
+    }
+  }
+
   private LoadOptions options(Schedule.Entry e, Path dir, long seed) {
     Plan.Point p = e.point();
-    Profile profile = p.profile();
-    boolean named = Profile.names().contains(profile.name());
+    Source source = p.source();
     Duration d = e.warmup() ? plan.warmupDuration() : plan.duration();
+    // What each run sends, by the entry's kind: a profile's lengths, a dataset, sessions of a
+    // profile's turns (the level: the sessions at once), or a trace (its own schedule and lengths).
+    Profile profile = null;
+    Dataset dataset = null;
+    int datasetOutput = -1;
+    Replay replay = null;
+    SessionSpec sessions = null;
+    if (source instanceof Source.Shape s) {
+      profile = s.profile();
+    } else if (source instanceof Source.FromDataset s) {
+      dataset = s.dataset();
+      datasetOutput = s.outputTokens() > 0 ? s.outputTokens() : -1;
+    } else if (source instanceof Source.Sessions s) {
+      profile = s.profile();
+      sessions = new SessionSpec(p.concurrency(), s.turns(), s.thinkTime(), s.maxTokens());
+    } else if (source instanceof Source.Trace t) {
+      replay = t.replay();
+      // The plan's duration does not cut a replay: its trace is its length, or the entry's
+      // duration; a warm-up replays the trace's first warmup_duration.
+      Duration cut = t.duration();
+      d = e.warmup() && (cut == null || d.compareTo(cut) < 0) ? d : cut;
+    }
     // Free text (chat, responses) takes only the output length of the profile; embeddings only
     // the input length; completions both.
+    boolean named = profile != null && Profile.names().contains(profile.name());
     boolean freeText = plan.api() == Api.CHAT || plan.api() == Api.RESPONSES;
     boolean inputs = !freeText;
     boolean outputs = plan.api() != Api.EMBEDDINGS;
@@ -310,14 +370,16 @@ public final class CampaignRunner {
         p.open() ? p.rate() : 0,
         plan.arrival(),
         1.0,
-        p.concurrency(),
+        sessions != null ? 0 : p.concurrency(),
         List.of(),
         null,
         d,
         plan.maxInFlight(),
         named && inputs ? profile.name() : null,
-        named || !inputs ? -1 : profile.inputTokens(),
-        (named && inputs) || !outputs ? -1 : profile.outputTokens(),
+        profile == null || named || !inputs ? -1 : profile.inputTokens(),
+        profile == null
+            ? datasetOutput
+            : (named && inputs) || !outputs ? -1 : profile.outputTokens(),
         null,
         plan.stream(),
         null,
@@ -339,10 +401,10 @@ public final class CampaignRunner {
         WarmUp.Target.SERVER,
         false,
         plan.slo(),
+        dataset,
+        replay,
         null,
-        null,
-        null,
-        null);
+        sessions);
   }
 
   static Map<String, Double> emptyMetrics() {

@@ -7,7 +7,6 @@ import io.phasemeter.core.Durations;
 import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
-import io.phasemeter.load.workload.Profile;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,10 +20,11 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * A campaign plan: which load points to measure and how often. Points are every profile × every
- * concurrency level (closed model) and every profile × every rate (open model, {@code arrival});
- * each point gets one discarded warm-up run, then {@code repeats} measured runs in randomized
- * blocks.
+ * A campaign plan: which load points to measure and how often. Points are every profile (or
+ * dataset) × every concurrency level (closed model) and × every rate (open model, {@code arrival});
+ * sessions × every concurrency level (the sessions at once); each replay one point of its own (its
+ * trace is its schedule). Each point gets one discarded warm-up run, then {@code repeats} measured
+ * runs in randomized blocks.
  *
  * @param file where the plan came from, named in every error
  * @param model the model every request names
@@ -32,7 +32,8 @@ import java.util.Set;
  * @param seed seed of the block order (and of each run's arrivals and prompts)
  * @param duration length of each measured run
  * @param warmupDuration length of each point's discarded warm-up run
- * @param profiles request shapes
+ * @param sources the {@code profiles} entries: request shapes, datasets, sessions and replays,
+ *     their files read and checked ({@link PlanSources})
  * @param concurrency closed-model levels (may be empty when rates are given)
  * @param rates open-model rates in requests per second (may be empty when concurrency is given)
  * @param arrival open-model arrival process: constant, poisson or gamma
@@ -57,7 +58,7 @@ public record Plan(
     long seed,
     Duration duration,
     Duration warmupDuration,
-    List<Profile> profiles,
+    List<Source> sources,
     List<Integer> concurrency,
     List<Double> rates,
     String arrival,
@@ -101,14 +102,26 @@ public record Plan(
     positive(file, "duration", duration);
     positive(file, "warmup_duration", warmupDuration);
     positive(file, "timeout", timeout);
-    if (profiles == null || profiles.isEmpty()) {
+    if (sources == null || sources.isEmpty()) {
       throw error(file, "profiles", "needs at least one profile, e.g. [doc-qa] or [512:64]");
     }
-    profiles = List.copyOf(profiles);
+    sources = List.copyOf(sources);
     concurrency = List.copyOf(concurrency == null ? List.of() : concurrency);
     rates = List.copyOf(rates == null ? List.of() : rates);
-    if (concurrency.isEmpty() && rates.isEmpty()) {
+    boolean crossed = sources.stream().anyMatch(s -> s.closed() && s.open());
+    if (crossed && concurrency.isEmpty() && rates.isEmpty()) {
       throw error(file, "concurrency", "give concurrency levels, rates, or both");
+    }
+    for (Source s : sources) {
+      if (s instanceof Source.Sessions && concurrency.isEmpty()) {
+        throw error(
+            file,
+            "concurrency",
+            "is needed by sessions entry '"
+                + s.name()
+                + "': each level is the number of sessions at once (rates do not apply to"
+                + " sessions)");
+      }
     }
     for (int c : concurrency) {
       if (c < 1) {
@@ -126,14 +139,33 @@ public record Plan(
     if (rates.size() != Set.copyOf(rates).size()) {
       throw error(file, "rates", "lists a rate twice: " + rates);
     }
-    if (profiles.stream().map(Profile::name).distinct().count() != profiles.size()) {
-      throw error(file, "profiles", "lists a profile twice");
+    Set<String> names = new java.util.HashSet<>();
+    for (Source s : sources) {
+      if (!names.add(s.name())) {
+        throw error(
+            file,
+            "profiles",
+            "lists '"
+                + s.name()
+                + "' twice: give one entry another name: (two replays of one file, another"
+                + " speed)");
+      }
     }
     if (!List.of("constant", "poisson", "gamma").contains(arrival)) {
       throw error(file, "arrival", "must be constant, poisson or gamma, got '" + arrival + "'");
     }
     if (maxInFlight < 1) {
       throw error(file, "max_in_flight", "must be at least 1, got " + maxInFlight);
+    }
+    int most = concurrency.stream().mapToInt(Integer::intValue).max().orElse(0);
+    if (most > maxInFlight && sources.stream().anyMatch(s -> s instanceof Source.Sessions)) {
+      throw error(
+          file,
+          "max_in_flight",
+          maxInFlight
+              + " is below concurrency "
+              + most
+              + ": each session has a turn in flight at a time; raise max_in_flight");
     }
     api = api == null ? Api.COMPLETIONS : api;
     if (api == Api.EMBEDDINGS && stream) {
@@ -147,44 +179,6 @@ public record Plan(
           "must name an environment variable (letters, digits and _, e.g. OPENAI_API_KEY), not"
               + " hold the key");
     }
-  }
-
-  /** A plan without goodput objectives. */
-  public Plan(
-      String file,
-      String model,
-      int repeats,
-      long seed,
-      Duration duration,
-      Duration warmupDuration,
-      List<Profile> profiles,
-      List<Integer> concurrency,
-      List<Double> rates,
-      String arrival,
-      boolean stream,
-      Api api,
-      int maxInFlight,
-      Duration timeout,
-      boolean connectionReuse,
-      String apiKeyEnv) {
-    this(
-        file,
-        model,
-        repeats,
-        seed,
-        duration,
-        warmupDuration,
-        profiles,
-        concurrency,
-        rates,
-        arrival,
-        stream,
-        api,
-        maxInFlight,
-        timeout,
-        connectionReuse,
-        apiKeyEnv,
-        null);
   }
 
   /**
@@ -207,40 +201,114 @@ public record Plan(
     }
   }
 
-  /** One load point: a profile at one concurrency (closed model) or one rate (open model). */
-  public record Point(String id, Profile profile, int concurrency, double rate) {
+  /**
+   * One load point: an entry at one concurrency (closed model; sessions: the sessions at once), at
+   * one rate (open model), or a replay on its trace's own schedule (both 0).
+   */
+  public record Point(String id, Source source, int concurrency, double rate) {
     /** Whether this is an open-model (rate) point. */
     public boolean open() {
-      return concurrency == 0;
+      return rate > 0;
     }
 
-    /** The load in words: {@code concurrency 4} or {@code 0.3 req/s}. */
+    /** The load in words: {@code concurrency 4}, {@code 0.3 req/s}, {@code 4 sessions at once}. */
     public String load() {
+      if (source instanceof Source.Trace t) {
+        return "trace replay at speed " + trim(t.replay().speed());
+      }
+      if (source instanceof Source.Sessions) {
+        return concurrency + " sessions at once";
+      }
       return open() ? trim(rate) + " req/s" : "concurrency " + concurrency;
     }
   }
 
-  /** Every point, profiles outermost, then concurrency levels, then rates. */
+  /**
+   * Every point, entries outermost, then concurrency levels, then rates; a replay is one point,
+   * sessions take no rate.
+   */
   public List<Point> points() {
     List<Point> points = new ArrayList<>();
-    for (Profile p : profiles) {
-      for (int c : concurrency) {
-        points.add(new Point(p.name() + "/c" + c, p, c, 0));
+    for (Source s : sources) {
+      if (!s.closed() && !s.open()) {
+        points.add(new Point(s.name(), s, 0, 0));
       }
-      for (double r : rates) {
-        points.add(new Point(p.name() + "/r" + trim(r), p, 0, r));
+      if (s.closed()) {
+        for (int c : concurrency) {
+          points.add(new Point(s.name() + "/c" + c, s, c, 0));
+        }
+      }
+      if (s.open()) {
+        for (double r : rates) {
+          points.add(new Point(s.name() + "/r" + trim(r), s, 0, r));
+        }
       }
     }
     return List.copyOf(points);
   }
 
-  /** Reads a plan file; every error names the file and the key. */
-  public static Plan load(Path file) throws IOException {
-    return parse(Files.readString(file), file.toString());
+  /**
+   * What the plan's summary says of its entries before the runs: each file read (its rows or
+   * entries and hash), how long a replay runs, and the loads an entry does not take.
+   */
+  public List<String> notes() {
+    List<String> notes = new ArrayList<>();
+    for (Source s : sources) {
+      if (s instanceof Source.Trace t) {
+        Duration length = t.length(t.duration());
+        notes.add(
+            String.format(
+                Locale.ROOT,
+                "%s: one point, on the trace's own schedule (concurrency and rates do not apply):"
+                    + " %d rows of %s, %s a run%s, sha256 %s…",
+                s.name(),
+                t.replayed().rowsSentMax(t.duration()),
+                t.file(),
+                CampaignRunner.human(length),
+                t.duration() == null ? " (its span ÷ speed " + trim(t.replay().speed()) + ")" : "",
+                s.sha256().substring(0, 12)));
+      } else if (s instanceof Source.FromDataset d) {
+        notes.add(
+            String.format(
+                Locale.ROOT,
+                "%s: %d usable entries of %s, sha256 %s…",
+                s.name(),
+                d.entries().size(),
+                s.file(),
+                s.sha256().substring(0, 12)));
+      } else if (s instanceof Source.Sessions && !rates.isEmpty()) {
+        notes.add(
+            s.name()
+                + ": crossed with concurrency only (the sessions at once): rates do not apply to"
+                + " sessions, so "
+                + rates.size()
+                + (rates.size() == 1 ? " rate is" : " rates are")
+                + " skipped for it");
+      }
+    }
+    return notes;
   }
 
-  /** Parses plan YAML; errors name {@code source} and the key. */
+  /** Reads a plan file; every error names the file and the key. */
+  public static Plan load(Path file) throws IOException {
+    return parse(
+        Files.readString(file), file.toString(), file.toAbsolutePath().normalize().getParent());
+  }
+
+  /**
+   * Parses plan YAML; errors name {@code source} and the key. The files it names are resolved
+   * against {@code source}'s directory.
+   */
   public static Plan parse(String yaml, String source) {
+    Path parent = Path.of(source).toAbsolutePath().normalize().getParent();
+    return parse(yaml, source, parent == null ? Path.of("") : parent);
+  }
+
+  /**
+   * Parses plan YAML; errors name {@code source} and the key. The files it names (replays,
+   * datasets) are resolved against {@code base}, and read and checked here.
+   */
+  public static Plan parse(String yaml, String source, Path base) {
     JsonNode root;
     try {
       root = new ObjectMapper(new YAMLFactory()).readTree(yaml);
@@ -267,7 +335,7 @@ public record Plan(
         root.has("seed") ? longValue(root, source, "seed") : 1L,
         duration,
         duration(root, source, "warmup_duration", duration),
-        profiles(root, source),
+        new PlanSources(source, base, api).read(list(root, source, "profiles")),
         integers(root, source, "concurrency"),
         numbers(root, source, "rates"),
         text(root, source, "arrival", "poisson"),
@@ -342,7 +410,7 @@ public record Plan(
     return KEYS.stream().sorted().toList();
   }
 
-  private static IllegalArgumentException error(String file, String key, String message) {
+  static IllegalArgumentException error(String file, String key, String message) {
     return new IllegalArgumentException(file + ": key '" + key + "' " + message);
   }
 
@@ -442,35 +510,6 @@ public record Plan(
           throw error(file, key, "holds '" + v.asText() + "', not a number");
         }
         out.add(v.doubleValue());
-      }
-    }
-    return out;
-  }
-
-  /** Named profiles ({@code doc-qa}) or custom shapes written {@code IN:OUT} ({@code 512:64}). */
-  private static List<Profile> profiles(JsonNode root, String file) {
-    JsonNode n = list(root, file, "profiles");
-    List<Profile> out = new ArrayList<>();
-    if (n != null) {
-      for (JsonNode v : n) {
-        String t = v.asText().trim().toLowerCase(Locale.ROOT);
-        try {
-          if (t.matches("\\d+:\\d+")) {
-            String[] parts = t.split(":");
-            out.add(Profile.custom(Integer.parseInt(parts[0]), Integer.parseInt(parts[1])));
-          } else {
-            out.add(Profile.named(t));
-          }
-        } catch (IllegalArgumentException e) {
-          throw error(
-              file,
-              "profiles",
-              "holds '"
-                  + v.asText()
-                  + "': give one of "
-                  + String.join(", ", Profile.names())
-                  + " or IN:OUT token counts such as 512:64");
-        }
       }
     }
     return out;
