@@ -6,6 +6,7 @@ import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.dataset.Dataset;
 import io.phasemeter.load.workload.replay.Replay;
@@ -438,6 +439,19 @@ public final class LoadMain implements Callable<Integer> {
     long seed;
 
     @Option(
+        names = "--prompt-salt",
+        paramLabel = "S|none",
+        description =
+            "mixed into every prompt's token ids (and chat's and responses' text), not into the"
+                + " lengths, shapes or arrivals, so that a server's prefix cache does not serve"
+                + " one run's prompts from another's with the same --seed: up to 16 hex digits;"
+                + " none (or 0): the seed's prompts alone, the same in every run (to measure a"
+                + " warm cache on purpose). A dataset's text is never salted (default: a fresh"
+                + " random salt per run, recorded as the conditions' prompt_salt: --seed N"
+                + " --prompt-salt S sends the same prompts again)")
+    String promptSalt;
+
+    @Option(
         names = "--timeout",
         paramLabel = "D",
         defaultValue = "120s",
@@ -634,7 +648,8 @@ public final class LoadMain implements Callable<Integer> {
           Replay.fromFlags(
               replay, replayFormat, replaySpeed, replayLimit, replayPrefixes, this::given),
           SharedPrefix.fromFlags(prefixTokens, prefixes),
-          sessionSpec());
+          sessionSpec(),
+          promptSalt == null ? null : PromptSalt.parse("--prompt-salt", promptSalt));
     }
 
     /** Whether the command line gave option {@code name} (else it holds its default). */

@@ -9,6 +9,7 @@ import io.phasemeter.load.workload.Arrivals;
 import io.phasemeter.load.workload.Conversation;
 import io.phasemeter.load.workload.Mix;
 import io.phasemeter.load.workload.Profile;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.Workload;
 import io.phasemeter.load.workload.dataset.Dataset;
@@ -55,6 +56,9 @@ import java.util.List;
  * @param sessions the multi-turn shape ({@code --sessions}, {@code --turns}, {@code --think-time},
  *     {@code --session-max-tokens}), or null for none; {@code duration} may then be null (the run
  *     ends when the sessions have)
+ * @param promptSalt mixed into the prompts' token ids and free text ({@code --prompt-salt}); null:
+ *     a fresh one drawn here, so that each run's prompts are its own (a search's probes each draw
+ *     one, {@link #withLoad})
  */
 public record LoadOptions(
     URI url,
@@ -94,7 +98,8 @@ public record LoadOptions(
     Dataset dataset,
     Replay replay,
     SharedPrefix sharedPrefix,
-    SessionSpec sessions) {
+    SessionSpec sessions,
+    PromptSalt promptSalt) {
 
   /** {@code --join-fetch-timeout} when none is given. */
   public static final Duration DEFAULT_JOIN_FETCH_TIMEOUT = Duration.ofSeconds(10);
@@ -110,6 +115,14 @@ public record LoadOptions(
   public static final int DEFAULT_WARMUP = 2000;
 
   public LoadOptions {
+    if (dataset != null && promptSalt != null && !promptSalt.none()) {
+      throw new IllegalArgumentException(
+          "--prompt-salt cannot go with --dataset: the file's prompts are sent as they are"
+              + " (their text is yours; nothing is salted)");
+    }
+    // A dataset's text is never salted: its runs record none.
+    promptSalt =
+        promptSalt != null ? promptSalt : dataset != null ? PromptSalt.NONE : PromptSalt.fresh();
     if (Double.isNaN(rate) || Double.isInfinite(rate)) {
       throw new IllegalArgumentException("--rate must be a finite number");
     }
@@ -231,6 +244,92 @@ public record LoadOptions(
     }
   }
 
+  /**
+   * The options of a run whose prompt salt is drawn for it (the canonical constructor's {@code
+   * promptSalt} null): each of a campaign's runs, the demo's. Kept so that the callers that never
+   * give a salt need not name it.
+   */
+  public LoadOptions(
+      URI url,
+      Admins admin,
+      String adminToken,
+      String model,
+      double rate,
+      String arrival,
+      double burstiness,
+      int concurrency,
+      List<Double> steps,
+      Duration stepDuration,
+      Duration duration,
+      int maxInFlight,
+      String profile,
+      int inputTokens,
+      int outputTokens,
+      String mix,
+      boolean stream,
+      Path budgets,
+      Path out,
+      long seed,
+      Duration timeout,
+      Duration reportInterval,
+      Duration joinGrace,
+      Duration joinFetchTimeout,
+      Api api,
+      int warmup,
+      Duration warmupDuration,
+      boolean joinSampledOnly,
+      boolean connectionReuse,
+      ApiKey apiKey,
+      double maxErrorRate,
+      WarmUp.Target warmupTarget,
+      boolean clientFloor,
+      Objectives slo,
+      Dataset dataset,
+      Replay replay,
+      SharedPrefix sharedPrefix,
+      SessionSpec sessions) {
+    this(
+        url,
+        admin,
+        adminToken,
+        model,
+        rate,
+        arrival,
+        burstiness,
+        concurrency,
+        steps,
+        stepDuration,
+        duration,
+        maxInFlight,
+        profile,
+        inputTokens,
+        outputTokens,
+        mix,
+        stream,
+        budgets,
+        out,
+        seed,
+        timeout,
+        reportInterval,
+        joinGrace,
+        joinFetchTimeout,
+        api,
+        warmup,
+        warmupDuration,
+        joinSampledOnly,
+        connectionReuse,
+        apiKey,
+        maxErrorRate,
+        warmupTarget,
+        clientFloor,
+        slo,
+        dataset,
+        replay,
+        sharedPrefix,
+        sessions,
+        null);
+  }
+
   /** What cannot go with --replay: the trace gives the lengths, completions sends them exactly. */
   private static void checkReplay(
       Api api,
@@ -260,7 +359,9 @@ public record LoadOptions(
 
   /**
    * These options with another load, place and warm-up, everything else as given: one probe of a
-   * capacity search ({@code phasemeter load search}), built from the search's own parsed options.
+   * capacity search ({@code phasemeter load search}), built from the search's own parsed options. A
+   * prompt salt the user gave is kept; one drawn for these options is drawn again, so that no
+   * probe's prompts are another's.
    *
    * @param rate the open model's rate, or 0 with {@code concurrency}
    * @param concurrency the closed model's concurrency, or 0 with {@code rate}
@@ -312,7 +413,8 @@ public record LoadOptions(
         dataset,
         replay,
         sharedPrefix,
-        null);
+        null,
+        promptSalt.drawn() ? null : promptSalt);
   }
 
   /**
@@ -362,7 +464,8 @@ public record LoadOptions(
 
   /**
    * The requests of the run: exact lengths (token-id prompts) for completions and embeddings, from
-   * --mix, --profile or custom lengths; free text for chat and responses. With an API key every
+   * --mix, --profile or custom lengths; free text for chat and responses; the prompt salt mixed
+   * into their ids and text (not a dataset's: its text is the user's). With an API key every
    * request carries it.
    */
   public Workload workload() {
@@ -374,7 +477,7 @@ public record LoadOptions(
    * which is read once.
    */
   public Workload workload(Replayed replayed) {
-    Workload w = replayed != null ? replayed.workload(model, stream, seed) : requests();
+    Workload w = replayed != null ? replayed.workload(model, stream, seed, promptSalt) : requests();
     return apiKey == null ? w : w.withHeaders(apiKey.headers());
   }
 
@@ -383,8 +486,13 @@ public record LoadOptions(
       return DatasetSource.workload(model, api, stream, seed, datasetEntries());
     }
     if (sharedPrefix != null) {
-      return sharedPrefix.workload(model, api, prefixedMix(), stream, seed);
+      return sharedPrefix.workload(model, api, prefixedMix(), stream, seed, promptSalt);
     }
+    return ownRequests().withSalt(promptSalt);
+  }
+
+  /** The workload's own generators: the profile, mix or lengths, or free text. */
+  private Workload ownRequests() {
     int maxTokens = outputTokens > 0 ? outputTokens : 128;
     return switch (api) {
       case CHAT -> Workload.chat(model, maxTokens, stream, seed);
@@ -410,7 +518,8 @@ public record LoadOptions(
 
   /**
    * What a {@code --sessions} run's conversations share: the lengths of each completions turn (from
-   * --mix, --profile or custom lengths), chat's max_tokens, the seed and the API key.
+   * --mix, --profile or custom lengths), chat's max_tokens, the seed, the prompt salt and the API
+   * key.
    *
    * @throws IllegalStateException without --sessions
    * @throws IllegalArgumentException for an API that has no sessions (responses, embeddings)
@@ -428,7 +537,8 @@ public record LoadOptions(
         stream,
         seed,
         apiKey == null ? java.util.Map.of() : apiKey.headers(),
-        sessions);
+        sessions,
+        promptSalt);
   }
 
   /** Embeddings take the input half of --mix or --profile, or --input-tokens alone. */

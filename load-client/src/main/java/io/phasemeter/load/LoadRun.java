@@ -545,6 +545,8 @@ public final class LoadRun {
       conditions.putAll(o.datasetEntries().conditions());
     }
     conditions.put("seed", o.seed());
+    // --seed N --prompt-salt S sends the same prompts again; none: the seed's alone.
+    conditions.put("prompt_salt", o.promptSalt().hex());
     conditions.put("warmup_requests", o.warmup());
     conditions.put("warmup_target", o.warmup() == 0 ? null : o.warmupTarget().key());
     conditions.put("warmup_at_load_s", o.warmupDuration().toNanos() / 1e9);

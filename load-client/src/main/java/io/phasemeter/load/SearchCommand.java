@@ -301,7 +301,11 @@ public final class SearchCommand extends LoadMain.Run {
             "not with search: a search sets its own rates (load run --replay replays a trace)",
             "--seed",
             "seed of the confirmation blocks' order; probe N's arrivals and prompts take S + N"
-                + " (default: 1)");
+                + " (default: 1)",
+            "--prompt-salt",
+            "mixed into every probe's prompt token ids (and chat's text), not their lengths: up to"
+                + " 16 hex digits for every probe, or none (0) for the seed's prompts alone"
+                + " (default: a fresh random salt per probe, in its conditions' prompt_salt)");
 
     /** The multi-turn shape's flags, which a search refuses. */
     private static final Map<String, String> SESSION_WORDS =

@@ -13,6 +13,7 @@ import io.phasemeter.load.schedule.StepRunner;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Conversation;
 import io.phasemeter.load.workload.Mix;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
@@ -428,7 +429,8 @@ class SessionsRunTest {
             true,
             5,
             Map.of(),
-            new SessionSpec(3, 4, Duration.ofMillis(100), SessionSpec.DEFAULT_MAX_TOKENS));
+            new SessionSpec(3, 4, Duration.ofMillis(100), SessionSpec.DEFAULT_MAX_TOKENS),
+            PromptSalt.NONE);
     Vertx vertx = Vertx.vertx();
     StepInfo step;
     try (StepRunner runner =

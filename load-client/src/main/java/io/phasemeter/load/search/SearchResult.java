@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.workload.PromptSalt;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -64,9 +65,11 @@ public record SearchResult(
       }
       if (conditions.isEmpty() && s.path("conditions").isObject()) {
         conditions.setAll((ObjectNode) s.path("conditions").deepCopy());
-        // Each probe's own: its seed, its load, its warm-up.
+        // Each probe's own: its seed, its prompt salt, its load, its warm-up.
         for (String k :
-            new String[] {"seed", "arrival", "started_at", "trace_id_prefix", "warmup_at_load_s"}) {
+            new String[] {
+              "seed", "prompt_salt", "arrival", "started_at", "trace_id_prefix", "warmup_at_load_s"
+            }) {
           conditions.remove(k);
         }
       }
@@ -81,6 +84,9 @@ public record SearchResult(
     search.put("later_warmup_duration_s", o.laterWarmupDuration().toMillis() / 1000.0);
     search.put("repeats", s.repeats());
     search.put("seed", s.seed());
+    // A salt the user gave holds for every probe; else each probe drew its own (its conditions).
+    PromptSalt salt = o.base().promptSalt();
+    search.put("prompt_salt", salt.drawn() ? "per probe" : salt.hex());
     search.put("max_duration_s", o.maxDuration().toSeconds());
     search.put("started_at", startedAt.toString());
     search.put("took_s", Math.round(tookSeconds * 10) / 10.0);

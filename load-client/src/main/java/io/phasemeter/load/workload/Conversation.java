@@ -20,8 +20,8 @@ import java.util.SplittableRandom;
  *       reported ({@code usage.completion_tokens}) and turn k's new input, in one segment of ids
  *       that stand for both (seeded likewise). The previous prompt is thus a prefix of the next, as
  *       a conversation's history is; {@code promptTokens} is the total, checked against usage as
- *       for any exact request. Nothing but the segments' lengths is kept: the ids are drawn again
- *       for every turn.
+ *       for any exact request. The run's {@link PromptSalt} is mixed into the ids, not into the
+ *       lengths. Nothing but the segments' lengths is kept: the ids are drawn again for every turn.
  *   <li>{@link Api#CHAT}, free text: the messages are the history, the user's prompt of each turn
  *       and the assistant's answer to it as received (its text kept by the runner as it reads the
  *       answer), then the new prompt. Lengths are not exact, as for chat without sessions.
@@ -53,6 +53,8 @@ public final class Conversation {
    * @param seed the run's seed
    * @param headers on every request (an API key), besides the session's id
    * @param spec the sessions' shape: turns and token limit
+   * @param salt the run's prompt salt, mixed into the turns' token ids and text (not their
+   *     lengths); null for none
    */
   public record Shape(
       String model,
@@ -62,10 +64,12 @@ public final class Conversation {
       boolean stream,
       long seed,
       Map<String, String> headers,
-      SessionSpec spec) {
+      SessionSpec spec,
+      PromptSalt salt) {
     public Shape {
       Objects.requireNonNull(model, "model");
       Objects.requireNonNull(spec, "spec");
+      salt = salt == null ? PromptSalt.NONE : salt;
       headers = headers == null ? Map.of() : Map.copyOf(headers);
       if (api != Api.COMPLETIONS && api != Api.CHAT) {
         throw new IllegalArgumentException(
@@ -275,7 +279,7 @@ public final class Conversation {
     Workload.appendString(sb, shape.model());
     sb.append(",\"prompt\":[");
     for (int k = 1; k <= turn; k++) {
-      SplittableRandom ids = rng(k, IDS);
+      SplittableRandom ids = new SplittableRandom(shape.salt().key(key(k, IDS)));
       for (int i = 0; i < segments[k - 1]; i++) {
         if (k > 1 || i > 0) {
           sb.append(',');
@@ -306,7 +310,7 @@ public final class Conversation {
 
   /** Turn {@code turn}'s chat request: the history, then the new prompt; null past the limit. */
   private RequestSpec chat(int turn) {
-    String prompt = Workload.prompt(turn, rng(turn, SHAPE));
+    String prompt = Workload.prompt(turn, rng(turn, SHAPE), shape.salt());
     int bytes = utf8Length(prompt);
     if (historyBytes + bytes > maxHistoryBytes) {
       return null;
@@ -355,9 +359,14 @@ public final class Conversation {
 
   /** The random draws of turn {@code turn} of this session, for one {@code purpose}. */
   private SplittableRandom rng(int turn, long purpose) {
+    return new SplittableRandom(key(turn, purpose));
+  }
+
+  /** The seed of {@link #rng}: the run's seed, the session's number, the turn, the purpose. */
+  private long key(int turn, long purpose) {
     long s = Workload.mix64(shape.seed() ^ purpose);
     s = Workload.mix64(s ^ number);
-    return new SplittableRandom(Workload.mix64(s ^ turn));
+    return Workload.mix64(s ^ turn);
   }
 
   /** Its id and progress only: the history never reaches a log. */

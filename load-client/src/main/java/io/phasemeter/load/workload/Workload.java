@@ -13,6 +13,10 @@ import java.util.SplittableRandom;
  * on the order in which requests are built, so a run is reproducible from its seed even when
  * several threads build requests.
  *
+ * <p>A {@link PromptSalt} ({@link #withSalt}) is mixed into the token ids and the free text, not
+ * into the lengths or the shapes; without one (the default here) the requests are those of the seed
+ * alone.
+ *
  * <p>One mode per {@link Api}:
  *
  * <ul>
@@ -69,11 +73,14 @@ public final class Workload {
   private final int maxTokens;
   private final Map<String, String> headers;
 
+  /** Mixed into the token ids and the free text ({@link PromptSalt}); never into a source's. */
+  private final PromptSalt salt;
+
   /** Where the requests come from when not this class's generators; null for those. */
   private final Source source;
 
   private Workload(String model, Api api, Mix mix, boolean stream, long seed, int maxTokens) {
-    this(model, api, mix, stream, seed, maxTokens, Map.of(), null);
+    this(model, api, mix, stream, seed, maxTokens, Map.of(), PromptSalt.NONE, null);
   }
 
   private Workload(
@@ -84,6 +91,7 @@ public final class Workload {
       long seed,
       int maxTokens,
       Map<String, String> headers,
+      PromptSalt salt,
       Source source) {
     if (model == null || model.isBlank()) {
       throw new IllegalArgumentException("--model must not be empty");
@@ -95,6 +103,7 @@ public final class Workload {
     this.seed = seed;
     this.maxTokens = maxTokens;
     this.headers = Map.copyOf(headers);
+    this.salt = Objects.requireNonNull(salt, "salt");
     this.source = source;
   }
 
@@ -104,7 +113,15 @@ public final class Workload {
    */
   public static Workload from(String model, Api api, boolean stream, long seed, Source source) {
     return new Workload(
-        model, api, null, stream, seed, 0, Map.of(), Objects.requireNonNull(source, "source"));
+        model,
+        api,
+        null,
+        stream,
+        seed,
+        0,
+        Map.of(),
+        PromptSalt.NONE,
+        Objects.requireNonNull(source, "source"));
   }
 
   /**
@@ -114,7 +131,7 @@ public final class Workload {
   public Workload withHeaders(Map<String, String> extra) {
     Map<String, String> all = new HashMap<>(headers);
     all.putAll(extra);
-    return new Workload(model, api, mix, stream, seed, maxTokens, all, source);
+    return new Workload(model, api, mix, stream, seed, maxTokens, all, salt, source);
   }
 
   /**
@@ -131,7 +148,21 @@ public final class Workload {
       }
       all.put(h.getKey(), v);
     }
-    return new Workload(model, api, mix, stream, seed, maxTokens, all, source);
+    return new Workload(model, api, mix, stream, seed, maxTokens, all, salt, source);
+  }
+
+  /**
+   * These requests with {@code salt} mixed into their token ids (completions, embeddings) and free
+   * text (chat, responses); the lengths and shapes stay those of the seed. For this class's own
+   * generators: a {@link Source} is built with its run's salt.
+   *
+   * @throws IllegalStateException for requests from a {@link Source}
+   */
+  public Workload withSalt(PromptSalt salt) {
+    if (source != null) {
+      throw new IllegalStateException("a source's requests take the salt from their source");
+    }
+    return new Workload(model, api, mix, stream, seed, maxTokens, headers, salt, source);
   }
 
   /** Exact-length requests of one profile. */
@@ -209,7 +240,7 @@ public final class Workload {
     sb.append("{\"model\":");
     appendString(sb, model);
     sb.append(",\"prompt\":");
-    appendTokenIds(sb, in, rng);
+    appendTokenIds(sb, in, salt.ids(rng));
     sb.append(",\"max_tokens\":")
         .append(out)
         .append(",\"min_tokens\":")
@@ -223,7 +254,7 @@ public final class Workload {
   }
 
   private RequestSpec chatRequest(long seq, SplittableRandom rng) {
-    String content = prompt(seq, rng);
+    String content = prompt(seq, rng, salt);
     StringBuilder sb = new StringBuilder(256);
     sb.append("{\"model\":");
     appendString(sb, model);
@@ -241,7 +272,7 @@ public final class Workload {
     sb.append("{\"model\":");
     appendString(sb, model);
     sb.append(",\"input\":");
-    appendString(sb, prompt(seq, rng));
+    appendString(sb, prompt(seq, rng, salt));
     // Usage comes in response.completed: the Responses API has no stream_options.
     sb.append(",\"max_output_tokens\":").append(maxTokens).append(",\"stream\":").append(stream);
     sb.append('}');
@@ -255,7 +286,7 @@ public final class Workload {
     sb.append("{\"model\":");
     appendString(sb, model);
     sb.append(",\"input\":");
-    appendTokenIds(sb, in, rng);
+    appendTokenIds(sb, in, salt.ids(rng));
     sb.append('}');
     return new RequestSpec(
         api, api.path(), Buffer.buffer(sb.toString()), Mix.tokens(in), in, 0, false, headers);
@@ -263,12 +294,13 @@ public final class Workload {
 
   /**
    * The free-text prompt of request {@code seq}: the request number keeps prompts distinct, so a
-   * prefix cache serves only the shared start. A session's turn ({@link Conversation}) takes its
+   * prefix cache serves only the shared start, and the salt's mark after it ({@link
+   * PromptSalt#text()}) keeps two runs' apart. A session's turn ({@link Conversation}) takes its
    * turn number for it.
    */
-  static String prompt(long seq, SplittableRandom rng) {
+  static String prompt(long seq, SplittableRandom rng, PromptSalt salt) {
     String topic = TOPICS[rng.nextInt(TOPICS.length)];
-    return "Request " + seq + ": write a short paragraph about " + topic + ".";
+    return "Request " + seq + salt.text() + ": write a short paragraph about " + topic + ".";
   }
 
   /** {@code n} pseudo-random token ids as a JSON array; each id is at most 5 digits and a comma. */

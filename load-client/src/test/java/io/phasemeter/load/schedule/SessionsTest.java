@@ -9,6 +9,7 @@ import io.phasemeter.load.http.RequestRunner;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Conversation;
 import io.phasemeter.load.workload.Mix;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.SessionSpec;
 import io.phasemeter.load.workload.Workload;
@@ -53,7 +54,8 @@ class SessionsTest {
             true,
             3,
             Map.of(),
-            new SessionSpec(count, turns, Duration.ofMillis(thinkMs), maxTokens));
+            new SessionSpec(count, turns, Duration.ofMillis(thinkMs), maxTokens),
+            PromptSalt.NONE);
     Sessions s = new Sessions(shape, "run", d);
     s.start(
         (spec, intended, answer, done) -> {

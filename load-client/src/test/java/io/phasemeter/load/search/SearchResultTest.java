@@ -155,5 +155,8 @@ class SearchResultTest {
     }
     assertThat(j.path("exit_code").asInt()).isZero();
     assertThat(j.path("status").asText()).isEqualTo("found");
+    // No --prompt-salt: each probe drew its own, in its own conditions.
+    assertThat(j.path("conditions").path("search").path("prompt_salt").asText())
+        .isEqualTo("per probe");
   }
 }

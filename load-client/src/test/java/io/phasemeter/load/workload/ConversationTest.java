@@ -23,7 +23,8 @@ class ConversationTest {
         true,
         11,
         Map.of("authorization", "Bearer k"),
-        new SessionSpec(2, turns, Duration.ZERO, maxTokens));
+        new SessionSpec(2, turns, Duration.ZERO, maxTokens),
+        PromptSalt.NONE);
   }
 
   private static Conversation.Shape chat(int turns) {
@@ -35,7 +36,8 @@ class ConversationTest {
         false,
         11,
         Map.of(),
-        new SessionSpec(1, turns, Duration.ofMillis(5), SessionSpec.DEFAULT_MAX_TOKENS));
+        new SessionSpec(1, turns, Duration.ofMillis(5), SessionSpec.DEFAULT_MAX_TOKENS),
+        PromptSalt.NONE);
   }
 
   private static List<Integer> ids(RequestSpec spec) throws Exception {
@@ -138,7 +140,8 @@ class ConversationTest {
                       false,
                       1,
                       Map.of(),
-                      new SessionSpec(1, 1, null, 10)))
+                      new SessionSpec(1, 1, null, 10),
+                      PromptSalt.NONE))
           .isInstanceOf(IllegalArgumentException.class)
           .hasMessageContaining("--sessions goes with --api completions or chat");
     }

@@ -1,6 +1,7 @@
 package io.phasemeter.load.workload.replay;
 
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.Workload;
 import io.vertx.core.buffer.Buffer;
@@ -13,7 +14,7 @@ import java.util.Map;
  * max_tokens = min_tokens = output_length}, {@code ignore_eos}); a row of a session carries {@link
  * Workload#SESSION_HEADER} and its turn. A warm-up request ({@code seq < 0}) has a row's lengths
  * but token ids of its own and no session, so that it leaves nothing in a prefix cache that the
- * run's requests could hit. Thread-safe.
+ * run's requests could hit; the run's salt applies to both. Thread-safe.
  */
 final class ReplaySource implements Workload.Source {
   /** Bucket tags: the input length rounded up to a power of two, at least 512. */
@@ -35,9 +36,15 @@ final class ReplaySource implements Workload.Source {
   private final boolean stream;
   private final long seed;
 
-  ReplaySource(Trace trace, Replay.Prefixes prefixes, String model, boolean stream, long seed) {
+  ReplaySource(
+      Trace trace,
+      Replay.Prefixes prefixes,
+      String model,
+      boolean stream,
+      long seed,
+      PromptSalt salt) {
     this.trace = trace;
-    this.prompts = new TracePrompts(trace, seed, prefixes);
+    this.prompts = new TracePrompts(trace, seed, prefixes, salt);
     this.model = model;
     this.stream = stream;
     this.seed = seed;

@@ -2,6 +2,7 @@ package io.phasemeter.load.workload.replay;
 
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Arrivals;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.Workload;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -57,14 +58,17 @@ public final class Replayed {
     return scaled[i];
   }
 
-  /** The requests: row {@code seq - 1} for request {@code seq}, on {@code /v1/completions}. */
-  public Workload workload(String model, boolean stream, long seed) {
+  /**
+   * The requests: row {@code seq - 1} for request {@code seq}, on {@code /v1/completions}, their
+   * token ids from the seed and {@code salt} ({@link PromptSalt#NONE}: the seed alone).
+   */
+  public Workload workload(String model, boolean stream, long seed, PromptSalt salt) {
     return Workload.from(
         model,
         Api.COMPLETIONS,
         stream,
         seed,
-        new ReplaySource(trace, replay.prefixes(), model, stream, seed));
+        new ReplaySource(trace, replay.prefixes(), model, stream, seed, salt));
   }
 
   /**

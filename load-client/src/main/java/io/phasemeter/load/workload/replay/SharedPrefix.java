@@ -4,6 +4,7 @@ import static io.phasemeter.load.workload.Workload.mix64;
 
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Mix;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.Workload;
 import io.vertx.core.buffer.Buffer;
@@ -15,7 +16,10 @@ import java.util.SplittableRandom;
  * Shared prefixes of the synthetic workload ({@code --prefix-tokens N --prefixes K}): K prefixes of
  * N token ids, each from the seed and its index; every request draws one with its own seeded draw,
  * its first N ids are that prefix and the rest its own, as without prefixes. The synthetic case of
- * what a prefix cache serves: K system prompts shared by all requests.
+ * what a prefix cache serves: K system prompts shared by all requests. The run's {@link PromptSalt}
+ * is mixed into the prefixes' ids and the requests' own, not into the picks of shape and prefix.
+ * Warm-up requests ({@code seq < 0}) start with K prefixes of their own, so that they leave none of
+ * the run's in a prefix cache.
  *
  * @param tokens N, the prefix's length in tokens (at least 1, below every input length)
  * @param count K, how many distinct prefixes (at least 1)
@@ -23,6 +27,9 @@ import java.util.SplittableRandom;
 public record SharedPrefix(int tokens, int count) {
   /** Mixed into a prefix's seed, so that its ids are no request's own. */
   private static final long PREFIX = 0x53_48_50_52_00_00_00_06L;
+
+  /** Mixed into a warm-up request's prefix's seed, so that it is none of the run's prefixes. */
+  private static final long WARM_UP = 0x57_41_52_4d_00_00_00_07L;
 
   public SharedPrefix {
     if (tokens < 1) {
@@ -49,10 +56,12 @@ public record SharedPrefix(int tokens, int count) {
    * Exact-length requests of {@code mix} whose prompts (completions) or inputs (embeddings) start
    * with one of the prefixes.
    *
+   * @param salt the run's prompt salt ({@link PromptSalt#NONE}: the ids of the seed alone)
    * @throws IllegalArgumentException when an input length of the mix is not above {@link #tokens}
    *     (naming the shape), or for an API without token ids
    */
-  public Workload workload(String model, Api api, Mix mix, boolean stream, long seed) {
+  public Workload workload(
+      String model, Api api, Mix mix, boolean stream, long seed, PromptSalt salt) {
     if (api != Api.COMPLETIONS && api != Api.EMBEDDINGS) {
       throw new IllegalArgumentException(
           "--prefix-tokens needs token-id prompts: --api completions or embeddings (chat and"
@@ -77,7 +86,7 @@ public record SharedPrefix(int tokens, int count) {
         api,
         streamed,
         seed,
-        (seq, headers) -> request(api, model, mix, streamed, seed, seq, headers));
+        (seq, headers) -> request(api, model, mix, streamed, seed, salt, seq, headers));
   }
 
   /** The conditions of summary.json: {@code prefix_tokens}, {@code prefixes}. */
@@ -97,9 +106,13 @@ public record SharedPrefix(int tokens, int count) {
         + " tokens";
   }
 
-  /** The ids of prefix {@code k}, into {@code sb} (a JSON array's elements). */
-  void appendPrefix(StringBuilder sb, int k, long seed) {
-    SplittableRandom rng = new SplittableRandom(mix64(seed ^ mix64(PREFIX + k)));
+  /**
+   * The ids of prefix {@code k}, into {@code sb} (a JSON array's elements); a warm-up's prefix
+   * {@code k} is another.
+   */
+  private void appendPrefix(StringBuilder sb, int k, long seed, PromptSalt salt, boolean warmUp) {
+    long key = mix64(seed ^ mix64(PREFIX + k));
+    SplittableRandom rng = new SplittableRandom(salt.key(warmUp ? mix64(key ^ WARM_UP) : key));
     for (int i = 0; i < tokens; i++) {
       if (i > 0) {
         sb.append(',');
@@ -114,6 +127,7 @@ public record SharedPrefix(int tokens, int count) {
       Mix mix,
       boolean stream,
       long seed,
+      PromptSalt salt,
       long seq,
       Map<String, String> headers) {
     SplittableRandom rng = new SplittableRandom(mix64(seed ^ mix64(seq)));
@@ -125,9 +139,10 @@ public record SharedPrefix(int tokens, int count) {
     sb.append("{\"model\":");
     Workload.appendString(sb, model);
     sb.append(api == Api.EMBEDDINGS ? ",\"input\":[" : ",\"prompt\":[");
-    appendPrefix(sb, k, seed);
+    appendPrefix(sb, k, seed, salt, seq < 0);
+    SplittableRandom ids = salt.ids(rng);
     for (int i = tokens; i < in; i++) {
-      sb.append(',').append(rng.nextInt(Workload.MIN_TOKEN_ID, Workload.MAX_TOKEN_ID + 1));
+      sb.append(',').append(ids.nextInt(Workload.MIN_TOKEN_ID, Workload.MAX_TOKEN_ID + 1));
     }
     sb.append(']');
     if (api == Api.COMPLETIONS) {

@@ -2,6 +2,7 @@ package io.phasemeter.load.workload.replay;
 
 import static io.phasemeter.load.workload.Workload.mix64;
 
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.Workload;
 import java.util.SplittableRandom;
 
@@ -20,7 +21,9 @@ import java.util.SplittableRandom;
  * </ul>
  *
  * With {@link Replay.Prefixes#DISTINCT} every block is keyed by its row and position instead, and
- * turns and prefixes share nothing: the same lengths, nothing in common. Immutable and thread-safe.
+ * turns and prefixes share nothing: the same lengths, nothing in common. The run's {@link
+ * PromptSalt} is mixed into every seed here ({@link PromptSalt#key}): rows share under it exactly
+ * what they share without it, and nothing with a run of another salt. Immutable and thread-safe.
  */
 final class TracePrompts {
   /** Receives a prompt's token ids in order. */
@@ -37,11 +40,13 @@ final class TracePrompts {
   private final Trace trace;
   private final long seed;
   private final boolean shared;
+  private final PromptSalt salt;
 
-  TracePrompts(Trace trace, long seed, Replay.Prefixes prefixes) {
+  TracePrompts(Trace trace, long seed, Replay.Prefixes prefixes, PromptSalt salt) {
     this.trace = trace;
     this.seed = seed;
     this.shared = prefixes == Replay.Prefixes.SHARED;
+    this.salt = salt;
   }
 
   /** Row {@code row}'s prompt, {@code trace.input(row)} ids, into {@code sink}. */
@@ -66,7 +71,7 @@ final class TracePrompts {
    * the row's own): a warm-up's, which must leave nothing in a prefix cache for the run to hit.
    */
   void unrelated(int row, long otherSeed, Sink sink) {
-    draw(new SplittableRandom(mix64(otherSeed ^ mix64(ROW + row))), trace.input(row), sink);
+    draw(rng(mix64(otherSeed ^ mix64(ROW + row))), trace.input(row), sink);
   }
 
   /** A row whose prompt is its own: blocks or a named prefix, then ids of its own. */
@@ -80,16 +85,16 @@ final class TracePrompts {
               ? mix64(seed ^ mix64(trace.hashId(row, b)))
               : mix64(seed ^ mix64(DISTINCT_BLOCK + row) ^ b);
       int n = Math.min(Trace.BLOCK_TOKENS, in - covered);
-      draw(new SplittableRandom(key), n, sink);
+      draw(rng(key), n, sink);
       covered += n;
     }
     int named = trace.prefix(row);
     if (named >= 0 && shared) {
       int n = trace.prefixLength(row);
-      draw(new SplittableRandom(mix64(seed ^ mix64(NAMED + named))), n, sink);
+      draw(rng(mix64(seed ^ mix64(NAMED + named))), n, sink);
       covered += n;
     }
-    draw(new SplittableRandom(mix64(seed ^ mix64(ROW + row))), in - covered, sink);
+    draw(rng(mix64(seed ^ mix64(ROW + row))), in - covered, sink);
   }
 
   /**
@@ -113,12 +118,17 @@ final class TracePrompts {
       int previous = chain[i - 1];
       int turn = chain[i];
       int answer = trace.output(previous);
-      draw(new SplittableRandom(mix64(seed ^ mix64(ANSWER + previous))), answer, sink);
+      draw(rng(mix64(seed ^ mix64(ANSWER + previous))), answer, sink);
       length += answer;
       int more = (int) (trace.input(turn) - length);
-      draw(new SplittableRandom(mix64(seed ^ mix64(ROW + turn))), more, sink);
+      draw(rng(mix64(seed ^ mix64(ROW + turn))), more, sink);
       length = trace.input(turn);
     }
+  }
+
+  /** The ids of the stream whose unsalted seed is {@code key}, under the run's salt. */
+  private SplittableRandom rng(long key) {
+    return new SplittableRandom(salt.key(key));
   }
 
   private static void draw(SplittableRandom rng, int n, Sink sink) {

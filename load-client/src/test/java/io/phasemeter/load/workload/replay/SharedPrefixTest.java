@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.Mix;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.Workload;
 import java.util.ArrayList;
@@ -29,7 +30,9 @@ class SharedPrefixTest {
   @Test
   void everyPromptStartsWithOneOfTheKPrefixesAndTheRestIsItsOwn() throws Exception {
     SharedPrefix sp = new SharedPrefix(100, 3);
-    Workload w = sp.workload("m", Api.COMPLETIONS, Mix.parse("200:4=0.5,300:8=0.5"), true, 11);
+    Workload w =
+        sp.workload(
+            "m", Api.COMPLETIONS, Mix.parse("200:4=0.5,300:8=0.5"), true, 11, PromptSalt.NONE);
     Map<List<Integer>, Integer> byPrefix = new HashMap<>();
     List<List<Integer>> tails = new ArrayList<>();
     for (long seq = 1; seq <= 60; seq++) {
@@ -53,14 +56,16 @@ class SharedPrefixTest {
     // No two requests share anything after the prefix.
     assertThat(tails.stream().map(t -> t.get(0)).distinct().count()).isGreaterThan(50);
     // Another seed, other prefixes.
-    Workload other = sp.workload("m", Api.COMPLETIONS, Mix.parse("200:4=1"), true, 12);
+    Workload other =
+        sp.workload("m", Api.COMPLETIONS, Mix.parse("200:4=1"), true, 12, PromptSalt.NONE);
     assertThat(byPrefix).doesNotContainKey(ids(other.request(1), "prompt").subList(0, 100));
   }
 
   @Test
   void embeddingsStartTheirInputsWithThePrefixesToo() throws Exception {
     Workload w =
-        new SharedPrefix(10, 1).workload("e", Api.EMBEDDINGS, Mix.parse("64:1=1"), true, 3);
+        new SharedPrefix(10, 1)
+            .workload("e", Api.EMBEDDINGS, Mix.parse("64:1=1"), true, 3, PromptSalt.NONE);
     RequestSpec a = w.request(1);
     RequestSpec b = w.request(2);
     assertThat(a.api()).isEqualTo(Api.EMBEDDINGS);
@@ -77,18 +82,26 @@ class SharedPrefixTest {
     assertThatThrownBy(
             () ->
                 new SharedPrefix(1024, 2)
-                    .workload("m", Api.COMPLETIONS, Mix.parse("1k:512=0.5,4k:300=0.5"), true, 1))
+                    .workload(
+                        "m",
+                        Api.COMPLETIONS,
+                        Mix.parse("1k:512=0.5,4k:300=0.5"),
+                        true,
+                        1,
+                        PromptSalt.NONE))
         .hasMessage(
             "--prefix-tokens 1024 must be below every input length: shape 1k-512 has 1024"
                 + " tokens in");
     assertThatThrownBy(
             () ->
                 new SharedPrefix(64, 2)
-                    .workload("m", Api.EMBEDDINGS, Mix.parse("64:1=1"), false, 1))
+                    .workload("m", Api.EMBEDDINGS, Mix.parse("64:1=1"), false, 1, PromptSalt.NONE))
         .hasMessage(
             "--prefix-tokens 64 must be below every input length: input 64 has 64 tokens in");
     assertThatThrownBy(
-            () -> new SharedPrefix(10, 2).workload("m", Api.CHAT, Mix.parse("1k:5=1"), true, 1))
+            () ->
+                new SharedPrefix(10, 2)
+                    .workload("m", Api.CHAT, Mix.parse("1k:5=1"), true, 1, PromptSalt.NONE))
         .hasMessageStartingWith("--prefix-tokens needs token-id prompts");
     assertThatThrownBy(() -> SharedPrefix.fromFlags(10, null))
         .hasMessage(

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.phasemeter.load.workload.Api;
+import io.phasemeter.load.workload.PromptSalt;
 import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.Workload;
 import java.io.ByteArrayInputStream;
@@ -49,7 +50,7 @@ class TracePromptsTest {
                 + row(2, 1500, 4, ", \"hash_ids\": [7, 8]")
                 + row(3, 300, 4, ", \"hash_ids\": [7]")
                 + row(4, 2000, 4, ", \"hash_ids\": [8, 7, 9]"));
-    TracePrompts p = new TracePrompts(t, 42, Replay.Prefixes.SHARED);
+    TracePrompts p = new TracePrompts(t, 42, Replay.Prefixes.SHARED, PromptSalt.NONE);
     int[] a = p.prompt(0);
     int[] b = p.prompt(1);
     assertThat(a).hasSize(2000);
@@ -70,8 +71,11 @@ class TracePromptsTest {
       assertThat(id).isBetween(Workload.MIN_TOKEN_ID, Workload.MAX_TOKEN_ID);
     }
     // From the seed alone: the same again, another seed shares nothing.
-    assertThat(new TracePrompts(t, 42, Replay.Prefixes.SHARED).prompt(0)).containsExactly(a);
-    assertThat(common(a, new TracePrompts(t, 43, Replay.Prefixes.SHARED).prompt(0))).isZero();
+    assertThat(new TracePrompts(t, 42, Replay.Prefixes.SHARED, PromptSalt.NONE).prompt(0))
+        .containsExactly(a);
+    assertThat(
+            common(a, new TracePrompts(t, 43, Replay.Prefixes.SHARED, PromptSalt.NONE).prompt(0)))
+        .isZero();
   }
 
   @Test
@@ -83,8 +87,8 @@ class TracePromptsTest {
                 + row(2, 1400, 4, ", \"session\": \"s\"")
                 + row(3, 100, 4, ", \"prefix\": \"sys\", \"prefix_length\": 50")
                 + row(4, 100, 4, ", \"prefix\": \"sys\", \"prefix_length\": 50"));
-    TracePrompts shared = new TracePrompts(t, 1, Replay.Prefixes.SHARED);
-    TracePrompts distinct = new TracePrompts(t, 1, Replay.Prefixes.DISTINCT);
+    TracePrompts shared = new TracePrompts(t, 1, Replay.Prefixes.SHARED, PromptSalt.NONE);
+    TracePrompts distinct = new TracePrompts(t, 1, Replay.Prefixes.DISTINCT, PromptSalt.NONE);
     assertThat(common(shared.prompt(0), shared.prompt(1))).isEqualTo(1024);
     assertThat(common(shared.prompt(0), shared.prompt(2))).isEqualTo(1200);
     assertThat(common(shared.prompt(3), shared.prompt(4))).isEqualTo(50);
@@ -104,7 +108,7 @@ class TracePromptsTest {
                 + row(10, 50, 5, ", \"session\": \"chat-2\"")
                 + row(20, 150, 30, ", \"session\": \"chat-1\"")
                 + row(30, 200, 3, ", \"session\": \"chat-1\""));
-    TracePrompts p = new TracePrompts(t, 5, Replay.Prefixes.SHARED);
+    TracePrompts p = new TracePrompts(t, 5, Replay.Prefixes.SHARED, PromptSalt.NONE);
     int[] first = p.prompt(0);
     int[] second = p.prompt(2);
     int[] third = p.prompt(3);
@@ -115,7 +119,8 @@ class TracePromptsTest {
     // The answer ids are not the turn's own: a turn after another answer differs there.
     assertThat(common(first, p.prompt(1))).isZero();
 
-    ReplaySource source = new ReplaySource(t, Replay.Prefixes.SHARED, "m", true, 5);
+    ReplaySource source =
+        new ReplaySource(t, Replay.Prefixes.SHARED, "m", true, 5, PromptSalt.NONE);
     RequestSpec r = source.request(4, Map.of("authorization", "Bearer k"));
     assertThat(r.turn()).isEqualTo(3);
     assertThat(r.headers())
@@ -129,7 +134,8 @@ class TracePromptsTest {
   @Test
   void aRequestSendsItsRowsExactLengthsAndAWarmUpSharesNothingWithTheRun() throws Exception {
     Trace t = trace(row(0, 700, 9, ", \"hash_ids\": [1, 2]") + row(5, 30, 2, ""));
-    ReplaySource source = new ReplaySource(t, Replay.Prefixes.SHARED, "sim-llama", false, 3);
+    ReplaySource source =
+        new ReplaySource(t, Replay.Prefixes.SHARED, "sim-llama", false, 3, PromptSalt.NONE);
     RequestSpec r = source.request(1, Map.of());
     assertThat(r.api()).isEqualTo(Api.COMPLETIONS);
     assertThat(r.path()).isEqualTo("/v1/completions");
@@ -150,7 +156,8 @@ class TracePromptsTest {
       sent[i] = body.get("prompt").get(i).asInt();
     }
     assertThat(body.get("prompt").size()).isEqualTo(700);
-    assertThat(sent).containsExactly(new TracePrompts(t, 3, Replay.Prefixes.SHARED).prompt(0));
+    assertThat(sent)
+        .containsExactly(new TracePrompts(t, 3, Replay.Prefixes.SHARED, PromptSalt.NONE).prompt(0));
     assertThat(source.request(2, Map.of()).bucket()).isEqualTo("trace-512");
 
     // A warm-up request (seq < 0): a row's lengths, ids of its own, no session.
@@ -165,7 +172,8 @@ class TracePromptsTest {
     assertThat(source.request(-2, Map.of()).promptTokens()).isEqualTo(30);
 
     RequestSpec streamed =
-        new ReplaySource(t, Replay.Prefixes.SHARED, "m", true, 3).request(2, Map.of());
+        new ReplaySource(t, Replay.Prefixes.SHARED, "m", true, 3, PromptSalt.NONE)
+            .request(2, Map.of());
     assertThat(JSON.readTree(streamed.body().getBytes()).get("stream_options").toString())
         .isEqualTo("{\"include_usage\":true}");
     assertThat(ReplaySource.bucket(1)).isEqualTo("trace-512");
