@@ -263,8 +263,8 @@ public final class Workload {
 
   /**
    * The free-text prompt of request {@code seq}: the request number keeps prompts distinct, so a
-   * prefix cache serves only the shared start. A session's turn ({@link Conversation}) takes its
-   * turn number for it.
+   * prefix cache serves only the shared start. A session's turn ({@link Conversation}) takes a
+   * number made of its session's and its own, so that no two sessions send the same prompt.
    */
   static String prompt(long seq, SplittableRandom rng) {
     String topic = TOPICS[rng.nextInt(TOPICS.length)];
