@@ -345,6 +345,7 @@ class SessionsRunTest {
           .isGreaterThan(turns.get(k - 1).get("prompt_tokens_mean").asDouble());
     }
     assertThat(s.get("conditions").get("session_max_tokens").isNull()).isTrue();
+    assertThat(s.get("sessions").get("answers_truncated").asLong()).isZero();
 
     Map<String, List<Relay.Seen>> bySession =
         relay.seen.stream().collect(Collectors.groupingBy(Relay.Seen::session));

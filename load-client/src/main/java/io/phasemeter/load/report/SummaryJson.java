@@ -249,7 +249,10 @@ final class SummaryJson {
     s.put("cut", c.cut());
     s.put("at_max_tokens", c.atMaxTokens());
     s.put("ended_by_duration", c.endedByDuration());
+    s.put("stopped_at_deadline", c.stoppedAtDeadline());
     s.put("turns_not_sent", c.turnsNotSent());
+    s.put("answers_truncated", c.answersTruncated());
+    s.put("client_errors", c.clientErrors());
   }
 
   /**

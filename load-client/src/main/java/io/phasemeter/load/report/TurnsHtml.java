@@ -51,9 +51,21 @@ final class TurnsHtml {
           .append(c.atMaxTokens())
           .append(" ended at their token or history limit, ")
           .append(c.endedByDuration())
-          .append(" stopped by the run's end; ")
+          .append(" stopped by the run's end")
+          .append(
+              c.stoppedAtDeadline() > 0
+                  ? ", " + c.stoppedAtDeadline() + " stopped at the run's deadline"
+                  : "")
+          .append("; ")
           .append(c.turnsNotSent())
-          .append(" turns not sent.</p>");
+          .append(" turns not sent; ")
+          .append(c.answersTruncated())
+          .append(" chat answers sent back cut at 64 KiB")
+          .append(
+              c.clientErrors() > 0
+                  ? "; " + c.clientErrors() + " sessions cut by an error in the client"
+                  : "")
+          .append(".</p>");
     }
     return b.append("</section>").toString();
   }

@@ -111,7 +111,7 @@ class TurnStatsTest {
     JsonNode s =
         write(
             List.of(result(1, true, 10, 100), result(1, true, 20, 100), result(2, false, 0, -1)),
-            new Sessions.Counts(2, 1, 1, 0, 0, 1));
+            new Sessions.Counts(2, 1, 1, 0, 0, 0, 1, 3, 0));
     JsonNode turns = s.get("turns");
     assertThat(turns.size()).isEqualTo(2);
     assertThat(turns.get(0).get("turn").asInt()).isEqualTo(1);
@@ -126,6 +126,9 @@ class TurnStatsTest {
     assertThat(sessions.get("started").asLong()).isEqualTo(2);
     assertThat(sessions.get("cut").asLong()).isEqualTo(1);
     assertThat(sessions.get("turns_not_sent").asLong()).isEqualTo(1);
+    assertThat(sessions.get("stopped_at_deadline").asLong()).isZero();
+    assertThat(sessions.get("answers_truncated").asLong()).isEqualTo(3);
+    assertThat(sessions.get("client_errors").asLong()).isZero();
     assertThat(Files.readString(dir.resolve("report.html")))
         .contains("<h2>Turns</h2>")
         .contains("Sessions: 2 started, 1 completed, 1 cut by a failed turn");
