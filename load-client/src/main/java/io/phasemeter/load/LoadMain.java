@@ -261,7 +261,10 @@ public final class LoadMain implements Callable<Integer> {
                 + " the run ends when the N sessions have; with it, a session that ends is replaced"
                 + " until the end, and no turn starts after it. Header x-session-id; per-turn TTFT"
                 + " in summary.json (turns), the report and the final table. --api completions or"
-                + " chat; not with --rate, --concurrency or --steps")
+                + " chat (at most 4096 chat sessions); not with --rate, --concurrency, --steps,"
+                + " --arrival or --burstiness (the turns' own times are the arrivals), --replay (a"
+                + " trace's sessions are its rows), --dataset or --prefix-tokens (each prompt is"
+                + " the session's history)")
     int sessions;
 
     @Option(
@@ -289,7 +292,8 @@ public final class LoadMain implements Callable<Integer> {
         description =
             "with --sessions on completions: a session ends before a turn whose prompt plus"
                 + " max_tokens would pass M tokens (counted as at_max_tokens, not an error); a chat"
-                + " session ends instead when its history would pass 1 MiB (default: "
+                + " session ends instead when its history would pass 1 MiB, or 256 MiB ÷ N with"
+                + " more than 256 sessions (default: "
                 + SessionSpec.DEFAULT_MAX_TOKENS
                 + ")")
     Integer sessionMaxTokens;
@@ -352,7 +356,10 @@ public final class LoadMain implements Callable<Integer> {
                 + " an order shuffled with --seed, each once before any repeats; --output-tokens N"
                 + " sets every output length. --api completions or chat: max_tokens = min_tokens"
                 + " and ignore_eos, so the output length is exact and checked; the prompt's is"
-                + " not. The conditions record the file's SHA-256 and the lengths, never the text")
+                + " not. The conditions record the file's SHA-256 and the lengths, never the text."
+                + " Not with --replay (a trace gives its own lengths), --prefix-tokens (the file's"
+                + " prompts share what they share) or --sessions (each prompt is the session's"
+                + " history)")
     String dataset;
 
     @Option(
@@ -672,10 +679,19 @@ public final class LoadMain implements Callable<Integer> {
         throw new IllegalArgumentException(
             "--turns, --think-time and --session-max-tokens go with --sessions N");
       }
+      for (String flag : new String[] {"--arrival", "--burstiness"}) {
+        if (given(flag)) {
+          throw new IllegalArgumentException(
+              flag
+                  + " cannot go with --sessions: each turn starts from the previous answer's last"
+                  + " byte plus --think-time");
+        }
+      }
       if (sessionMaxTokens != null && api() != Api.COMPLETIONS) {
         throw new IllegalArgumentException(
             "--session-max-tokens is for --api completions, whose lengths are exact; a chat"
-                + " session ends when its history would pass 1 MiB");
+                + " session ends when its history would pass its bound (1 MiB, or 256 MiB ÷ N"
+                + " above 256 sessions)");
       }
       Duration think;
       try {

@@ -465,7 +465,23 @@ public final class LoadRun {
               replayed.arrivals(o.duration()),
               runStart));
     } else if (sessions != null) {
-      steps.add(schedule.sessions(measured, sessions).await());
+      Duration bound = sessions.bound(o.timeout());
+      steps.add(StepRunner.await(schedule.sessions(measured, sessions), sessions, bound));
+      long stopped = sessions.counts().stoppedAtDeadline();
+      if (stopped > 0) {
+        out.println(
+            "phasemeter load: the sessions had not ended "
+                + bound.toSeconds()
+                + " s after the clock started ("
+                + (o.duration() != null
+                    ? "--duration + --timeout"
+                    : "--turns × (--timeout + --think-time)")
+                + " + 10 s): "
+                + stopped
+                + " sessions stopped where they were (stopped_at_deadline); the run ends with what"
+                + " it has");
+        out.flush();
+      }
     } else if (o.concurrency() > 0) {
       steps.add(schedule.closed(measured, 0, o.concurrency(), o.duration()).await());
     } else if (!o.steps().isEmpty()) {
@@ -634,13 +650,30 @@ public final class LoadRun {
           String.format(
               Locale.ROOT,
               "phasemeter load: sessions: %d started, %d completed, %d cut by a failed turn, %d at"
-                  + " their token limit, %d stopped by the duration's end; %d turns not sent",
+                  + " their token limit, %d stopped by the duration's end%s; %d turns not sent%s",
               c.started(),
               c.completed(),
               c.cut(),
               c.atMaxTokens(),
               c.endedByDuration(),
-              c.turnsNotSent()));
+              c.stoppedAtDeadline() > 0
+                  ? ", " + c.stoppedAtDeadline() + " stopped at the run's deadline"
+                  : "",
+              c.turnsNotSent(),
+              c.answersTruncated() > 0
+                  ? "; "
+                      + c.answersTruncated()
+                      + " chat answers over 64 KiB sent back cut (answers_truncated)"
+                  : ""));
+      if (c.clientErrors() > 0) {
+        out.println(
+            "phasemeter load: note: "
+                + c.clientErrors()
+                + " of the cut sessions were cut by an error in the client, not by a failed turn"
+                + " (first: "
+                + sessions.firstClientError()
+                + ")");
+      }
     }
     printConnections(schedule.connections());
     out.println(

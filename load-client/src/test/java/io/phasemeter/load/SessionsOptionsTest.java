@@ -194,4 +194,76 @@ class SessionsOptionsTest {
             "--sessions, --turns, --think-time and --session-max-tokens cannot go"
                 + " with search");
   }
+
+  @Test
+  void arrivalsOfTheOpenModelCannotGoWithSessions() {
+    for (String[] flag : new String[][] {{"--arrival", "gamma"}, {"--burstiness", "0.5"}}) {
+      String[] r = execute("--sessions", "2", flag[0], flag[1]);
+      assertThat(r[0]).as(flag[0]).isEqualTo("2");
+      assertThat(r[1].strip())
+          .isEqualTo(
+              "phasemeter load: "
+                  + flag[0]
+                  + " cannot go with --sessions: each turn starts from the previous answer's"
+                  + " last byte plus --think-time");
+    }
+    // Their defaults, not given, are not refused.
+    assertThat(TestLoadOptions.parse("--url", "http://x", "--model", "m", "--sessions", "2"))
+        .isNotNull();
+  }
+
+  @Test
+  void chatSessionsAreBoundedByTheRunsHistory() {
+    LoadOptions most =
+        TestLoadOptions.parse(
+            "--url",
+            "http://x",
+            "--model",
+            "m",
+            "--api",
+            "chat",
+            "--sessions",
+            "4096",
+            "--max-in-flight",
+            "4096");
+    assertThat(most.conversations().spec().count()).isEqualTo(4096);
+    String[] r = execute("--api", "chat", "--sessions", "4097", "--max-in-flight", "5000");
+    assertThat(r[0]).isEqualTo("2");
+    assertThat(r[1].strip())
+        .isEqualTo(
+            "phasemeter load: --sessions 4097 with --api chat: at most 4096 (the run keeps at"
+                + " most 256 MiB of chat history, and each session at least one answer's 64 KiB)");
+    assertThat(r[2]).doesNotContain("clock starts");
+  }
+
+  @Test
+  void theHelpOfSessionsAndDatasetNamesWhatEachRefuses() throws Exception {
+    String sessions = help("sessions");
+    for (String flag :
+        List.of(
+            "--rate",
+            "--concurrency",
+            "--steps",
+            "--arrival",
+            "--burstiness",
+            "--replay",
+            "--dataset",
+            "--prefix-tokens")) {
+      assertThat(sessions).as(flag).contains(flag);
+    }
+    String dataset = help("dataset");
+    for (String flag : List.of("--replay", "--prefix-tokens", "--sessions")) {
+      assertThat(dataset).as(flag).contains(flag);
+    }
+  }
+
+  /** The {@code --help} text of option field {@code field} of {@code load run}. */
+  private static String help(String field) throws Exception {
+    return String.join(
+        " ",
+        LoadMain.Run.class
+            .getDeclaredField(field)
+            .getAnnotation(picocli.CommandLine.Option.class)
+            .description());
+  }
 }

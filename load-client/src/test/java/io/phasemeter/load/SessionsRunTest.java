@@ -275,7 +275,7 @@ class SessionsRunTest {
     for (int k = 0; k < 4; k++) {
       JsonNode t = turns.get(k);
       assertThat(t.get("turn").asInt()).isEqualTo(k + 1);
-      assertThat(t.get("sent").asLong()).isEqualTo(3);
+      assertThat(t.get("finished").asLong()).isEqualTo(3);
       assertThat(t.get("ok").asLong()).isEqualTo(3);
       assertThat(t.get("client_ttft_ms").get("count").asLong()).isEqualTo(3);
       assertThat(t.get("client_ttft_ms").get("p50").asDouble()).isPositive();
@@ -346,6 +346,7 @@ class SessionsRunTest {
           .isGreaterThan(turns.get(k - 1).get("prompt_tokens_mean").asDouble());
     }
     assertThat(s.get("conditions").get("session_max_tokens").isNull()).isTrue();
+    assertThat(s.get("sessions").get("answers_truncated").asLong()).isZero();
 
     Map<String, List<Relay.Seen>> bySession =
         relay.seen.stream().collect(Collectors.groupingBy(Relay.Seen::session));
@@ -408,10 +409,10 @@ class SessionsRunTest {
     assertThat(sessions.get("cut").asLong()).isEqualTo(1);
     assertThat(sessions.get("turns_not_sent").asLong()).isEqualTo(2);
     JsonNode turns = s.get("turns");
-    assertThat(turns.get(1).get("sent").asLong()).isEqualTo(3);
+    assertThat(turns.get(1).get("finished").asLong()).isEqualTo(3);
     assertThat(turns.get(1).get("ok").asLong()).isEqualTo(2);
-    assertThat(turns.get(2).get("sent").asLong()).isEqualTo(2);
-    assertThat(turns.get(3).get("sent").asLong()).isEqualTo(2);
+    assertThat(turns.get(2).get("finished").asLong()).isEqualTo(2);
+    assertThat(turns.get(3).get("finished").asLong()).isEqualTo(2);
     String cut = s.get("conditions").get("trace_id_prefix").asText() + "-s2";
     assertThat(relay.perSession.get(cut).get()).isEqualTo(2);
   }

@@ -2,7 +2,7 @@ package io.phasemeter.load.http;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
-import io.phasemeter.load.workload.Conversation;
+import io.phasemeter.load.workload.Utf8;
 import java.io.IOException;
 
 /**
@@ -58,9 +58,9 @@ public final class AnswerText {
     if (truncated) {
       return;
     }
-    int fit = Conversation.utf8Prefix(s, maxBytes - bytes);
+    int fit = Utf8.prefix(s, maxBytes - bytes);
     text.append(s, 0, fit);
-    bytes += Conversation.utf8Length(s.substring(0, fit));
+    bytes += Utf8.length(s.substring(0, fit));
     truncated = fit < s.length();
   }
 
@@ -69,12 +69,10 @@ public final class AnswerText {
     return text.toString();
   }
 
-  /** Its length in UTF-8 bytes. */
-  public int bytes() {
-    return bytes;
-  }
-
-  /** Whether some of the answer was not kept (beyond the limit). */
+  /**
+   * Whether some of the answer was not kept (beyond the limit): a session counts it ({@code
+   * answers_truncated}).
+   */
   public boolean truncated() {
     return truncated;
   }

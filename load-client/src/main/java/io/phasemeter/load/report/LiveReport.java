@@ -144,7 +144,7 @@ public final class LiveReport implements AutoCloseable {
       cumulative.add(pair);
       window.add(pair);
     }
-    turns.add(pair.client());
+    turns.add(pair);
   }
 
   /** One inter-token gap of a measured request, in nanoseconds. */

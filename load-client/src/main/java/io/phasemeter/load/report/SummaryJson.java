@@ -213,7 +213,7 @@ final class SummaryJson {
 
   /**
    * {@code turns}: one object per turn index of the requests of sessions, the turns after {@value
-   * TurnStats#MAX_TURNS} in one ({@code and_later}), null when no request belonged to a session;
+   * TurnStats#TURN_ROWS} in one ({@code and_later}), null when no request belonged to a session;
    * {@code sessions}: what a {@code --sessions} run's sessions did, null for any other run.
    */
   private static void turns(ObjectNode root, ReportModel m) {
@@ -227,7 +227,7 @@ final class SummaryJson {
         if (r.andLater()) {
           o.put("and_later", true);
         }
-        o.put("sent", r.sent());
+        o.put("finished", r.finished());
         o.put("ok", r.ok());
         ObjectNode ttft = o.putObject("client_ttft_ms");
         ttft.put("count", r.ttftCount());
@@ -249,7 +249,10 @@ final class SummaryJson {
     s.put("cut", c.cut());
     s.put("at_max_tokens", c.atMaxTokens());
     s.put("ended_by_duration", c.endedByDuration());
+    s.put("stopped_at_deadline", c.stoppedAtDeadline());
     s.put("turns_not_sent", c.turnsNotSent());
+    s.put("answers_truncated", c.answersTruncated());
+    s.put("client_errors", c.clientErrors());
   }
 
   /**

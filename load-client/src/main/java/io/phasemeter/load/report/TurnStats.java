@@ -6,7 +6,6 @@ import java.io.PrintWriter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import org.HdrHistogram.Histogram;
 
 /**
  * The figures of each turn index of the requests that belong to sessions ({@code --sessions}, or
@@ -14,25 +13,26 @@ import org.HdrHistogram.Histogram;
  * does to later turns shows: summary.json's {@code turns}, report.html's Turns table and the final
  * live table's lines per turn.
  *
- * <p>Per turn: requests finished ({@code sent}), succeeded ({@code ok}), the client TTFT of those
- * that succeeded (p50, p95, p99 from an HdrHistogram of 3 significant digits, microsecond units;
- * the mean exact) and their mean prompt length (usage.prompt_tokens as reported, else the tokens
- * sent when exact). Bounded: turns 1 to {@value #MAX_TURNS} have a row each, every later turn is
- * summed into one more row ({@code turn > 64}), whatever the number of turns.
+ * <p>Per turn: requests finished ({@code finished}), succeeded ({@code ok}), the client TTFT of
+ * those that succeeded (p50, p95, p99 of one {@link PhaseStats} per turn, as the run's {@code
+ * client_ttft} and each step's are computed, so that one turn's equal the run's; the mean exact)
+ * and their mean prompt length (usage.prompt_tokens as reported, else the tokens sent when exact).
+ * Bounded: turns 1 to {@value #TURN_ROWS} have a row each, every later turn is summed into one more
+ * row ({@code turn > 64}), whatever the number of turns.
  *
  * <p>Thread-safe.
  */
 public final class TurnStats {
   /** Turn indexes with a row of their own; later ones share one. */
-  public static final int MAX_TURNS = 64;
+  public static final int TURN_ROWS = 64;
 
   /**
    * One turn index's figures.
    *
-   * @param turn the turn, 1 to {@value #MAX_TURNS}; {@value #MAX_TURNS} + 1 for the row of every
+   * @param turn the turn, 1 to {@value #TURN_ROWS}; {@value #TURN_ROWS} + 1 for the row of every
    *     later turn
    * @param andLater whether the row sums every turn from {@code turn} on
-   * @param sent requests of the turn that finished
+   * @param finished requests of the turn that finished
    * @param ok those that succeeded
    * @param ttftCount successful requests with a TTFT
    * @param ttftP50Ms client TTFT p50 in milliseconds (NaN without any)
@@ -44,7 +44,7 @@ public final class TurnStats {
   public record Row(
       int turn,
       boolean andLater,
-      long sent,
+      long finished,
       long ok,
       long ttftCount,
       double ttftP50Ms,
@@ -55,56 +55,48 @@ public final class TurnStats {
 
     /** {@code 3}, or {@code > 64} for the row of the later turns. */
     public String label() {
-      return andLater ? "> " + MAX_TURNS : Integer.toString(turn);
+      return andLater ? "> " + TURN_ROWS : Integer.toString(turn);
     }
   }
 
   /** One turn index's running figures. */
   private static final class Acc {
-    long sent;
-    long ok;
-    Histogram ttftMicros;
-    long ttftCount;
+    final PhaseStats stats = new PhaseStats();
     double ttftSumNanos;
     long promptCount;
     double promptSum;
   }
 
-  private final Acc[] accs = new Acc[MAX_TURNS + 1];
+  private final Acc[] accs = new Acc[TURN_ROWS + 1];
   private boolean any;
 
   /** The figures of every request of {@code pairs} that belongs to a session. */
   public static TurnStats of(List<Pair> pairs) {
     TurnStats t = new TurnStats();
     for (Pair p : pairs) {
-      t.add(p.client());
+      t.add(p);
     }
     return t;
   }
 
   /** One finished request; one outside any session (turn 0) is not counted. */
-  public void add(ClientResult c) {
+  public void add(Pair pair) {
+    ClientResult c = pair.client();
     if (c.turn() <= 0) {
       return;
     }
     synchronized (this) {
       any = true;
-      int i = Math.min(c.turn(), MAX_TURNS + 1) - 1;
+      int i = Math.min(c.turn(), TURN_ROWS + 1) - 1;
       Acc a = accs[i];
       if (a == null) {
         a = accs[i] = new Acc();
       }
-      a.sent++;
+      a.stats.add(pair);
       if (!c.ok()) {
         return;
       }
-      a.ok++;
       if (c.ttftNanos() >= 0) {
-        if (a.ttftMicros == null) {
-          a.ttftMicros = new Histogram(3);
-        }
-        a.ttftMicros.recordValue(Math.max(0, c.ttftNanos() / 1000));
-        a.ttftCount++;
         a.ttftSumNanos += c.ttftNanos();
       }
       long prompt = c.usagePromptTokens() >= 0 ? c.usagePromptTokens() : c.promptTokens();
@@ -128,32 +120,26 @@ public final class TurnStats {
       if (a == null) {
         continue;
       }
-      Histogram h = a.ttftMicros;
+      PhaseStats.Summary ttft = a.stats.summary("client_ttft");
       rows.add(
           new Row(
               i + 1,
-              i == MAX_TURNS,
-              a.sent,
-              a.ok,
-              a.ttftCount,
-              quantileMs(h, 50),
-              quantileMs(h, 95),
-              quantileMs(h, 99),
-              a.ttftCount == 0 ? Double.NaN : a.ttftSumNanos / a.ttftCount / 1e6,
+              i == TURN_ROWS,
+              a.stats.startedCount(),
+              a.stats.okCount(),
+              ttft.count(),
+              ttft.p50(),
+              ttft.p95(),
+              ttft.p99(),
+              ttft.count() == 0 ? Double.NaN : a.ttftSumNanos / ttft.count() / 1e6,
               a.promptCount == 0 ? Double.NaN : a.promptSum / a.promptCount));
     }
     return rows;
   }
 
-  private static double quantileMs(Histogram h, double percentile) {
-    return h == null || h.getTotalCount() == 0
-        ? Double.NaN
-        : h.getValueAtPercentile(percentile) / 1e3;
-  }
-
   /**
    * The final table's lines per turn: nothing when no request belonged to a session, else a header
-   * and one line per turn index, at most {@value #MAX_TURNS} + 1.
+   * and one line per turn index, at most {@value #TURN_ROWS} + 1.
    */
   public void print(PrintWriter out) {
     List<Row> rows = rows();
@@ -165,9 +151,9 @@ public final class TurnStats {
     out.println(
         String.format(
             Locale.ROOT,
-            "  %-11s %7s %7s %9s %9s %9s %9s %10s",
+            "  %-11s %8s %7s %9s %9s %9s %9s %10s",
             "turn",
-            "sent",
+            "finished",
             "ok",
             "ttft p50",
             "ttft p95",
@@ -178,9 +164,9 @@ public final class TurnStats {
       out.println(
           String.format(
               Locale.ROOT,
-              "  %-11s %7d %7d %9s %9s %9s %9s %10s",
+              "  %-11s %8d %7d %9s %9s %9s %9s %10s",
               "turn " + r.label(),
-              r.sent(),
+              r.finished(),
               r.ok(),
               ms(r.ttftP50Ms()),
               ms(r.ttftP95Ms()),

@@ -21,15 +21,15 @@ final class TurnsHtml {
         .append(" prompt. Client TTFT of the successful requests (from the intended start: the")
         .append(" previous answer's last byte plus the think time); prompt tokens as the server")
         .append(" reported them. Turns after ")
-        .append(TurnStats.MAX_TURNS)
+        .append(TurnStats.TURN_ROWS)
         .append(" share one row.</p>");
-    b.append("<table><tr><th>turn</th><th>sent</th><th>ok</th><th>TTFT p50 ms</th>")
+    b.append("<table><tr><th>turn</th><th>finished</th><th>ok</th><th>TTFT p50 ms</th>")
         .append("<th>TTFT p95 ms</th><th>TTFT p99 ms</th><th>TTFT mean ms</th>")
         .append("<th>prompt tokens, mean</th></tr>");
     for (TurnStats.Row r : m.turns.rows()) {
-      b.append(r.ok() < r.sent() ? "<tr class=\"breach\">" : "<tr>");
+      b.append(r.ok() < r.finished() ? "<tr class=\"breach\">" : "<tr>");
       td(b, r.label());
-      td(b, Long.toString(r.sent()));
+      td(b, Long.toString(r.finished()));
       td(b, Long.toString(r.ok()));
       td(b, Html.ms(r.ttftP50Ms()));
       td(b, Html.ms(r.ttftP95Ms()));
@@ -51,9 +51,21 @@ final class TurnsHtml {
           .append(c.atMaxTokens())
           .append(" ended at their token or history limit, ")
           .append(c.endedByDuration())
-          .append(" stopped by the run's end; ")
+          .append(" stopped by the run's end")
+          .append(
+              c.stoppedAtDeadline() > 0
+                  ? ", " + c.stoppedAtDeadline() + " stopped at the run's deadline"
+                  : "")
+          .append("; ")
           .append(c.turnsNotSent())
-          .append(" turns not sent.</p>");
+          .append(" turns not sent; ")
+          .append(c.answersTruncated())
+          .append(" chat answers sent back cut at 64 KiB")
+          .append(
+              c.clientErrors() > 0
+                  ? "; " + c.clientErrors() + " sessions cut by an error in the client"
+                  : "")
+          .append(".</p>");
     }
     return b.append("</section>").toString();
   }

@@ -12,6 +12,8 @@ import io.vertx.core.Vertx;
 import java.net.URI;
 import java.time.Duration;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -142,7 +144,9 @@ public final class StepRunner implements AutoCloseable {
 
   /**
    * Sessions ({@code --sessions}): each session's turns one after the other, as {@link Sessions}
-   * schedules them; the step ends once every session has.
+   * schedules them; the step ends once every session has. Each turn's body is built on a worker
+   * thread (unordered: sessions build side by side), never on the event loop that times the
+   * responses; a timer hands it to the runner when due.
    */
   public Future<StepInfo> sessions(Series series, Sessions sessions) {
     Promise<StepInfo> done = Promise.promise();
@@ -156,18 +160,42 @@ public final class StepRunner implements AutoCloseable {
                 (spec, intended, answer, then) ->
                     start(series, series.issue(spec), intended, 0, then, answer),
                 (delay, task) -> vertx.setTimer(Math.max(1, delay / 1_000_000), id -> task.run()),
+                task ->
+                    ctx.executeBlocking(
+                        () -> {
+                          task.run();
+                          return null;
+                        },
+                        false),
                 System::nanoTime,
-                () ->
-                    done.complete(
-                        new StepInfo(
-                            0,
-                            -1,
-                            sessions.count(),
-                            sessions.startNanos(),
-                            sessions.endNanos(),
-                            sessions.launched(),
-                            0))));
+                () -> done.tryComplete(step(sessions))));
     return done.future();
+  }
+
+  /**
+   * Waits for a {@link #sessions} step at most {@code bound} ({@link Sessions#bound}); past it the
+   * sessions still open are stopped where they are ({@link Sessions#stop()}) and the step ends with
+   * what it has, so that no fault in a session's path holds the run forever.
+   */
+  public static StepInfo await(Future<StepInfo> step, Sessions sessions, Duration bound) {
+    try {
+      return step.await(bound.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (TimeoutException e) {
+      sessions.stop();
+      return step.isComplete() && step.succeeded() ? step.result() : step(sessions);
+    }
+  }
+
+  /** A sessions step's figures as they stand. */
+  private static StepInfo step(Sessions sessions) {
+    return new StepInfo(
+        0,
+        -1,
+        sessions.count(),
+        sessions.startNanos(),
+        sessions.endNanos(),
+        sessions.launched(),
+        0);
   }
 
   /** Waits until nothing is in flight, or until {@code deadlineNanos} (client clock). */

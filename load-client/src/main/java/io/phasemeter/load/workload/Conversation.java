@@ -29,9 +29,12 @@ import java.util.SplittableRandom;
  *
  * <p>Bounded: a completions session ends before a turn whose prompt plus {@code max_tokens} would
  * pass the session's token limit ({@link SessionSpec#maxTokens()}); a chat answer is kept up to
- * {@value #MAX_ANSWER_BYTES} bytes (UTF-8) and a chat history up to {@value #MAX_HISTORY_BYTES}
- * bytes, past which the session ends. A session that ends so has {@linkplain #atLimit() reached its
- * limit}: not an error. The history is in memory only, for the session's life; never logged.
+ * {@value #MAX_ANSWER_BYTES} bytes (UTF-8) and a chat history up to {@link
+ * #historyBytesPerSession(int)} bytes (the run's {@value #RUN_HISTORY_BYTES} shared by its
+ * sessions, at most {@value #MAX_HISTORY_BYTES} each), past which the session ends. A session that
+ * ends so has {@linkplain #atLimit() reached its limit}: not an error. The last turn's answer is
+ * not kept: no turn sends it back. The history is in memory only, for the session's life; never
+ * logged.
  *
  * <p>Not thread-safe: one session's turns follow one another.
  */
@@ -41,6 +44,20 @@ public final class Conversation {
 
   /** The most of a chat session's history (every message's content), in UTF-8 bytes. */
   public static final int MAX_HISTORY_BYTES = 1024 * 1024;
+
+  /**
+   * The most of every chat session's history together, in UTF-8 bytes: each of N sessions may keep
+   * this ÷ N, at most {@value #MAX_HISTORY_BYTES}.
+   */
+  public static final long RUN_HISTORY_BYTES = 256L * 1024 * 1024;
+
+  /** The most chat sessions at once: each keeps at least one whole answer's worth of history. */
+  public static final int MAX_CHAT_SESSIONS = (int) (RUN_HISTORY_BYTES / MAX_ANSWER_BYTES);
+
+  /** How much history each of {@code sessions} chat sessions may keep, in UTF-8 bytes. */
+  public static int historyBytesPerSession(int sessions) {
+    return (int) Math.min(MAX_HISTORY_BYTES, RUN_HISTORY_BYTES / Math.max(1, sessions));
+  }
 
   /**
    * What the conversations of a run share.
@@ -99,6 +116,14 @@ public final class Conversation {
       } else if (chatMaxTokens < 1) {
         throw new IllegalArgumentException(
             "--output-tokens must be at least 1, got " + chatMaxTokens);
+      } else if (spec.count() > MAX_CHAT_SESSIONS) {
+        throw new IllegalArgumentException(
+            "--sessions "
+                + spec.count()
+                + " with --api chat: at most "
+                + MAX_CHAT_SESSIONS
+                + " (the run keeps at most 256 MiB of chat history, and each session at least"
+                + " one answer's 64 KiB)");
       }
     }
   }
@@ -129,7 +154,7 @@ public final class Conversation {
    * @param number the session's number in the run (1, 2, …), which seeds its turns
    */
   public Conversation(Shape shape, String id, long number) {
-    this(shape, id, number, MAX_ANSWER_BYTES, MAX_HISTORY_BYTES);
+    this(shape, id, number, MAX_ANSWER_BYTES, historyBytesPerSession(shape.spec().count()));
   }
 
   /** With other bounds on a chat's answers and history (tests at the limit). */
@@ -198,7 +223,7 @@ public final class Conversation {
    * The last turn's answer: {@code usage.completion_tokens} as reported (-1 when none: the tokens
    * asked for count instead), and its text for chat (null otherwise; kept up to the answer's limit,
    * in whole characters). A chat answer that would take the history past its limit ends the session
-   * ({@link #atLimit()}).
+   * ({@link #atLimit()}), but for the last turn's: it is not kept.
    */
   public void answered(long completionTokens, String text) {
     if (!awaiting) {
@@ -209,58 +234,17 @@ public final class Conversation {
       lastCompletion = completionTokens >= 0 ? completionTokens : lastMaxTokens;
       return;
     }
-    String answer = text == null ? "" : text.substring(0, utf8Prefix(text, maxAnswerBytes));
-    int bytes = utf8Length(answer);
+    if (finished()) {
+      return;
+    }
+    String answer = text == null ? "" : text.substring(0, Utf8.prefix(text, maxAnswerBytes));
+    int bytes = Utf8.length(answer);
     if (historyBytes + bytes > maxHistoryBytes) {
       atLimit = true;
       return;
     }
     messages.add(answer);
     historyBytes += bytes;
-  }
-
-  /** The chat history's size so far (every message's content), in UTF-8 bytes. */
-  public long historyBytes() {
-    return historyBytes;
-  }
-
-  /**
-   * The length of {@code s} in UTF-8 bytes; an unpaired surrogate counts 3, never less than sent.
-   */
-  public static int utf8Length(String s) {
-    int bytes = 0;
-    int n = s.length();
-    for (int i = 0; i < n; i++) {
-      char ch = s.charAt(i);
-      if (Character.isHighSurrogate(ch) && i + 1 < n) {
-        bytes += 4;
-        i++;
-      } else {
-        bytes += ch < 0x80 ? 1 : ch < 0x800 ? 2 : 3;
-      }
-    }
-    return bytes;
-  }
-
-  /**
-   * How many chars of {@code s} from its start make at most {@code maxBytes} of UTF-8, in whole
-   * characters (a surrogate pair is never split).
-   */
-  public static int utf8Prefix(String s, long maxBytes) {
-    int n = s.length();
-    long bytes = 0;
-    int i = 0;
-    while (i < n) {
-      char ch = s.charAt(i);
-      boolean pair = Character.isHighSurrogate(ch) && i + 1 < n;
-      int size = pair ? 4 : ch < 0x80 ? 1 : ch < 0x800 ? 2 : 3;
-      if (bytes + size > maxBytes) {
-        return i;
-      }
-      bytes += size;
-      i += pair ? 2 : 1;
-    }
-    return n;
   }
 
   /** Turn {@code turn}'s exact-length request, or null past the token limit. */
@@ -310,8 +294,11 @@ public final class Conversation {
 
   /** Turn {@code turn}'s chat request: the history, then the new prompt; null past the limit. */
   private RequestSpec chat(int turn) {
-    String prompt = Workload.prompt(turn, rng(turn, SHAPE), shape.salt());
-    int bytes = utf8Length(prompt);
+    // Keyed by the session and the turn: no two sessions' prompts are the same.
+    String prompt =
+        Workload.prompt(
+            (number - 1) * SessionSpec.MAX_TURNS + turn, rng(turn, SHAPE), shape.salt());
+    int bytes = Utf8.length(prompt);
     if (historyBytes + bytes > maxHistoryBytes) {
       return null;
     }

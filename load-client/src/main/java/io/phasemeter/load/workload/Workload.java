@@ -295,8 +295,8 @@ public final class Workload {
   /**
    * The free-text prompt of request {@code seq}: the request number keeps prompts distinct, so a
    * prefix cache serves only the shared start, and the salt's mark after it ({@link
-   * PromptSalt#text()}) keeps two runs' apart. A session's turn ({@link Conversation}) takes its
-   * turn number for it.
+   * PromptSalt#text()}) keeps two runs' apart. A session's turn ({@link Conversation}) takes a
+   * number made of its session's and its own, so that no two sessions send the same prompt.
    */
   static String prompt(long seq, SplittableRandom rng, PromptSalt salt) {
     String topic = TOPICS[rng.nextInt(TOPICS.length)];

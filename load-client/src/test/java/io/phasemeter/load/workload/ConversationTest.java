@@ -167,14 +167,82 @@ class ConversationTest {
       }
       JsonNode last = messages.get(messages.size() - 1);
       assertThat(last.get("role").asText()).isEqualTo("user");
-      assertThat(last.get("content").asText()).startsWith("Request " + turn + ":");
+      // Session 4's turn: numbered after sessions 1 to 3's.
+      assertThat(last.get("content").asText())
+          .startsWith("Request " + (3 * SessionSpec.MAX_TURNS + turn) + ":");
       sent.add(last.get("content").asText());
       String answer = "answer \"" + turn + "\" \u00e9\n";
       c.answered(7, answer);
       sent.add(answer);
     }
     assertThat(c.finished()).isTrue();
-    assertThat(c.historyBytes()).isEqualTo(sent.stream().mapToLong(Conversation::utf8Length).sum());
+    assertThat(c.atLimit()).isFalse();
+  }
+
+  @Test
+  void noTwoChatSessionsSendTheSamePrompt() throws Exception {
+    java.util.Set<String> first = new java.util.HashSet<>();
+    for (int n = 1; n <= 100; n++) {
+      Conversation c = new Conversation(chat(2), "r-s" + n, n);
+      first.add(JSON.readTree(c.next().body().getBytes()).get("messages").toString());
+    }
+    // Ten topics: keyed by the turn alone, a hundred sessions sent at most ten first prompts.
+    assertThat(first).hasSize(100);
+  }
+
+  @Test
+  void theLastAnswerIsNotKeptSoItNeverEndsTheSessionAtItsLimit() throws Exception {
+    Conversation probe = new Conversation(chat(1), "s", 1);
+    JsonNode first = JSON.readTree(probe.next().body().getBytes()).get("messages").get(0);
+    int prompt1 = Utf8.length(first.get("content").asText());
+    // A one-turn session whose answer would pass the history's limit: it sent every turn.
+    Conversation c = new Conversation(chat(1), "s", 1, 64, prompt1 + 9);
+    c.next();
+    c.answered(1, "0123456789");
+    assertThat(c.finished()).isTrue();
+    assertThat(c.atLimit()).isFalse();
+  }
+
+  @Test
+  void theRunsChatHistoryIsSharedByItsSessionsUpToTheirLimit() throws Exception {
+    assertThat(Conversation.historyBytesPerSession(1)).isEqualTo(1 << 20);
+    assertThat(Conversation.historyBytesPerSession(256)).isEqualTo(1 << 20);
+    assertThat(Conversation.historyBytesPerSession(257)).isEqualTo((256 << 20) / 257);
+    assertThat(Conversation.historyBytesPerSession(4096)).isEqualTo(64 * 1024);
+    assertThat(Conversation.MAX_CHAT_SESSIONS).isEqualTo(4096);
+    assertThat((long) Conversation.MAX_CHAT_SESSIONS * Conversation.historyBytesPerSession(4096))
+        .isEqualTo(Conversation.RUN_HISTORY_BYTES);
+
+    // At the limit: 4,096 sessions keep 64 KiB each, so one whole answer after a prompt ends one.
+    String answer = "x".repeat(Conversation.MAX_ANSWER_BYTES);
+    Conversation most = new Conversation(chatSessions(4096, 3), "s", 1);
+    most.next();
+    most.answered(1, answer);
+    assertThat(most.atLimit()).isTrue();
+    Conversation fewer = new Conversation(chatSessions(256, 3), "s", 1);
+    fewer.next();
+    fewer.answered(1, answer);
+    assertThat(fewer.atLimit()).isFalse();
+    JsonNode kept = JSON.readTree(fewer.next().body().getBytes()).get("messages").get(1);
+    assertThat(kept.get("content").asText()).isEqualTo(answer);
+    assertThatThrownBy(() -> chatSessions(4097, 3))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(
+            "--sessions 4097 with --api chat: at most 4096 (the run keeps at most 256 MiB of chat"
+                + " history, and each session at least one answer's 64 KiB)");
+  }
+
+  private static Conversation.Shape chatSessions(int count, int turns) {
+    return new Conversation.Shape(
+        "m",
+        Api.CHAT,
+        null,
+        16,
+        false,
+        11,
+        Map.of(),
+        new SessionSpec(count, turns, Duration.ZERO, SessionSpec.DEFAULT_MAX_TOKENS),
+        null);
   }
 
   @Test
@@ -197,13 +265,12 @@ class ConversationTest {
   void aChatHistoryMayReachItsLimitAndEndsPastIt() throws Exception {
     Conversation probe = new Conversation(chat(3), "s", 1);
     JsonNode first = JSON.readTree(probe.next().body().getBytes()).get("messages").get(0);
-    int prompt1 = Conversation.utf8Length(first.get("content").asText());
+    int prompt1 = Utf8.length(first.get("content").asText());
     // The history after turn 1: its prompt and a 10-byte answer; the limit lets exactly that in.
     Conversation atLimit = new Conversation(chat(3), "s", 1, 64, prompt1 + 10);
     atLimit.next();
     atLimit.answered(1, "0123456789");
     assertThat(atLimit.atLimit()).isFalse();
-    assertThat(atLimit.historyBytes()).isEqualTo(prompt1 + 10);
     assertThat(atLimit.next()).isNull(); // turn 2's prompt would pass it
     assertThat(atLimit.atLimit()).isTrue();
 
@@ -220,13 +287,5 @@ class ConversationTest {
     c.next();
     c.answered(1, "a secret answer");
     assertThat(c.toString()).contains("r-s9").doesNotContain("secret");
-  }
-
-  @Test
-  void utf8LengthsCountSurrogatePairsAsFourBytes() {
-    String s = "a\u00e9\u20ac\uD83D\uDE00"; // 1 + 2 + 3 + 4
-    assertThat(Conversation.utf8Length(s)).isEqualTo(10);
-    assertThat(Conversation.utf8Prefix(s, 9)).isEqualTo(3); // the pair is not split
-    assertThat(Conversation.utf8Prefix(s, 10)).isEqualTo(5);
   }
 }

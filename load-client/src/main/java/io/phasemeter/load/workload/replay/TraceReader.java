@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadFeature;
+import io.phasemeter.load.workload.Utf8;
 import java.io.IOException;
 import java.io.InputStream;
 import java.math.BigDecimal;
