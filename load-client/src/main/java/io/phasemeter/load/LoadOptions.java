@@ -114,6 +114,14 @@ public record LoadOptions(
    */
   public static final int DEFAULT_WARMUP = 2000;
 
+  /**
+   * The most prompt tokens a completions {@code --sessions} run may have in flight at once,
+   * sessions × {@code --session-max-tokens} (64 Mi: about 384 MiB of token-id bodies, 6 bytes a
+   * token): a session's body holds its whole history; chat sessions have their own bound on the
+   * history kept ({@code Conversation}).
+   */
+  public static final long MAX_SESSION_TOKENS_IN_FLIGHT = 64L * 1024 * 1024;
+
   public LoadOptions {
     if (dataset != null && promptSalt != null && !promptSalt.none()) {
       throw new IllegalArgumentException(
@@ -227,6 +235,19 @@ public record LoadOptions(
       throw new IllegalArgumentException(
           "--sessions builds each turn's prompt from the session's history: it cannot go with"
               + " --dataset or --prefix-tokens");
+    }
+    if (sessions != null
+        && api == Api.COMPLETIONS
+        && (long) sessions.count() * sessions.maxTokens() > MAX_SESSION_TOKENS_IN_FLIGHT) {
+      throw new IllegalArgumentException(
+          "--sessions "
+              + sessions.count()
+              + " × --session-max-tokens "
+              + sessions.maxTokens()
+              + " is more than "
+              + MAX_SESSION_TOKENS_IN_FLIGHT
+              + " tokens of prompts in flight at once (about 384 MiB of request bodies): give"
+              + " fewer sessions or a lower --session-max-tokens");
     }
     if (api == Api.RESPONSES && (profile != null || mix != null || inputTokens > 0)) {
       throw new IllegalArgumentException(

@@ -83,6 +83,33 @@ class SessionsOptionsTest {
   }
 
   @Test
+  void completionsSessionsHoldAtMost64MiTokensOfPromptsInFlight() {
+    // 2,048 × 32,768 = 64 Mi exactly: accepted; one session more is refused, one line, exit 2.
+    LoadOptions o =
+        TestLoadOptions.parse(
+            "--url",
+            "http://127.0.0.1:1",
+            "--model",
+            "m",
+            "--sessions",
+            "2048",
+            "--max-in-flight",
+            "4096");
+    assertThat((long) o.sessions().count() * o.sessions().maxTokens())
+        .isEqualTo(LoadOptions.MAX_SESSION_TOKENS_IN_FLIGHT);
+    String[] r = execute("--sessions", "2049", "--max-in-flight", "4096");
+    assertThat(r[0]).isEqualTo("2");
+    assertThat(r[1].lines().count()).isEqualTo(1);
+    assertThat(r[1])
+        .contains(
+            "--sessions 2049 × --session-max-tokens 32768 is more than 67108864 tokens of prompts"
+                + " in flight at once");
+    // Chat keeps its own bound on the history (Conversation): not this one.
+    assertThat(execute("--sessions", "2049", "--max-in-flight", "4096", "--api", "chat")[1])
+        .doesNotContain("tokens of prompts in flight");
+  }
+
+  @Test
   void theTurnsCarryTheSessionHeaderName() {
     assertThat(Workload.SESSION_HEADER).isEqualTo("x-session-id");
   }
