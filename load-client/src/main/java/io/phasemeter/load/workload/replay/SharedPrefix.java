@@ -15,7 +15,8 @@ import java.util.SplittableRandom;
  * Shared prefixes of the synthetic workload ({@code --prefix-tokens N --prefixes K}): K prefixes of
  * N token ids, each from the seed and its index; every request draws one with its own seeded draw,
  * its first N ids are that prefix and the rest its own, as without prefixes. The synthetic case of
- * what a prefix cache serves: K system prompts shared by all requests.
+ * what a prefix cache serves: K system prompts shared by all requests. A warm-up request's K
+ * prefixes are drawn from another seed, so that the warm-up leaves none of the run's in a cache.
  *
  * @param tokens N, the prefix's length in tokens (at least 1, below every input length)
  * @param count K, how many distinct prefixes (at least 1)
@@ -125,7 +126,9 @@ public record SharedPrefix(int tokens, int count) {
     sb.append("{\"model\":");
     Workload.appendString(sb, model);
     sb.append(api == Api.EMBEDDINGS ? ",\"input\":[" : ",\"prompt\":[");
-    appendPrefix(sb, k, seed);
+    // A warm-up request (seq < 0) draws its prefix from another seed: it leaves nothing in a
+    // prefix cache for the measured requests to hit, as a replay's warm-up.
+    appendPrefix(sb, k, seq < 0 ? seed ^ ReplaySource.WARM_UP : seed);
     for (int i = tokens; i < in; i++) {
       sb.append(',').append(rng.nextInt(Workload.MIN_TOKEN_ID, Workload.MAX_TOKEN_ID + 1));
     }
