@@ -81,6 +81,12 @@ class ReplayUsageTest {
             "unsorted timestamps",
             row(100, 10) + "\n" + row(200, 10) + "\n\n" + row(150, 10) + "\n",
             "t.jsonl:4: timestamp is earlier than line 2's (by 50 ms): rows must be in time order"),
+        Arguments.of(
+            "a session's first turn without timestamp",
+            ok
+                + "{\"session_id\": \"s\", \"delay\": 5, \"input_length\": 9, \"output_length\": 4}\n",
+            "t.jsonl:2: timestamp is missing (only a later turn of a session, after its first, may"
+                + " go without: it follows its previous turn's answer)"),
         Arguments.of("empty file", "", "t.jsonl: the file has no rows"),
         Arguments.of("not JSON", ok + "timestamp=5\n", "t.jsonl:2: not JSON (at column 11)"),
         Arguments.of(
@@ -122,7 +128,7 @@ class ReplayUsageTest {
         "phasemeter load: --replay "
             + csv
             + ":2: TIMESTAMP must be a UTC date and time such as 2023-11-16 18:15:46.6805900 (up"
-            + " to 9 fractional digits)",
+            + " to 9 fractional digits, an offset such as +00:00 after them)",
         "--replay",
         csv.toString());
     Path none = dir.resolve("none.jsonl");
