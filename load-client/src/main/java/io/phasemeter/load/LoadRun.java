@@ -16,6 +16,7 @@ import io.phasemeter.load.report.LiveTable;
 import io.phasemeter.load.report.ReportInput;
 import io.phasemeter.load.report.ReportWriter;
 import io.phasemeter.load.report.SlowThreshold;
+import io.phasemeter.load.schedule.ReplayTurns;
 import io.phasemeter.load.schedule.Series;
 import io.phasemeter.load.schedule.Sessions;
 import io.phasemeter.load.schedule.StepInfo;
@@ -70,6 +71,9 @@ public final class LoadRun {
   /** The trace of {@code --replay}, read once before the run; null without one. */
   private final Replayed replayed;
 
+  /** Its one step, which runs its sessions closed-loop; null without {@code --replay}. */
+  private final ReplayTurns replayTurns;
+
   private final AtomicLong seq = new AtomicLong();
   private final AtomicLong completed = new AtomicLong();
   private final List<StepInfo> steps = new CopyOnWriteArrayList<>();
@@ -107,6 +111,7 @@ public final class LoadRun {
     this.sloSkipped = sloSkipped;
     this.sloSource = sloSource;
     this.replayed = replayed;
+    this.replayTurns = replayed == null ? null : ReplayTurns.of(replayed, o.duration());
     this.workload = o.workload(replayed);
     this.schedule =
         new StepRunner(
@@ -439,16 +444,9 @@ public final class LoadRun {
               live.notable(r, slow);
               join.client(r);
             });
-    if (replayed != null) {
+    if (replayTurns != null) {
       // One step from the clock's start: row i is due its (scaled) time after it.
-      steps.add(
-          schedule.open(
-              measured.byArrival(),
-              0,
-              replayed.meanRate(o.duration()),
-              replayed.stepDuration(o.duration()),
-              replayed.arrivals(o.duration()),
-              runStart));
+      steps.add(schedule.replay(measured, replayTurns, runStart));
     } else if (sessions != null) {
       steps.add(schedule.sessions(measured, sessions).await());
     } else if (o.concurrency() > 0) {
@@ -461,6 +459,11 @@ public final class LoadRun {
     } else {
       steps.add(schedule.open(measured, 0, o.rate(), o.duration(), o.arrivals(o.rate(), 0)));
     }
+  }
+
+  /** What the sessions did: a {@code --sessions} run's, a replayed trace's; null otherwise. */
+  private Sessions.Counts sessionCounts() {
+    return sessions != null ? sessions.counts() : replayTurns != null ? replayTurns.counts() : null;
   }
 
   /** The load shape in words: the replay's, once its trace is read, or the options'. */
@@ -593,7 +596,7 @@ public final class LoadRun {
             o.api(),
             join.feedCounts(),
             goodput,
-            sessions == null ? null : sessions.counts()));
+            sessionCounts()));
     live.printFinal();
     out.println(
         String.format(
@@ -611,8 +614,8 @@ public final class LoadRun {
     if (joinBasis != null) {
       out.println("phasemeter load: note: " + joinBasis);
     }
-    if (sessions != null) {
-      Sessions.Counts c = sessions.counts();
+    Sessions.Counts c = sessionCounts();
+    if (c != null) {
       out.println(
           String.format(
               Locale.ROOT,

@@ -138,6 +138,19 @@ class ReplayUsageTest {
         none.toString());
   }
 
+  @Test
+  void aReplaySpeedThatStretchesTheTraceBeyondThirtyDaysIsOneLineAndExit2() throws Exception {
+    Path file = dir.resolve("ten-seconds.jsonl");
+    Files.writeString(file, row(0, 10) + "\n" + row(10_000, 10) + "\n");
+    assertUsage(
+        "phasemeter load: --replay-speed 0.000001 stretches the trace's 10 s to 116 days: more"
+            + " than 30 (the limit); replay faster or fewer rows (--replay-limit)",
+        "--replay",
+        file.toString(),
+        "--replay-speed",
+        "1e-6");
+  }
+
   static Stream<Arguments> badFlags() {
     return Stream.of(
         Arguments.of(
