@@ -4,6 +4,7 @@ import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
 import io.phasemeter.load.http.CalibrationServer;
 import io.phasemeter.load.http.ClientFloor;
+import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
@@ -25,6 +26,7 @@ import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import io.phasemeter.load.workload.replay.Replayed;
+import io.phasemeter.load.workload.replay.SessionLabels;
 import io.vertx.core.Vertx;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -74,6 +76,9 @@ public final class LoadRun {
   /** Its one step, which runs its sessions closed-loop; null without {@code --replay}. */
   private final ReplayTurns replayTurns;
 
+  /** What pairs.csv says for a replayed row's session; null without sessions in a trace. */
+  private final SessionLabels sessionLabels;
+
   private final AtomicLong seq = new AtomicLong();
   private final AtomicLong completed = new AtomicLong();
   private final List<StepInfo> steps = new CopyOnWriteArrayList<>();
@@ -112,6 +117,10 @@ public final class LoadRun {
     this.sloSource = sloSource;
     this.replayed = replayed;
     this.replayTurns = replayed == null ? null : ReplayTurns.of(replayed, o.duration());
+    this.sessionLabels =
+        replayed == null || replayed.trace().sessions() == 0
+            ? null
+            : replayed.sessionLabels(prefix);
     this.workload = o.workload(replayed);
     this.schedule =
         new StepRunner(
@@ -442,7 +451,7 @@ public final class LoadRun {
             r -> {
               completed.incrementAndGet();
               live.notable(r, slow);
-              join.client(r);
+              join.client(labelled(r));
             });
     if (replayTurns != null) {
       // One step from the clock's start: row i is due its (scaled) time after it.
@@ -459,6 +468,16 @@ public final class LoadRun {
     } else {
       steps.add(schedule.open(measured, 0, o.rate(), o.duration(), o.arrivals(o.rate(), 0)));
     }
+  }
+
+  /**
+   * {@code r} as pairs.csv keeps it: a replayed row's session id (the user's data) replaced by its
+   * label ({@link SessionLabels}); request {@code seq} is row {@code seq - 1}.
+   */
+  private ClientResult labelled(ClientResult r) {
+    return sessionLabels == null || r.turn() == 0
+        ? r
+        : r.withSession(sessionLabels.label((int) (r.seq() - 1)));
   }
 
   /** What the sessions did: a {@code --sessions} run's, a replayed trace's; null otherwise. */

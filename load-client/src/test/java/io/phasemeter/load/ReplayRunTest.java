@@ -238,9 +238,15 @@ class ReplayRunTest {
             + Double.parseDouble(byRow.get(1).get(total));
     assertThat(Double.parseDouble(byRow.get(4).get(intended)))
         .isCloseTo(b1End + 100, within(0.0015));
-    assertThat(byRow.get(3).get(session)).isEqualTo(byRow.get(0).get(session));
+    // The session column: a salted hash per session, never the trace's id (a user's, here).
+    String ann = byRow.get(0).get(session);
+    assertThat(ann).matches("[0-9a-f]{16}");
+    assertThat(byRow.get(3).get(session)).isEqualTo(ann);
+    assertThat(byRow.get(4).get(session)).matches("[0-9a-f]{16}").isNotEqualTo(ann);
     assertThat(byRow.get(2).get(session)).isEmpty();
     assertThat(byRow.get(3).get(turn)).isEqualTo("2");
+    assertThat(Files.readString(out.resolve("pairs.csv"))).doesNotContain("example.com");
+    assertThat(Files.readString(out.resolve("summary.json"))).doesNotContain("example.com");
   }
 
   @Test

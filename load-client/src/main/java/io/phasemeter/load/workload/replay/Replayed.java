@@ -136,6 +136,16 @@ public final class Replayed {
   }
 
   /**
+   * The session labels of this run: what pairs.csv writes for each row's session instead of its id
+   * (which may be a user's).
+   *
+   * @param salt the run's trace-id prefix
+   */
+  public SessionLabels sessionLabels(String salt) {
+    return new SessionLabels(trace, salt);
+  }
+
+  /**
    * How long the run's one step is planned to last: the latest row's time and 1 ms, or {@code cut}
    * ({@code --duration}) when that is shorter (rows due at or after it are not sent). A session's
    * later turns wait for answers, so they may end it later ({@code StepRunner.replay}).

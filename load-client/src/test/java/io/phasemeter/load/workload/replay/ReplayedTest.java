@@ -6,12 +6,14 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.HexFormat;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * What a run takes from a trace read: the rows the clock paces, when a later turn is due, the
- * step's planned length and rate, and the bound on how slow a replay may be.
+ * step's planned length and rate, the bound on how slow a replay may be, and the session labels
+ * pairs.csv writes instead of the trace's ids.
  */
 class ReplayedTest {
   private static final long MS = 1_000_000L;
@@ -85,5 +87,29 @@ class ReplayedTest {
             + "{\"session_id\": \"a\", \"delay\": 3000000000, \"input_length\": 20,"
             + " \"output_length\": 2}\n";
     assertThatThrownBy(() -> load(delays, 1)).hasMessageContaining("more than 30 (the limit)");
+  }
+
+  @Test
+  void aSessionsLabelIsAShortSaltedHashOfItsIdNeverTheId() throws Exception {
+    Replayed r = load(SESSIONS, 1);
+    SessionLabels run1 = r.sessionLabels("00000000000000aa");
+    String a = run1.label(0);
+    assertThat(a).hasSize(16).matches("[0-9a-f]{16}").doesNotContain("u-1");
+    assertThat(run1.label(2)).isEqualTo(a);
+    assertThat(run1.label(3)).isSameAs(a);
+    assertThat(run1.label(4)).isNotEqualTo(a).hasSize(16);
+    assertThat(run1.label(1)).as("no session").isNull();
+    assertThat(run1.label(5)).as("past the rows").isNull();
+    // The first 8 bytes of SHA-256(salt, NUL, id).
+    assertThat(a)
+        .isEqualTo(
+            HexFormat.of()
+                .formatHex(
+                    java.security.MessageDigest.getInstance("SHA-256")
+                        .digest("00000000000000aa\0u-1".getBytes()),
+                    0,
+                    8));
+    // Another run, another salt: another label.
+    assertThat(r.sessionLabels("00000000000000bb").label(0)).isNotEqualTo(a);
   }
 }
