@@ -534,7 +534,9 @@ public final class LoadMain implements Callable<Integer> {
                 + " divided by --replay-speed), with its exact lengths on /v1/completions"
                 + " (token ids, ignore_eos, min_tokens = max_tokens); rows sharing hash_ids blocks"
                 + " (512 tokens) send the same tokens there; a session's rows carry"
-                + " x-session-id. A load shape of its own (not with --rate, --concurrency,"
+                + " x-session-id, and each later turn waits for the previous answer: it leaves at"
+                + " its time or then, or its delay (ms, AIPerf's, without a timestamp) after it."
+                + " A load shape of its own (not with --rate, --concurrency,"
                 + " --steps, --arrival, --burstiness, nor with --profile, --mix, --input-tokens,"
                 + " --output-tokens: the trace gives them); the run lasts the trace (--duration"
                 + " cuts it). The whole file is checked before any request: one line naming the"
@@ -545,8 +547,8 @@ public final class LoadMain implements Callable<Integer> {
         names = "--replay-format",
         paramLabel = "mooncake|azure|jsonl",
         description =
-            "mooncake: JSONL, timestamp (ms), input_length, output_length, hash_ids, session_id;"
-                + " azure: the Azure LLM inference trace CSV, TIMESTAMP, ContextTokens,"
+            "mooncake: JSONL, timestamp (ms), input_length, output_length, hash_ids, session_id,"
+                + " delay; azure: the Azure LLM inference trace CSV (2023, 2024), TIMESTAMP, ContextTokens,"
                 + " GeneratedTokens; jsonl: Phasemeter's, offset_ms, input_length, output_length,"
                 + " hash_ids, session, prefix, prefix_length (default: azure for a .csv file, else"
                 + " mooncake when the first row has timestamp, jsonl when it has offset_ms)")
@@ -555,13 +557,17 @@ public final class LoadMain implements Callable<Integer> {
     @Option(
         names = "--replay-speed",
         paramLabel = "X",
-        description = "trace times are divided by X: 2 replays twice as fast (default: 1)")
+        description =
+            "trace times and delays are divided by X: 2 replays twice as fast; the trace must"
+                + " then last at most 30 days (default: 1)")
     Double replaySpeed;
 
     @Option(
         names = "--replay-limit",
         paramLabel = "N",
-        description = "replay the first N rows only (the whole file is still checked)")
+        description =
+            "replay the first N rows only: the rest of the file is hashed and counted, not read"
+                + " (at most 10,000,000 rows are replayed)")
     Long replayLimit;
 
     @Option(

@@ -4,6 +4,7 @@ import io.phasemeter.load.budget.BudgetResult;
 import io.phasemeter.load.budget.ClientBudgets;
 import io.phasemeter.load.http.CalibrationServer;
 import io.phasemeter.load.http.ClientFloor;
+import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.http.ErrorClass;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.join.Pair;
@@ -16,6 +17,7 @@ import io.phasemeter.load.report.LiveTable;
 import io.phasemeter.load.report.ReportInput;
 import io.phasemeter.load.report.ReportWriter;
 import io.phasemeter.load.report.SlowThreshold;
+import io.phasemeter.load.schedule.ReplayTurns;
 import io.phasemeter.load.schedule.Series;
 import io.phasemeter.load.schedule.Sessions;
 import io.phasemeter.load.schedule.StepInfo;
@@ -24,6 +26,7 @@ import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.TraceIds;
 import io.phasemeter.load.workload.Workload;
 import io.phasemeter.load.workload.replay.Replayed;
+import io.phasemeter.load.workload.replay.SessionLabels;
 import io.vertx.core.Vertx;
 import java.io.PrintWriter;
 import java.net.URI;
@@ -70,6 +73,12 @@ public final class LoadRun {
   /** The trace of {@code --replay}, read once before the run; null without one. */
   private final Replayed replayed;
 
+  /** Its one step, which runs its sessions closed-loop; null without {@code --replay}. */
+  private final ReplayTurns replayTurns;
+
+  /** What pairs.csv says for a replayed row's session; null without sessions in a trace. */
+  private final SessionLabels sessionLabels;
+
   private final AtomicLong seq = new AtomicLong();
   private final AtomicLong completed = new AtomicLong();
   private final List<StepInfo> steps = new CopyOnWriteArrayList<>();
@@ -107,6 +116,11 @@ public final class LoadRun {
     this.sloSkipped = sloSkipped;
     this.sloSource = sloSource;
     this.replayed = replayed;
+    this.replayTurns = replayed == null ? null : ReplayTurns.of(replayed, o.duration());
+    this.sessionLabels =
+        replayed == null || replayed.trace().sessions() == 0
+            ? null
+            : replayed.sessionLabels(prefix);
     this.workload = o.workload(replayed);
     this.schedule =
         new StepRunner(
@@ -452,18 +466,11 @@ public final class LoadRun {
             r -> {
               completed.incrementAndGet();
               live.notable(r, slow);
-              join.client(r);
+              join.client(labelled(r));
             });
-    if (replayed != null) {
+    if (replayTurns != null) {
       // One step from the clock's start: row i is due its (scaled) time after it.
-      steps.add(
-          schedule.open(
-              measured.byArrival(),
-              0,
-              replayed.meanRate(o.duration()),
-              replayed.stepDuration(o.duration()),
-              replayed.arrivals(o.duration()),
-              runStart));
+      steps.add(schedule.replay(measured, replayTurns, runStart));
     } else if (sessions != null) {
       Duration bound = sessions.bound(o.timeout());
       steps.add(StepRunner.await(schedule.sessions(measured, sessions), sessions, bound));
@@ -492,6 +499,21 @@ public final class LoadRun {
     } else {
       steps.add(schedule.open(measured, 0, o.rate(), o.duration(), o.arrivals(o.rate(), 0)));
     }
+  }
+
+  /**
+   * {@code r} as pairs.csv keeps it: a replayed row's session id (the user's data) replaced by its
+   * label ({@link SessionLabels}); request {@code seq} is row {@code seq - 1}.
+   */
+  private ClientResult labelled(ClientResult r) {
+    return sessionLabels == null || r.turn() == 0
+        ? r
+        : r.withSession(sessionLabels.label((int) (r.seq() - 1)));
+  }
+
+  /** What the sessions did: a {@code --sessions} run's, a replayed trace's; null otherwise. */
+  private Sessions.Counts sessionCounts() {
+    return sessions != null ? sessions.counts() : replayTurns != null ? replayTurns.counts() : null;
   }
 
   /** The load shape in words: the replay's, once its trace is read, or the options'. */
@@ -626,7 +648,7 @@ public final class LoadRun {
             o.api(),
             join.feedCounts(),
             goodput,
-            sessions == null ? null : sessions.counts()));
+            sessionCounts()));
     live.printFinal();
     out.println(
         String.format(
@@ -644,8 +666,8 @@ public final class LoadRun {
     if (joinBasis != null) {
       out.println("phasemeter load: note: " + joinBasis);
     }
-    if (sessions != null) {
-      Sessions.Counts c = sessions.counts();
+    Sessions.Counts c = sessionCounts();
+    if (c != null) {
       out.println(
           String.format(
               Locale.ROOT,

@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -29,7 +30,8 @@ import org.junit.jupiter.api.io.TempDir;
  * time, shared prefixes) replayed at speed 2 through the proxy to the simulator, against the truth
  * the trace file holds: each row's intended start is its timestamp ÷ 2 after the clock, to the
  * microsecond pairs.csv keeps; each request asks for and gets its row's exact lengths; every one is
- * joined. And the synthetic workload with shared prefixes against the same servers.
+ * joined; a session's later turn waits for its previous answer. And the synthetic workload with
+ * shared prefixes against the same servers.
  */
 class ReplayRunTest {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -76,6 +78,12 @@ class ReplayRunTest {
 
   private static int run(Path out, StringWriter stdout, StringWriter stderr, String... extra)
       throws Exception {
+    return run(MooncakeTraces.write(dir.resolve("trace.jsonl"), SHAPE), out, stdout, stderr, extra);
+  }
+
+  private static int run(
+      Path trace, Path out, StringWriter stdout, StringWriter stderr, String... extra)
+      throws Exception {
     List<String> args =
         new ArrayList<>(
             List.of(
@@ -87,7 +95,7 @@ class ReplayRunTest {
                 "--model",
                 "sim-llama",
                 "--replay",
-                MooncakeTraces.write(dir.resolve("trace.jsonl"), SHAPE).toString(),
+                trace.toString(),
                 "--replay-speed",
                 "2",
                 "--join-grace",
@@ -165,6 +173,80 @@ class ReplayRunTest {
       assertThat(r.get(joined)).isEqualTo("true");
       assertThat(r.get(bucket)).isIn("trace-1k", "trace-512");
     }
+  }
+
+  @Test
+  void aSessionsLaterTurnWaitsForThePreviousAnswerAndIsIntendedWhenItEnded() throws Exception {
+    // At speed 2. a2 is due at 50 ms, long before a1 can end (150 tokens of 2 ms each); b2 has
+    // no timestamp (AIPerf's multi-turn form): 200 ms ÷ 2 after b1's last byte.
+    Path trace =
+        Files.writeString(
+            dir.resolve("sessions.jsonl"),
+            String.join(
+                "\n",
+                "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 150,"
+                    + " \"session_id\": \"ann@example.com\"}",
+                "{\"timestamp\": 20, \"input_length\": 100, \"output_length\": 4, \"session_id\":"
+                    + " \"bob@example.com\"}",
+                "{\"timestamp\": 40, \"input_length\": 100, \"output_length\": 4}",
+                "{\"timestamp\": 100, \"input_length\": 800, \"output_length\": 4,"
+                    + " \"session_id\": \"ann@example.com\"}",
+                "{\"session_id\": \"bob@example.com\", \"delay\": 200, \"input_length\": 200,"
+                    + " \"output_length\": 4}"));
+    Path out = dir.resolve("sessions");
+    StringWriter stdout = new StringWriter();
+    StringWriter stderr = new StringWriter();
+    int code = run(trace, out, stdout, stderr);
+    assertThat(code).as(stdout + "\n" + stderr).isZero();
+    assertThat(stdout.toString())
+        .contains("; a session's later turns after its previous answer")
+        .contains(
+            "sessions: 2 started, 2 completed, 0 cut by a failed turn, 0 at their token limit, 0"
+                + " stopped by the duration's end; 0 turns not sent");
+    JsonNode s = JSON.readTree(out.resolve("summary.json").toFile());
+    assertThat(s.get("requests").get("sent").asLong()).isEqualTo(5);
+    assertThat(s.get("requests").get("ok").asLong()).isEqualTo(5);
+    assertThat(s.get("requests").get("invalid").asLong()).isZero();
+    assertThat(s.get("sessions").get("completed").asLong()).isEqualTo(2);
+    assertThat(s.get("conditions").get("replay_sessions").asLong()).isEqualTo(2);
+
+    List<List<String>> rows = rows(out);
+    List<String> h = rows.get(0);
+    int seq = h.indexOf("seq");
+    int intended = h.indexOf("intended_ms");
+    int total = h.indexOf("client_total_ms");
+    int session = h.indexOf("session");
+    int turn = h.indexOf("turn");
+    java.util.Map<Integer, List<String>> byRow = new java.util.HashMap<>();
+    for (List<String> r : rows.subList(1, rows.size())) {
+      byRow.put(Integer.parseInt(r.get(seq)) - 1, r);
+    }
+    assertThat(byRow).hasSize(5);
+    // Paced rows at their times ÷ 2.
+    assertThat(byRow.get(0).get(intended)).isEqualTo("0.000");
+    assertThat(byRow.get(1).get(intended)).isEqualTo("10.000");
+    assertThat(byRow.get(2).get(intended)).isEqualTo("20.000");
+    // a2: intended at a1's last byte (pairs.csv keeps microseconds), not at its 50 ms.
+    double a1End =
+        Double.parseDouble(byRow.get(0).get(intended))
+            + Double.parseDouble(byRow.get(0).get(total));
+    double a2 = Double.parseDouble(byRow.get(3).get(intended));
+    assertThat(a2).isGreaterThan(50.0).isCloseTo(a1End, within(0.0015));
+    // b2: 100 ms after b1's last byte.
+    double b1End =
+        Double.parseDouble(byRow.get(1).get(intended))
+            + Double.parseDouble(byRow.get(1).get(total));
+    assertThat(Double.parseDouble(byRow.get(4).get(intended)))
+        .isCloseTo(b1End + 100, within(0.0015));
+    // The session column: a salted hash per session, never the trace's id (a user's, here).
+    String ann = byRow.get(0).get(session);
+    assertThat(ann).matches("[0-9a-f]{16}");
+    assertThat(byRow.get(3).get(session)).isEqualTo(ann);
+    assertThat(byRow.get(4).get(session)).matches("[0-9a-f]{16}").isNotEqualTo(ann);
+    assertThat(byRow.get(2).get(session)).isEmpty();
+    assertThat(byRow.get(3).get(turn)).isEqualTo("2");
+    assertThat(Files.readString(out.resolve("pairs.csv"))).doesNotContain("example.com");
+    assertThat(Files.readString(out.resolve("summary.json"))).doesNotContain("example.com");
   }
 
   @Test

@@ -81,6 +81,12 @@ class ReplayUsageTest {
             "unsorted timestamps",
             row(100, 10) + "\n" + row(200, 10) + "\n\n" + row(150, 10) + "\n",
             "t.jsonl:4: timestamp is earlier than line 2's (by 50 ms): rows must be in time order"),
+        Arguments.of(
+            "a session's first turn without timestamp",
+            ok
+                + "{\"session_id\": \"s\", \"delay\": 5, \"input_length\": 9, \"output_length\": 4}\n",
+            "t.jsonl:2: timestamp is missing (only a later turn of a session, after its first, may"
+                + " go without: it follows its previous turn's answer)"),
         Arguments.of("empty file", "", "t.jsonl: the file has no rows"),
         Arguments.of("not JSON", ok + "timestamp=5\n", "t.jsonl:2: not JSON (at column 11)"),
         Arguments.of(
@@ -122,7 +128,7 @@ class ReplayUsageTest {
         "phasemeter load: --replay "
             + csv
             + ":2: TIMESTAMP must be a UTC date and time such as 2023-11-16 18:15:46.6805900 (up"
-            + " to 9 fractional digits)",
+            + " to 9 fractional digits, an offset such as +00:00 after them)",
         "--replay",
         csv.toString());
     Path none = dir.resolve("none.jsonl");
@@ -130,6 +136,19 @@ class ReplayUsageTest {
         "phasemeter load: --replay " + none + ": cannot read it (NoSuchFileException)",
         "--replay",
         none.toString());
+  }
+
+  @Test
+  void aReplaySpeedThatStretchesTheTraceBeyondThirtyDaysIsOneLineAndExit2() throws Exception {
+    Path file = dir.resolve("ten-seconds.jsonl");
+    Files.writeString(file, row(0, 10) + "\n" + row(10_000, 10) + "\n");
+    assertUsage(
+        "phasemeter load: --replay-speed 0.000001 stretches the trace's 10 s to 116 days: more"
+            + " than 30 (the limit); replay faster or fewer rows (--replay-limit)",
+        "--replay",
+        file.toString(),
+        "--replay-speed",
+        "1e-6");
   }
 
   static Stream<Arguments> badFlags() {

@@ -151,6 +151,34 @@ public record ClientResult(
         false);
   }
 
+  /** The same result with {@code session} as its session (what an output says for the id). */
+  public ClientResult withSession(String session) {
+    return new ClientResult(
+        seq,
+        traceId,
+        bucket,
+        step,
+        intendedNanos,
+        actualNanos,
+        transportSetupNanos,
+        ttfbNanos,
+        ttftNanos,
+        totalNanos,
+        tpotNanos,
+        itlCount,
+        status,
+        error,
+        invalidReason,
+        promptTokens,
+        maxTokens,
+        usagePromptTokens,
+        usageCompletionTokens,
+        serverTiming,
+        retried,
+        turn,
+        session);
+  }
+
   /** When its last byte was read (client clock), or -1 when not known. */
   public long endNanos() {
     return totalNanos < 0 ? -1 : intendedNanos + totalNanos;

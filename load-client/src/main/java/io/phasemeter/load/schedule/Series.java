@@ -26,12 +26,6 @@ public final class Series {
   private final LongConsumer itl;
   private final Consumer<ClientResult> done;
 
-  /**
-   * Arrivals dropped at the in-flight cap so far, when requests are numbered by arrival ({@link
-   * #byArrival}); null when they are numbered by the requests sent.
-   */
-  private final AtomicLong dropped;
-
   private Series(
       TraceIds ids,
       AtomicLong issued,
@@ -39,8 +33,7 @@ public final class Series {
       long warmupRequests,
       boolean counted,
       LongConsumer itl,
-      Consumer<ClientResult> done,
-      AtomicLong dropped) {
+      Consumer<ClientResult> done) {
     this.ids = ids;
     this.issued = issued;
     this.workload = workload;
@@ -48,17 +41,6 @@ public final class Series {
     this.counted = counted;
     this.itl = itl;
     this.done = done;
-    this.dropped = dropped;
-  }
-
-  /**
-   * These requests numbered by arrival rather than by request sent: an arrival dropped at the
-   * in-flight cap keeps its number, so that request {@code seq} is always the {@code seq}-th
-   * arrival (a replayed trace's row {@code seq - 1}, whose time it is). The counter passed to
-   * {@link #measured} still counts the requests sent.
-   */
-  public Series byArrival() {
-    return new Series(ids, issued, workload, warmupRequests, counted, itl, done, new AtomicLong());
   }
 
   /**
@@ -73,7 +55,7 @@ public final class Series {
       Workload workload,
       LongConsumer itl,
       Consumer<ClientResult> done) {
-    return new Series(ids, seq, workload, 0, true, itl, done, null);
+    return new Series(ids, seq, workload, 0, true, itl, done);
   }
 
   /**
@@ -86,7 +68,7 @@ public final class Series {
       Workload workload,
       LongConsumer itl,
       Consumer<ClientResult> done) {
-    return new Series(ids, new AtomicLong(), workload, warmupRequests, false, itl, done, null);
+    return new Series(ids, new AtomicLong(), workload, warmupRequests, false, itl, done);
   }
 
   /** Whether its requests count (the measured run) or not (the warm-up). */
@@ -96,21 +78,17 @@ public final class Series {
 
   /** Builds the next request; it counts as issued once {@link #issue} is called. */
   Prepared build() {
-    long k = issued.get() + 1 + (dropped == null ? 0 : dropped.get());
+    return build(issued.get() + 1);
+  }
+
+  /**
+   * Builds request {@code k} (from 1), whatever was issued before: a replayed trace's row {@code k
+   * - 1}, so that a request keeps its row's number (and trace id) whatever was dropped or sent
+   * before it. It counts as issued once {@link #issue} is called.
+   */
+  Prepared build(long k) {
     long n = counted ? k : -(warmupRequests + k);
     return new Prepared(n, workload.request(n), ids.traceId(k), ids.traceparent(k));
-  }
-
-  /** Whether a request built before a drop must be built again ({@link #byArrival}). */
-  boolean numberedByArrival() {
-    return dropped != null;
-  }
-
-  /** An arrival was dropped at the in-flight cap. */
-  void drop() {
-    if (dropped != null) {
-      dropped.incrementAndGet();
-    }
   }
 
   void issue() {

@@ -12,6 +12,8 @@ import io.vertx.core.Vertx;
 import java.net.URI;
 import java.time.Duration;
 import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -57,20 +59,10 @@ public final class StepRunner implements AutoCloseable {
    * thread paces the schedule ({@link Pacer}); the runner's event loop only sends and reads.
    */
   public StepInfo open(Series series, int index, double rate, Duration d, Arrivals arrivals) {
-    return open(series, index, rate, d, arrivals, System.nanoTime());
-  }
-
-  /**
-   * {@link #open(Series, int, double, Duration, Arrivals)} from {@code startNanos} (client clock,
-   * now or just past): a replayed trace starts at the clock's start, so that each row's intended
-   * start is the clock's start plus its time.
-   */
-  public StepInfo open(
-      Series series, int index, double rate, Duration d, Arrivals arrivals, long startNanos) {
     if (series.counted()) {
       stepText = stepText(index, String.format(Locale.ROOT, "offered %.2f req/s", rate));
     }
-    long start = startNanos;
+    long start = System.nanoTime();
     long end = start + d.toNanos();
     Series.Prepared[] pending = new Series.Prepared[1];
     Pacer.Launcher launcher =
@@ -80,11 +72,6 @@ public final class StepRunner implements AutoCloseable {
             if (inFlight.get() >= maxInFlight) {
               if (series.counted()) {
                 droppedTotal.incrementAndGet();
-              }
-              series.drop();
-              if (series.numberedByArrival()) {
-                // Built with the dropped arrival's number: the next arrival has the next one.
-                pending[0] = null;
               }
               return false;
             }
@@ -198,6 +185,123 @@ public final class StepRunner implements AutoCloseable {
         0);
   }
 
+  /**
+   * A replayed trace ({@code --replay}), one step from {@code startNanos} (client clock, the
+   * clock's start, now or just past) so that each row's intended start is the clock's start plus
+   * its time: the calling thread paces the rows outside sessions and every session's first turn
+   * ({@link Pacer}); a session's later turns leave as {@link ReplayTurns} schedules them, each
+   * built on a worker thread once its previous turn has left (never on the event loop that reads
+   * responses) and handed to the runner from a timer. Request {@code seq} is row {@code seq - 1},
+   * whatever was dropped or sent before. Returns once every row has been sent, dropped or cut; the
+   * step ends at the later of the paced rows' end and the last later turn's intended start and 1 ms
+   * ({@code --duration}'s end at most).
+   */
+  public StepInfo replay(Series series, ReplayTurns turns, long startNanos) {
+    if (series.counted()) {
+      stepText = stepText(0, String.format(Locale.ROOT, "offered %.2f req/s", turns.rate()));
+    }
+    Context ctx = vertx.getOrCreateContext();
+    Map<Integer, Future<Series.Prepared>> built = new ConcurrentHashMap<>();
+    AtomicLong laterSent = new AtomicLong();
+    Promise<Void> done = Promise.promise();
+    turns.start(
+        new ReplayTurns.Launcher() {
+          @Override
+          public void prepare(int row) {
+            built.put(row, ctx.executeBlocking(() -> series.build(row + 1), false));
+          }
+
+          @Override
+          public void forget(int row) {
+            built.remove(row);
+          }
+
+          @Override
+          public boolean launch(
+              int row, long intended, Consumer<ClientResult> then, Runnable notSent) {
+            Future<Series.Prepared> f = built.remove(row);
+            if (inFlight.get() >= maxInFlight) {
+              if (series.counted()) {
+                droppedTotal.incrementAndGet();
+              }
+              return false;
+            }
+            inFlight.incrementAndGet();
+            if (f == null) {
+              f = ctx.executeBlocking(() -> series.build(row + 1), false);
+            }
+            f.onComplete(
+                b -> {
+                  if (b.succeeded()) {
+                    series.issue();
+                    laterSent.incrementAndGet();
+                    send(series, b.result(), intended, 0, then, null);
+                  } else {
+                    inFlight.decrementAndGet();
+                    notSent.run();
+                  }
+                });
+            return true;
+          }
+        },
+        (delay, task) -> vertx.setTimer(Math.max(1, delay / 1_000_000), id -> task.run()),
+        System::nanoTime,
+        startNanos,
+        () -> done.complete());
+    long pacedEnd = startNanos + turns.pacedLength().toNanos();
+    Series.Prepared[] pending = new Series.Prepared[1];
+    int[] arrival = {0};
+    Pacer.Launcher launcher =
+        new Pacer.Launcher() {
+          @Override
+          public boolean launch(long intended) {
+            int row = turns.pacedRow(arrival[0]++);
+            Series.Prepared p = pending[0];
+            pending[0] = null;
+            if (inFlight.get() >= maxInFlight) {
+              if (series.counted()) {
+                droppedTotal.incrementAndGet();
+              }
+              turns.pacedDropped(row);
+              return false;
+            }
+            if (p == null) {
+              p = series.build(row + 1);
+            }
+            series.issue();
+            start(series, p, intended, 0, turns.paced(row), null);
+            return true;
+          }
+
+          @Override
+          public void prepare() {
+            if (pending[0] == null && arrival[0] < turns.pacedCount()) {
+              pending[0] = series.build(turns.pacedRow(arrival[0]) + 1);
+            }
+          }
+        };
+    long[] counts =
+        new Pacer(System::nanoTime, Pacer.PARK)
+            .run(turns.arrivals(), startNanos, pacedEnd, launcher);
+    turns.pacerDone();
+    done.future().await();
+    long end = pacedEnd;
+    if (turns.lastDueNanos() != Long.MIN_VALUE) {
+      end = Math.max(end, turns.lastDueNanos() + 1_000_000);
+    }
+    if (turns.cut() != null) {
+      end = Math.min(end, startNanos + turns.cut().toNanos());
+    }
+    return new StepInfo(
+        0,
+        turns.rate(),
+        0,
+        startNanos,
+        end,
+        counts[0] + laterSent.get(),
+        counts[1] + turns.droppedLater());
+  }
+
   /** Waits until nothing is in flight, or until {@code deadlineNanos} (client clock). */
   public void drain(long deadlineNanos) throws InterruptedException {
     while (inFlight.get() > 0 && System.nanoTime() < deadlineNanos) {
@@ -268,6 +372,17 @@ public final class StepRunner implements AutoCloseable {
       Consumer<ClientResult> then,
       AnswerText answer) {
     inFlight.incrementAndGet();
+    send(series, p, intended, step, then, answer);
+  }
+
+  /** {@link #start} once its place in flight is counted. */
+  private void send(
+      Series series,
+      Series.Prepared p,
+      long intended,
+      int step,
+      Consumer<ClientResult> then,
+      AnswerText answer) {
     runner.run(
         p.seq(),
         p.spec(),

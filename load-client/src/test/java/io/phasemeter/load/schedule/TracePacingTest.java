@@ -16,8 +16,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A replayed trace's schedule on an injected clock: each row leaves at the clock's start plus its
- * time, whatever the wake-ups do, the step ends after the last row, and a row dropped at the
- * in-flight cap keeps its number so that the next request is still the next row.
+ * time, whatever the wake-ups do, the step ends after the last row, and a row is built with its own
+ * number whatever was dropped or sent before it.
  */
 class TracePacingTest {
   private static final long MS = 1_000_000L;
@@ -87,7 +87,7 @@ class TracePacingTest {
   }
 
   @Test
-  void numberedByArrivalADroppedRowKeepsItsNumber() {
+  void aReplayedRowIsBuiltWithItsOwnNumberWhateverWasSentBefore() {
     Workload w =
         Workload.from(
             "m",
@@ -105,12 +105,11 @@ class TracePacingTest {
                     false,
                     headers));
     AtomicLong sent = new AtomicLong();
-    Series s = Series.measured(TraceIds.of(9), sent, w, gap -> {}, r -> {}).byArrival();
-    assertThat(s.numberedByArrival()).isTrue();
-    Series.Prepared first = s.build();
+    Series s = Series.measured(TraceIds.of(9), sent, w, gap -> {}, r -> {});
+    Series.Prepared first = s.build(1);
     s.issue();
-    s.drop();
-    Series.Prepared third = s.build();
+    // Row 1 was dropped (or is a later turn, sent after): row 2 is request 3 all the same.
+    Series.Prepared third = s.build(3);
     s.issue();
     assertThat(first.seq()).isEqualTo(1);
     assertThat(first.spec().bucket()).isEqualTo("row-0");
@@ -120,12 +119,10 @@ class TracePacingTest {
     // The counter of requests sent counts the two sent.
     assertThat(sent.get()).isEqualTo(2);
 
-    // Numbered by request sent (a rate's requests), a drop takes no number.
+    // Numbered by request sent (a rate's requests): the next number.
     Series plain = Series.measured(TraceIds.of(9), new AtomicLong(), w, gap -> {}, r -> {});
     plain.build();
     plain.issue();
-    plain.drop();
-    assertThat(plain.numberedByArrival()).isFalse();
     assertThat(plain.build().seq()).isEqualTo(2);
   }
 }

@@ -4,9 +4,11 @@ import java.time.DateTimeException;
 import java.time.LocalDate;
 
 /**
- * The Azure LLM inference trace's {@code TIMESTAMP}, {@code 2023-11-16 18:15:46.6805900}: a UTC
- * date and time with up to 9 fractional digits (a {@code T} between them and a {@code Z} after them
- * are taken too), as nanoseconds since 1970.
+ * The Azure LLM inference trace's {@code TIMESTAMP} as nanoseconds since 1970: 2023's {@code
+ * 2023-11-16 18:15:46.6805900}, a UTC date and time with up to 9 fractional digits, and 2024's
+ * {@code 2024-05-10 00:00:00.009930+00:00}, the same with its offset from UTC (a {@code T} between
+ * date and time and a {@code Z} after them are taken too; an offset {@code ±HH:MM} other than
+ * {@code +00:00} is subtracted).
  */
 final class AzureTime {
   private AzureTime() {}
@@ -15,6 +17,21 @@ final class AzureTime {
 
   static long parse(String s, long line, TraceReader r) {
     String t = s.endsWith("Z") ? s.substring(0, s.length() - 1) : s;
+    long offsetMinutes = 0;
+    int o = t.length() - 6;
+    if (o >= 19 && (t.charAt(o) == '+' || t.charAt(o) == '-') && t.charAt(o + 3) == ':') {
+      try {
+        int hours = digits(t, o + 1, o + 3);
+        int minutes = digits(t, o + 4, o + 6);
+        if (hours > 23 || minutes > 59) {
+          throw bad(line, r);
+        }
+        offsetMinutes = (t.charAt(o) == '-' ? -1 : 1) * (hours * 60L + minutes);
+      } catch (NumberFormatException e) {
+        throw bad(line, r);
+      }
+      t = t.substring(0, o);
+    }
     // yyyy-MM-dd HH:mm:ss[.f…]
     if (t.length() < 19
         || t.length() == 20
@@ -49,7 +66,10 @@ final class AzureTime {
       if (days < 0) {
         throw r.error(line, "TIMESTAMP must be in 1970 or later");
       }
-      long minutes = (days * 24 + hour) * 60 + minute;
+      long minutes = (days * 24 + hour) * 60 + minute - offsetMinutes;
+      if (minutes < 0) {
+        throw r.error(line, "TIMESTAMP must be in 1970 or later");
+      }
       return Math.addExact(
           Math.multiplyExact(minutes, 60_000_000_000L), second * 1_000_000_000L + nanos);
     } catch (ArithmeticException e) {
@@ -79,6 +99,6 @@ final class AzureTime {
         line,
         "TIMESTAMP must be a UTC date and time such as "
             + EXAMPLE
-            + " (up to 9 fractional digits)");
+            + " (up to 9 fractional digits, an offset such as +00:00 after them)");
   }
 }

@@ -104,6 +104,35 @@ final class Columns {
     }
   }
 
+  /** A {@code long} column like {@link Sparse}: no array while every value is {@code fill}. */
+  static final class SparseLongs {
+    private final long fill;
+    private Longs values;
+    private int size;
+
+    SparseLongs(long fill) {
+      this.fill = fill;
+    }
+
+    void add(long v) {
+      if (values == null && v != fill) {
+        values = new Longs(size + 1);
+        for (int i = 0; i < size; i++) {
+          values.add(fill);
+        }
+      }
+      if (values != null) {
+        values.add(v);
+      }
+      size++;
+    }
+
+    /** The values, or null when every one is the fill. */
+    long[] toArrayOrNull() {
+      return values == null ? null : values.toArray();
+    }
+  }
+
   /**
    * Interns non-negative {@code long} keys to 0, 1, 2, … in the order first seen (open addressing,
    * linear probing, at most half full).

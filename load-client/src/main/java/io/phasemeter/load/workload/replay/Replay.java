@@ -14,7 +14,7 @@ import java.util.function.Predicate;
 /**
  * What {@code load run --replay FILE} was asked to replay (docs/design.md §7, "Replaying a trace"):
  * the file, its format, how fast, how many rows and whether their prefixes stay shared. {@link
- * #load} reads and checks the whole file.
+ * #load} reads and checks the rows to replay, and hashes the whole file.
  *
  * @param file the trace file
  * @param format its format, or null: told from the file ({@link TraceReader})
@@ -139,10 +139,11 @@ public record Replay(Path file, Format format, double speed, long limit, Prefixe
   }
 
   /**
-   * Reads and checks the whole file, keeping the rows to replay, and hashes it (SHA-256) on the
-   * way.
+   * Reads and checks the rows to replay (past {@code --replay-limit} the file is only counted), and
+   * hashes all of the file (SHA-256) on the way.
    *
-   * @throws IllegalArgumentException one line, {@code --replay FILE:LINE: what}, for a bad file
+   * @throws IllegalArgumentException one line, {@code --replay FILE:LINE: what}, for a bad file;
+   *     {@code --replay-speed …}, for a replay that would last more than {@link Replayed#MAX_SPAN}
    */
   public Replayed load() {
     return load(TraceReader.Limits.DEFAULT);

@@ -27,8 +27,8 @@ final class ReplaySource implements Workload.Source {
     }
   }
 
-  /** Mixed into the seed of the warm-up's prompts. */
-  private static final long WARM_UP = 0x57_41_52_4d_00_00_00_05L;
+  /** Mixed into the seed of the warm-up's prompts (and of {@link SharedPrefix}'s warm-up). */
+  static final long WARM_UP = 0x57_41_52_4d_00_00_00_05L;
 
   private final Trace trace;
   private final TracePrompts prompts;

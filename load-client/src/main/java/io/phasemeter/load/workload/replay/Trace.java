@@ -12,7 +12,15 @@ public final class Trace {
   private final Replay.Format format;
   private final long fileRows;
   private final long skipped;
+
+  /**
+   * Row {@code i}'s time after the first row's, in nanoseconds of trace time: its own, or for a
+   * later turn of a session the earliest it can leave (its previous turn's time, plus its delay
+   * when it has no time of its own).
+   */
   private final long[] offsetsNanos;
+
+  private final long spanNanos;
   private final int[] input;
   private final int[] output;
 
@@ -31,6 +39,16 @@ public final class Trace {
   /** The row whose prompt and answer a turn extends (-1: none), or null without sessions. */
   private final int[] extendsRow;
 
+  /** The row of the same session's next turn (-1: none), or null without sessions. */
+  private final int[] nextTurn;
+
+  /**
+   * Per row, its wait after its previous turn's answer in nanoseconds (a Mooncake later turn
+   * without a timestamp: AIPerf's {@code delay}, 0 without one), or -1 for a row with its own time;
+   * null when every row has its own.
+   */
+  private final long[] delayNanos;
+
   private final String[] sessionIds;
 
   /** Named prefix per row (-1: none), or null when no row has one. */
@@ -46,6 +64,7 @@ public final class Trace {
       long fileRows,
       long skipped,
       long[] offsetsNanos,
+      long spanNanos,
       int[] input,
       int[] output,
       int[] hashStart,
@@ -54,6 +73,8 @@ public final class Trace {
       int[] session,
       int[] turn,
       int[] extendsRow,
+      int[] nextTurn,
+      long[] delayNanos,
       String[] sessionIds,
       int sessions,
       int[] prefix,
@@ -62,6 +83,7 @@ public final class Trace {
     this.fileRows = fileRows;
     this.skipped = skipped;
     this.offsetsNanos = offsetsNanos;
+    this.spanNanos = spanNanos;
     this.input = input;
     this.output = output;
     this.hashStart = hashStart;
@@ -70,6 +92,8 @@ public final class Trace {
     this.session = session;
     this.turn = turn;
     this.extendsRow = extendsRow;
+    this.nextTurn = nextTurn;
+    this.delayNanos = delayNanos;
     this.sessionIds = sessionIds;
     this.sessions = sessions;
     this.prefix = prefix;
@@ -81,7 +105,10 @@ public final class Trace {
     return format;
   }
 
-  /** Rows the file holds (blank lines and an Azure header not counted), replayed or not. */
+  /**
+   * Rows the file holds (blank lines and an Azure header not counted), replayed or not; past {@code
+   * --replay-limit}, the lines that are not blank (they are not parsed).
+   */
   public long fileRows() {
     return fileRows;
   }
@@ -96,19 +123,17 @@ public final class Trace {
     return input.length;
   }
 
-  /** Row {@code i}'s time after the first row's, in nanoseconds of trace time. */
-  public long offsetNanos(int i) {
-    return offsetsNanos[i];
-  }
-
-  /** Every row's {@link #offsetNanos}; not a copy, not to be changed. */
+  /**
+   * Every row's time after the first row's, in nanoseconds of trace time: its own, or for a later
+   * turn the earliest it can leave; not a copy, not to be changed.
+   */
   long[] offsets() {
     return offsetsNanos;
   }
 
-  /** The last row's offset: the trace's span in trace time. */
+  /** The latest row's offset: the trace's span in trace time. */
   public long spanNanos() {
-    return offsetsNanos[offsetsNanos.length - 1];
+    return spanNanos;
   }
 
   /** Row {@code i}'s prompt tokens. */
@@ -152,6 +177,24 @@ public final class Trace {
    */
   public int extendsRow(int i) {
     return extendsRow == null ? -1 : extendsRow[i];
+  }
+
+  /** Row {@code i}'s session (an index from 0, in the order sessions first appear), or -1. */
+  public int session(int i) {
+    return session == null ? -1 : session[i];
+  }
+
+  /** The row of row {@code i}'s session's next turn, or -1 (its last turn, or no session). */
+  public int nextTurn(int i) {
+    return nextTurn == null ? -1 : nextTurn[i];
+  }
+
+  /**
+   * Row {@code i}'s wait after its previous turn's answer, in nanoseconds of trace time (a later
+   * turn without a time of its own); -1 for a row with its own time.
+   */
+  public long delayNanos(int i) {
+    return delayNanos == null ? -1 : delayNanos[i];
   }
 
   /** Sessions among the replayed rows. */

@@ -7,9 +7,10 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * Checks a trace's rows one by one, in file order, and keeps those to replay: lengths, time order,
- * hash ids against the input length, sessions and named prefixes, each problem one error naming the
- * line (and the other line when two disagree). Not thread-safe.
+ * Checks a trace's rows one by one, in file order, and keeps those to replay (up to {@code
+ * --replay-limit}): lengths, time order, hash ids against the input length, sessions and named
+ * prefixes, each problem one error naming the line (and the other line when two disagree). Not
+ * thread-safe.
  */
 final class TraceBuilder {
   private final String name;
@@ -25,7 +26,9 @@ final class TraceBuilder {
   private long lastTime = -1;
   private long lastLine;
 
+  /** Each kept row's time: its own, or for a later turn the earliest it can leave (below). */
   private final Columns.Longs times = new Columns.Longs(1024);
+
   private final Columns.Ints input = new Columns.Ints(1024);
   private final Columns.Ints output = new Columns.Ints(1024);
   private final Columns.Ints hashStart = new Columns.Ints(1024);
@@ -35,19 +38,25 @@ final class TraceBuilder {
   private final Columns.Sparse turn = new Columns.Sparse(0);
   private final Columns.Sparse extendsRow = new Columns.Sparse(-1);
   private final Columns.Sparse prefix = new Columns.Sparse(-1);
+  private final Columns.SparseLongs delay = new Columns.SparseLongs(-1);
 
   /** What a session's next turn is checked against. */
   private static final class Session {
+    final int index;
     int turns;
     long lastInput;
     long lastOutput;
     long lastLine;
 
-    /** The previous turn's row among those kept, or -1. */
-    int lastKept = -1;
+    /** The previous turn's row. */
+    int lastRow;
 
-    /** Its index among the sessions of kept rows, or -1 while it has none. */
-    int keptIndex = -1;
+    /** The previous turn's time: the earliest it could leave. */
+    long lastTime;
+
+    Session(int index) {
+      this.index = index;
+    }
   }
 
   /** A named prefix: its index and the one length every row naming it must give. */
@@ -80,33 +89,54 @@ final class TraceBuilder {
     return input.size();
   }
 
-  /** Checks one row (fields as read) and keeps it when it is one to replay. */
+  /** Whether {@code --replay-limit} rows are kept: the rest of the file is not parsed. */
+  boolean full() {
+    return limit > 0 && input.size() >= limit;
+  }
+
+  /** {@code rows} more rows of the file, past the limit, counted but not parsed. */
+  void notParsed(long rows) {
+    fileRows += rows;
+  }
+
+  /**
+   * Checks one row (fields as read) and keeps it, unless it is an Azure row without tokens.
+   *
+   * <p>A Mooncake row may have no {@code timestamp} when it is a later turn of a session (AIPerf's
+   * multi-turn form): it leaves its {@code delay} (0 without one) after its previous turn's answer.
+   * Its time here is the earliest it can leave, its previous turn's time plus the delay; a later
+   * turn with a timestamp earlier than its previous turn's time has that time too. The replay waits
+   * for the answer in any case ({@link Replayed#due}).
+   */
   void add(TraceReader.Row row, long line) {
     fileRows++;
-    if (fileRows > limits.maxRows()) {
-      throw error(
-          line,
-          String.format(
-              Locale.ROOT,
-              "more than %,d rows (the limit): replay a part of the file (head -n)",
-              limits.maxRows()));
+    boolean timed = row.timeNanos >= 0;
+    if (timed) {
+      if (lastTime >= 0 && row.timeNanos < lastTime) {
+        throw error(
+            line,
+            String.format(
+                Locale.ROOT,
+                "%s is earlier than line %d's (by %s ms): rows must be in time order",
+                timeField,
+                lastLine,
+                millis(lastTime - row.timeNanos)));
+      }
+      lastTime = row.timeNanos;
+      lastLine = line;
     }
-    if (lastTime >= 0 && row.timeNanos < lastTime) {
-      throw error(
-          line,
-          String.format(
-              Locale.ROOT,
-              "%s is earlier than line %d's (by %s ms): rows must be in time order",
-              timeField,
-              lastLine,
-              millis(lastTime - row.timeNanos)));
-    }
-    lastTime = row.timeNanos;
-    lastLine = line;
     if (format == Replay.Format.AZURE && (row.input == 0 || row.output == 0)) {
       // A request that read or wrote no token cannot be replayed with exact lengths.
       skipped++;
       return;
+    }
+    if (input.size() >= limits.maxRows()) {
+      throw error(
+          line,
+          String.format(
+              Locale.ROOT,
+              "more than %,d rows to replay (the limit): replay fewer (--replay-limit)",
+              limits.maxRows()));
     }
     long in = length(row.input, inputField, line);
     long out = length(row.output, outputField, line);
@@ -128,12 +158,21 @@ final class TraceBuilder {
               + "-token blocks)");
     }
     int prefixIndex = prefix(row, in, blocks, line);
-    boolean keep = limit == 0 || input.size() < limit;
-    int sessionIndex = -1;
-    int turnNumber = 0;
+    Session s = row.session == null ? null : sessions.get(row.session);
+    if (!timed && s == null) {
+      throw error(
+          line,
+          timeField
+              + " is missing"
+              + (row.session != null || row.delayNanos >= 0
+                  ? " (only a later turn of a session, after its first, may go without: it"
+                      + " follows its previous turn's answer)"
+                  : ""));
+    }
+    long time = row.timeNanos;
+    long delayNanos = -1;
     int extended = -1;
     if (row.session != null) {
-      Session s = sessions.get(row.session);
       if (s == null) {
         if (sessions.size() >= limits.maxSessions()) {
           throw error(
@@ -141,45 +180,45 @@ final class TraceBuilder {
               String.format(
                   Locale.ROOT, "more than %,d sessions (the limit)", limits.maxSessions()));
         }
-        s = new Session();
+        s = new Session(sessionIds.size());
         sessions.put(row.session, s);
+        sessionIds.add(row.session);
+      } else {
+        if (timed) {
+          // It cannot leave before its previous turn has.
+          time = Math.max(time, s.lastTime);
+        } else {
+          delayNanos = Math.max(0, row.delayNanos);
+          time =
+              s.lastTime > Long.MAX_VALUE - delayNanos ? Long.MAX_VALUE : s.lastTime + delayNanos;
+        }
+        if (blocks == 0 && prefixIndex < 0) {
+          long need = s.lastInput + s.lastOutput;
+          if (in < need) {
+            throw error(
+                line,
+                inputField
+                    + " "
+                    + in
+                    + " is shorter than its session's previous turn with its answer (line "
+                    + s.lastLine
+                    + ": "
+                    + s.lastInput
+                    + " in + "
+                    + s.lastOutput
+                    + " out): a turn without hash_ids"
+                    + (format == Replay.Format.JSONL ? " or prefix" : "")
+                    + " extends the previous prompt and answer");
+          }
+          extended = s.lastRow;
+        }
       }
       s.turns++;
-      if (s.turns > 1 && blocks == 0 && prefixIndex < 0) {
-        long need = s.lastInput + s.lastOutput;
-        if (in < need) {
-          throw error(
-              line,
-              inputField
-                  + " "
-                  + in
-                  + " is shorter than its session's previous turn with its answer (line "
-                  + s.lastLine
-                  + ": "
-                  + s.lastInput
-                  + " in + "
-                  + s.lastOutput
-                  + " out): a turn without hash_ids"
-                  + (format == Replay.Format.JSONL ? " or prefix" : "")
-                  + " extends the previous prompt and answer");
-        }
-        extended = s.lastKept;
-      }
       s.lastInput = in;
       s.lastOutput = out;
       s.lastLine = line;
-      s.lastKept = keep ? input.size() : -1;
-      if (keep) {
-        if (s.keptIndex < 0) {
-          s.keptIndex = sessionIds.size();
-          sessionIds.add(row.session);
-        }
-        sessionIndex = s.keptIndex;
-        turnNumber = s.turns;
-      }
-    }
-    if (!keep) {
-      return;
+      s.lastRow = input.size();
+      s.lastTime = time;
     }
     if (hashRefs.size() + (long) blocks > limits.maxHashIds()) {
       throw error(
@@ -190,40 +229,65 @@ final class TraceBuilder {
                   + " (--replay-limit)",
               limits.maxHashIds()));
     }
-    times.add(row.timeNanos);
+    times.add(time);
     input.add((int) in);
     output.add((int) out);
     hashStart.add(hashRefs.size());
     for (int b = 0; b < blocks; b++) {
       hashRefs.add(hashKeys.intern(row.hashIds.get(b)));
     }
-    session.add(sessionIndex);
-    turn.add(turnNumber);
+    session.add(s == null ? -1 : s.index);
+    turn.add(s == null ? 0 : s.turns);
     extendsRow.add(extended);
     prefix.add(prefixIndex);
+    delay.add(delayNanos);
   }
 
   /** The kept rows. */
   Trace build() {
     long[] offsets = times.toArray();
+    // The first row is no later turn: it has its own time, and no row's is earlier.
     long first = offsets[0];
+    long span = 0;
     for (int i = 0; i < offsets.length; i++) {
       offsets[i] -= first;
+      span = Math.max(span, offsets[i]);
     }
     hashStart.add(hashRefs.size());
+    int[] sessionOf = session.toArrayOrNull();
+    int[] next = null;
+    if (sessionOf != null) {
+      // Each turn's next turn in its session: rows are in file order.
+      next = new int[sessionOf.length];
+      java.util.Arrays.fill(next, -1);
+      int[] last = new int[sessionIds.size()];
+      java.util.Arrays.fill(last, -1);
+      for (int i = 0; i < sessionOf.length; i++) {
+        int s = sessionOf[i];
+        if (s >= 0) {
+          if (last[s] >= 0) {
+            next[last[s]] = i;
+          }
+          last[s] = i;
+        }
+      }
+    }
     return new Trace(
         format,
         fileRows,
         skipped,
         offsets,
+        span,
         input.toArray(),
         output.toArray(),
         hashStart.toArray(),
         hashRefs.toArray(),
         hashKeys.keys(),
-        session.toArrayOrNull(),
+        sessionOf,
         turn.toArrayOrNull(),
         extendsRow.toArrayOrNull(),
+        next,
+        delay.toArrayOrNull(),
         sessionIds.toArray(String[]::new),
         sessionIds.size(),
         prefix.toArrayOrNull(),

@@ -15,19 +15,21 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * Reads a trace file in one pass and checks all of it before anything is sent: every problem is one
- * {@link IllegalArgumentException} whose message is {@code --replay FILE:LINE: what} (the caller
- * adds {@code phasemeter load: }). Bounded: lines of at most {@link Limits#maxLineBytes} (a longer
- * one is refused after reading that much of it), at most {@link Limits#maxRows} rows, sessions and
- * named prefixes and lengths as {@link Limits} says. Rows past {@code --replay-limit} are checked
- * and counted but not kept.
+ * Reads a trace file in one pass and checks every row it keeps before anything is sent: every
+ * problem is one {@link IllegalArgumentException} whose message is {@code --replay FILE:LINE: what}
+ * (the caller adds {@code phasemeter load: }). Bounded: lines of at most {@link
+ * Limits#maxLineBytes} (a longer one is refused after reading that much of it), at most {@link
+ * Limits#maxRows} rows kept, sessions and named prefixes and lengths as {@link Limits} says. Past
+ * {@code --replay-limit} rows the file is not parsed: its lines are only read to the end, counted
+ * (those that are not blank) and hashed by the caller; nothing of them is checked, not even their
+ * time order.
  */
 final class TraceReader {
   /**
    * The bounds of one trace (docs/design.md §7, "Replaying a trace").
    *
    * @param maxLineBytes the longest line, in bytes
-   * @param maxRows the most rows a file may hold
+   * @param maxRows the most rows kept to replay (after {@code --replay-limit})
    * @param maxSessions the most distinct session ids
    * @param maxPrefixes the most distinct named prefixes ({@code jsonl})
    * @param maxHashIds the most hash ids the replayed rows may name together
@@ -101,6 +103,11 @@ final class TraceReader {
           parseJson(format, lines.bytes(), lines.length(), n, row);
         }
         rows.add(row, n);
+        if (rows.full()) {
+          // --replay-limit reached: the rest is counted, not parsed.
+          rows.notParsed(lines.countRest());
+          break;
+        }
       }
     } catch (LineReader.TooLong e) {
       throw error(
@@ -186,8 +193,12 @@ final class TraceReader {
     String prefix;
     long prefixLength = -1;
 
+    /** AIPerf's {@code delay} in nanoseconds, or -1 without one. */
+    long delayNanos = -1;
+
     void clear() {
       timeNanos = -1;
+      delayNanos = -1;
       input = -1;
       output = -1;
       hashIds.clear();
@@ -224,11 +235,9 @@ final class TraceReader {
           row.prefix = id(p, v, field, line);
         } else if (!mooncake && field.equals("prefix_length")) {
           row.prefixLength = v == JsonToken.VALUE_NULL ? -1 : whole(p, v, field, line);
-        } else if (mooncake && field.equals("delay") && v != JsonToken.VALUE_NULL) {
-          throw error(
-              line,
-              "delay (a wait after the previous turn's answer) is not replayed: every row is sent"
-                  + " at its timestamp; give each turn its timestamp");
+        } else if (mooncake && field.equals("delay")) {
+          // AIPerf's: a later turn's wait after its previous turn's answer (TraceBuilder).
+          row.delayNanos = v == JsonToken.VALUE_NULL ? -1 : millisAsNanos(p, v, field, line);
         } else {
           textInput |= field.equals("text_input") || field.equals("messages");
           p.skipChildren();
@@ -240,7 +249,8 @@ final class TraceReader {
     } catch (JsonProcessingException e) {
       throw error(line, notJson(e));
     }
-    if (row.timeNanos < 0) {
+    if (row.timeNanos < 0 && !mooncake) {
+      // A Mooncake row may go without: a later turn of a session (TraceBuilder says).
       throw error(line, time + " is missing");
     }
     if (row.input < 0) {

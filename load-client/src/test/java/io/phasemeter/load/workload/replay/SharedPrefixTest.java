@@ -62,6 +62,32 @@ class SharedPrefixTest {
   }
 
   @Test
+  void warmUpRequestsShareNoneOfTheRunsPrefixes() throws Exception {
+    SharedPrefix sp = new SharedPrefix(64, 2);
+    Workload w = sp.workload("m", Api.COMPLETIONS, Mix.parse("128:4=1"), true, 7, PromptSalt.NONE);
+    java.util.Set<List<Integer>> run = new java.util.HashSet<>();
+    for (long seq = 1; seq <= 40; seq++) {
+      run.add(ids(w.request(seq), "prompt").subList(0, 64));
+    }
+    assertThat(run).hasSize(2);
+    java.util.Set<List<Integer>> warm = new java.util.HashSet<>();
+    for (long seq = -1; seq >= -40; seq--) {
+      RequestSpec r = w.request(seq);
+      List<Integer> ids = ids(r, "prompt");
+      // The same lengths, as exact.
+      assertThat(ids).hasSize(128);
+      assertThat(r.maxTokens()).isEqualTo(4);
+      warm.add(ids.subList(0, 64));
+      // Not a single block of a run's prefix: nothing for a prefix cache to serve the run.
+      for (List<Integer> p : run) {
+        assertThat(ids.subList(0, 16)).isNotEqualTo(p.subList(0, 16));
+      }
+    }
+    // The warm-up's own prefixes are shared among its requests, as the run's are.
+    assertThat(warm).hasSize(2);
+  }
+
+  @Test
   void embeddingsStartTheirInputsWithThePrefixesToo() throws Exception {
     Workload w =
         new SharedPrefix(10, 1)

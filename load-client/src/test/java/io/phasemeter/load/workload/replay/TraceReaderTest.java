@@ -10,6 +10,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HexFormat;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -60,9 +61,7 @@ class TraceReaderTest {
     assertThat(t.format()).isEqualTo(Replay.Format.MOONCAKE);
     assertThat(t.rows()).isEqualTo(3);
     assertThat(t.fileRows()).isEqualTo(3);
-    assertThat(t.offsetNanos(0)).isZero();
-    assertThat(t.offsetNanos(1)).isEqualTo(250_000);
-    assertThat(t.offsetNanos(2)).isEqualTo(10_535 * MS);
+    assertThat(t.offsets()).containsExactly(0, 250_000, 10_535 * MS);
     assertThat(t.spanNanos()).isEqualTo(10_535 * MS);
     assertThat(t.input(2)).isEqualTo(672);
     assertThat(t.output(0)).isEqualTo(52);
@@ -109,14 +108,30 @@ class TraceReaderTest {
             "Model,GeneratedTokens,TIMESTAMP,ContextTokens\n"
                 + "x,52,2023-11-16 18:15:46.6805900,4808\n"
                 + "x,0,2023-11-16 18:15:46.6805901,100\n"
-                + "\"a, quoted\",10,2023-11-16T18:15:47.000000001Z,1\n");
-    assertThat(t.rows()).isEqualTo(2);
-    assertThat(t.fileRows()).isEqualTo(3);
+                + "\"a, quoted\",10,2023-11-16T18:15:47.000000001Z,1\n"
+                // 2024's form: six fractional digits and the offset from UTC.
+                + "x,3,2023-11-16 18:15:47.500000+00:00,2\n"
+                + "x,3,2023-11-16 19:15:48+01:00,2\n");
+    assertThat(t.rows()).isEqualTo(4);
+    assertThat(t.fileRows()).isEqualTo(5);
     assertThat(t.skipped()).isEqualTo(1);
     assertThat(t.input(0)).isEqualTo(4808);
     assertThat(t.output(0)).isEqualTo(52);
-    // 47.000000001 − 46.68059 s.
-    assertThat(t.offsetNanos(1)).isEqualTo(319_410_001);
+    // 47.000000001 − 46.68059 s, then 47.5 and (19:15:48 at UTC+1) 48 s.
+    assertThat(t.offsets()).containsExactly(0, 319_410_001, 819_410_000, 1_319_410_000);
+    assertThat(
+            error(
+                Replay.Format.AZURE,
+                "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00+24:00,3,1\n"))
+        .isEqualTo(
+            "--replay t:2: TIMESTAMP must be a UTC date and time such as"
+                + " 2023-11-16 18:15:46.6805900 (up to 9 fractional digits, an offset such as"
+                + " +00:00 after them)");
+    assertThat(
+            error(
+                Replay.Format.AZURE,
+                "TIMESTAMP,ContextTokens,GeneratedTokens\n1970-01-01 00:30:00+01:00,3,1\n"))
+        .isEqualTo("--replay t:2: TIMESTAMP must be in 1970 or later");
     assertThat(error(Replay.Format.AZURE, "TIMESTAMP,ContextTokens\n"))
         .isEqualTo(
             "--replay t:1: the header must name TIMESTAMP, ContextTokens and GeneratedTokens"
@@ -132,7 +147,8 @@ class TraceReaderTest {
                 "TIMESTAMP,ContextTokens,GeneratedTokens\n16/11/2023 18:15:46,3,1\n"))
         .isEqualTo(
             "--replay t:2: TIMESTAMP must be a UTC date and time such as"
-                + " 2023-11-16 18:15:46.6805900 (up to 9 fractional digits)");
+                + " 2023-11-16 18:15:46.6805900 (up to 9 fractional digits, an offset such as"
+                + " +00:00 after them)");
     assertThat(error(Replay.Format.AZURE, "TIMESTAMP,ContextTokens,GeneratedTokens\n"))
         .isEqualTo("--replay t: the file has no rows (a header only)");
     assertThat(
@@ -200,7 +216,7 @@ class TraceReaderTest {
   }
 
   @Test
-  void theLimitKeepsTheFirstRowsAndStillChecksTheRest() throws Exception {
+  void theLimitKeepsTheFirstRowsAndOnlyCountsTheRest() throws Exception {
     String ok = "{\"timestamp\": %d, \"input_length\": 10, \"output_length\": 1}\n";
     StringBuilder sb = new StringBuilder();
     for (int i = 0; i < 5; i++) {
@@ -210,11 +226,108 @@ class TraceReaderTest {
     assertThat(t.rows()).isEqualTo(2);
     assertThat(t.fileRows()).isEqualTo(5);
     assertThat(t.spanNanos()).isEqualTo(10 * MS);
-    sb.append("{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1}\n");
-    assertThatThrownBy(() -> read(Replay.Format.MOONCAKE, 2, LIMITS, sb.toString()))
-        .hasMessage(
-            "--replay t:6: timestamp is earlier than line 5's (by 39 ms): rows must be in time"
-                + " order");
+    // Past the limit nothing is parsed: rows out of time order, not JSON, or a line of any
+    // length are counted (blank lines are not), never checked.
+    sb.append("{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1}\n")
+        .append("not json\n \t\r\n\n")
+        .append("x".repeat(3 << 20))
+        .append("\r\n  last without a newline");
+    Trace rest = read(Replay.Format.MOONCAKE, 2, LIMITS, sb.toString());
+    assertThat(rest.rows()).isEqualTo(2);
+    assertThat(rest.fileRows()).isEqualTo(9);
+    // The file's hash is of all of it all the same.
+    Path file = Files.writeString(dir.resolve("limited.jsonl"), sb);
+    assertThat(new Replay(file, null, 1, 2, Replay.Prefixes.SHARED).load().sha256())
+        .isEqualTo(
+            HexFormat.of()
+                .formatHex(
+                    java.security.MessageDigest.getInstance("SHA-256")
+                        .digest(Files.readAllBytes(file))));
+  }
+
+  @Test
+  void theRowCapCountsTheRowsKeptNotTheRowsOfTheFile() throws Exception {
+    TraceReader.Limits three = new TraceReader.Limits(1 << 20, 3, 10, 10, 100, 1000);
+    String ok = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n";
+    String five = ok.repeat(5);
+    assertThat(error(Replay.Format.MOONCAKE, three, five))
+        .isEqualTo(
+            "--replay t:4: more than 3 rows to replay (the limit): replay fewer (--replay-limit)");
+    Trace t = read(Replay.Format.MOONCAKE, 3, three, five);
+    assertThat(t.rows()).isEqualTo(3);
+    assertThat(t.fileRows()).isEqualTo(5);
+    // Azure rows without tokens are not kept: they do not count against the cap.
+    String azure =
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+            + "2024-05-10 00:00:00.000001+00:00,0,5\n".repeat(4)
+            + "2024-05-10 00:00:01+00:00,7,5\n".repeat(3);
+    Trace a = read(Replay.Format.AZURE, 0, three, azure);
+    assertThat(a.rows()).isEqualTo(3);
+    assertThat(a.skipped()).isEqualTo(4);
+  }
+
+  @Test
+  void aiperfsMultiTurnFormALaterTurnWithoutTimestampFollowsItsPreviousAfterItsDelay()
+      throws Exception {
+    Trace t =
+        read(
+            null,
+            "{\"session_id\": \"s1\", \"timestamp\": 1000, \"input_length\": 300,"
+                + " \"output_length\": 40}\n"
+                + "{\"timestamp\": 1000.5, \"input_length\": 10, \"output_length\": 1}\n"
+                + "{\"session_id\": \"s1\", \"delay\": 2.5, \"input_length\": 350,"
+                + " \"output_length\": 20}\n"
+                + "{\"session_id\": \"s1\", \"input_length\": 380, \"output_length\": 20,"
+                + " \"delay\": null}\n"
+                // A timestamp wins over a delay, as in AIPerf; one earlier than the previous
+                // turn's time leaves once that turn has.
+                + "{\"session_id\": \"s1\", \"timestamp\": 1001, \"delay\": 99,"
+                + " \"input_length\": 400, \"output_length\": 20}\n"
+                + "{\"session_id\": \"s1\", \"timestamp\": 9000, \"input_length\": 420,"
+                + " \"output_length\": 1}\n");
+    assertThat(t.format()).isEqualTo(Replay.Format.MOONCAKE);
+    assertThat(t.sessions()).isEqualTo(1);
+    // Times after the first: their own, or the earliest a later turn can leave.
+    assertThat(t.offsets()).containsExactly(0, 500_000, 2_500_000, 2_500_000, 2_500_000, 8000 * MS);
+    assertThat(t.delayNanos(0)).isEqualTo(-1);
+    assertThat(t.delayNanos(1)).isEqualTo(-1);
+    assertThat(t.delayNanos(2)).isEqualTo(2_500_000);
+    assertThat(t.delayNanos(3)).isZero();
+    assertThat(t.delayNanos(4)).isEqualTo(-1);
+    assertThat(List.of(t.nextTurn(0), t.nextTurn(1), t.nextTurn(2), t.nextTurn(3), t.nextTurn(4)))
+        .containsExactly(2, -1, 3, 4, 5);
+    assertThat(t.nextTurn(5)).isEqualTo(-1);
+    assertThat(t.turn(5)).isEqualTo(5);
+    assertThat(t.extendsRow(2)).isZero();
+    assertThat(t.spanNanos()).isEqualTo(8000 * MS);
+
+    String first = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n";
+    assertThat(
+            error(
+                Replay.Format.MOONCAKE,
+                first + "{\"session_id\": \"a\", \"input_length\": 10, \"output_length\": 1}"))
+        .isEqualTo(
+            "--replay t:2: timestamp is missing (only a later turn of a session, after its first,"
+                + " may go without: it follows its previous turn's answer)");
+    assertThat(
+            error(
+                Replay.Format.MOONCAKE,
+                first + "{\"delay\": 5, \"input_length\": 10, \"output_length\": 1}"))
+        .startsWith("--replay t:2: timestamp is missing (only a later turn");
+    assertThat(
+            error(
+                Replay.Format.MOONCAKE,
+                "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"session_id\":"
+                    + " \"a\"}\n{\"session_id\": \"a\", \"delay\": -1, \"input_length\": 20,"
+                    + " \"output_length\": 1}"))
+        .isEqualTo("--replay t:2: delay must be 0 or more, got -1");
+    assertThat(
+            error(
+                Replay.Format.JSONL,
+                "{\"offset_ms\": 0, \"input_length\": 10, \"output_length\": 1, \"session\":"
+                    + " \"a\"}\n{\"session\": \"a\", \"input_length\": 20, \"output_length\":"
+                    + " 1}"))
+        .isEqualTo("--replay t:2: offset_ms is missing");
   }
 
   @Test
@@ -279,7 +392,7 @@ class TraceReaderTest {
     assertThat(read(Replay.Format.JSONL, 0, small, three).rows()).isEqualTo(3);
     assertThat(error(Replay.Format.JSONL, small, three + String.format(row, "")))
         .isEqualTo(
-            "--replay t:4: more than 3 rows (the limit): replay a part of the file (head -n)");
+            "--replay t:4: more than 3 rows to replay (the limit): replay fewer (--replay-limit)");
 
     String sessions =
         String.format(row, ", \"session\": \"a\"") + String.format(row, ", \"session\": \"b\"");
@@ -368,13 +481,6 @@ class TraceReaderTest {
         .isEqualTo(
             "--replay t:1: hash_ids must be an array of whole numbers of 0 or more (below 2^63),"
                 + " got one out of that range at position 2");
-    assertThat(
-            error(
-                Replay.Format.MOONCAKE,
-                "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"delay\": 200}"))
-        .isEqualTo(
-            "--replay t:1: delay (a wait after the previous turn's answer) is not replayed: every"
-                + " row is sent at its timestamp; give each turn its timestamp");
     assertThat(error(Replay.Format.MOONCAKE, a + "{\"timestamp\": 0, \"input_length\": 1"))
         .isEqualTo("--replay t:2: not JSON (at column 35)");
     assertThat(error(Replay.Format.MOONCAKE, a + "[1, 2]"))
