@@ -449,8 +449,8 @@ public final class LoadMain implements Callable<Integer> {
         names = "--prompt-salt",
         paramLabel = "S|none",
         description =
-            "mixed into every prompt's token ids (and chat's and responses' text), not into the"
-                + " lengths, shapes or arrivals, so that a server's prefix cache does not serve"
+            "mixed into every prompt's token ids (and chat's and responses' text, as a mark of 22"
+                + " characters), not into the token-id lengths, shapes or arrivals, so that a server's prefix cache does not serve"
                 + " one run's prompts from another's with the same --seed: up to 16 hex digits;"
                 + " none (or 0): the seed's prompts alone, the same in every run (to measure a"
                 + " warm cache on purpose). A dataset's text is never salted (default: a fresh"

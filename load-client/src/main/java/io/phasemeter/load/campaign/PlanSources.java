@@ -263,7 +263,7 @@ final class PlanSources {
             where,
             "max_tokens",
             "is for api: completions, whose lengths are exact; a chat session ends when its"
-                + " history would pass 1 MiB");
+                + " history would pass its share of the run's (1 MiB, less beyond 256 sessions)");
       }
       JsonNode m = s.get("max_tokens");
       if (!m.isIntegralNumber() || !m.canConvertToInt() || m.intValue() < 1) {
@@ -367,6 +367,8 @@ final class PlanSources {
         .replaceFirst("^--dataset ", "dataset ")
         .replace("--replay-format", "format:")
         .replace("--replay-limit", "limit:")
+        .replace("--replay-speed", "speed:")
+        .replace("--replay-prefixes", "prefixes:")
         .replace("--output-tokens", "output_tokens:");
   }
 }

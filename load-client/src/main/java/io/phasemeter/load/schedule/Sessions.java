@@ -8,10 +8,10 @@ import io.phasemeter.load.workload.RequestSpec;
 import io.phasemeter.load.workload.SessionSpec;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashSet;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
-import java.util.Set;
 import java.util.concurrent.Executor;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
@@ -109,7 +109,13 @@ public final class Sessions {
   private volatile Runnable buildHook;
 
   // Guarded by this.
-  private final Set<Conversation> open = new HashSet<>();
+  /**
+   * The sessions open, each with the turns handed to the runner so far: what a session that ends
+   * did not send is counted from these, never from the turns built (a built turn may still wait for
+   * its think time when the session ends, and is then never sent).
+   */
+  private final Map<Conversation, int[]> open = new HashMap<>();
+
   private long startNanos;
   private long endNanos;
   private long lastEnd;
@@ -271,8 +277,8 @@ public final class Sessions {
         return 0;
       }
       stopped = open.size();
-      for (Conversation c : open) {
-        turnsNotSent += spec.turns() - turnsSent(c);
+      for (int[] handed : open.values()) {
+        turnsNotSent += spec.turns() - handed[0];
       }
       stoppedAtDeadline += stopped;
       open.clear();
@@ -292,7 +298,7 @@ public final class Sessions {
     }
     long n = ++started;
     Conversation c = new Conversation(shape, idPrefix + "-s" + n, n);
-    open.add(c);
+    open.put(c, new int[1]);
     return c;
   }
 
@@ -301,16 +307,15 @@ public final class Sessions {
     try {
       builder.execute(() -> buildNow(c, intended));
     } catch (Throwable t) {
-      failed(c, t, false);
+      failed(c, t);
     }
   }
 
   /** On the builder: the turn's body, then the turn handed out when due. */
   private void buildNow(Conversation c, long intended) {
-    boolean built = false;
     try {
       synchronized (this) {
-        if (!open.contains(c)) {
+        if (!open.containsKey(c)) {
           return;
         }
       }
@@ -322,11 +327,10 @@ public final class Sessions {
       synchronized (c) {
         next = c.next();
       }
-      built = next != null;
       if (next == null) {
         Conversation replacement;
         synchronized (this) {
-          if (!open.contains(c)) {
+          if (!open.containsKey(c)) {
             return;
           }
           atMaxTokens++;
@@ -348,7 +352,7 @@ public final class Sessions {
         launch(c, next, intended, answer);
       }
     } catch (Throwable t) {
-      failed(c, t, built);
+      failed(c, t);
     }
   }
 
@@ -356,20 +360,22 @@ public final class Sessions {
   private void launch(Conversation c, RequestSpec next, long intended, AnswerText answer) {
     try {
       synchronized (this) {
-        if (!open.contains(c)) {
+        if (!open.containsKey(c)) {
           // Stopped while it waited: never sent.
           return;
         }
         launched++;
+        open.get(c)[0]++;
       }
       launcher.launch(next, intended, answer, r -> answered(c, answer, r));
     } catch (Throwable t) {
       synchronized (this) {
-        if (open.contains(c)) {
+        if (open.containsKey(c)) {
           launched--;
+          open.get(c)[0]--;
         }
       }
-      failed(c, t, true);
+      failed(c, t);
     }
   }
 
@@ -386,7 +392,7 @@ public final class Sessions {
       boolean next = false;
       long intended = end + thinkNanos;
       synchronized (this) {
-        if (!open.contains(c)) {
+        if (!open.containsKey(c)) {
           return;
         }
         lastEnd = Math.max(lastEnd, end);
@@ -420,17 +426,17 @@ public final class Sessions {
       }
       endIfDone();
     } catch (Throwable t) {
-      failed(c, t, false);
+      failed(c, t);
     }
   }
 
   /**
    * An exception in session {@code c}'s path: the session is cut there (not replaced: the same
-   * fault would likely cut the next); {@code builtNotSent}: its last turn was built, never sent.
+   * fault would likely cut the next); a turn it built and did not hand out counts as not sent.
    */
-  private void failed(Conversation c, Throwable t, boolean builtNotSent) {
+  private void failed(Conversation c, Throwable t) {
     synchronized (this) {
-      if (!open.contains(c)) {
+      if (!open.containsKey(c)) {
         return;
       }
       cut++;
@@ -440,9 +446,6 @@ public final class Sessions {
       }
       lastEnd = Math.max(lastEnd, clock.getAsLong());
       close(c, 0, false);
-      if (builtNotSent) {
-        turnsNotSent++;
-      }
     }
     endIfDone();
   }
@@ -453,8 +456,8 @@ public final class Sessions {
    * turn the caller builds.
    */
   private Conversation close(Conversation c, long at, boolean replace) {
-    open.remove(c);
-    turnsNotSent += spec.turns() - turnsSent(c);
+    int[] handed = open.remove(c);
+    turnsNotSent += spec.turns() - (handed == null ? 0 : handed[0]);
     return replace && duration != null ? open(at) : null;
   }
 
@@ -467,12 +470,6 @@ public final class Sessions {
       ended = true;
     }
     whenDone.run();
-  }
-
-  private static int turnsSent(Conversation c) {
-    synchronized (c) {
-      return c.turnsSent();
-    }
   }
 
   private static boolean finished(Conversation c) {

@@ -403,6 +403,23 @@ class SessionsTest {
   }
 
   @Test
+  void aTurnBuiltAndWaitingForItsThinkTimeWhenStoppedCountsAsNotSent() {
+    Sessions s = start(Api.COMPLETIONS, 1, 3, 100, null, 1_000);
+    answer(10, true);
+    // Turn 2 is built and waits for its think time on a timer.
+    assertThat(timers).hasSize(1);
+    assertThat(s.stop()).isEqualTo(1);
+    // started × turns = launched + turns not sent: 1 × 3 = 1 + 2.
+    assertThat(s.counts()).isEqualTo(new Sessions.Counts(1, 0, 0, 0, 0, 1, 2, 0, 0));
+    assertThat(s.launched()).isEqualTo(1);
+    // Its timer fires: nothing is sent, nothing counted twice.
+    assertThat(fireNextTimer()).isTrue();
+    assertThat(launches).hasSize(1);
+    assertThat(s.launched()).isEqualTo(1);
+    assertThat(s.counts()).isEqualTo(new Sessions.Counts(1, 0, 0, 0, 0, 1, 2, 0, 0));
+  }
+
+  @Test
   void theBoundIsTheDurationOrEveryTurnAtItsTimeoutPlusTheThinkTime() {
     Duration timeout = Duration.ofSeconds(30);
     assertThat(new Sessions(shapeOf(Api.COMPLETIONS, 4, 3), "r", null).bound(timeout))
