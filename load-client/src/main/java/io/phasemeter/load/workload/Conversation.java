@@ -272,13 +272,8 @@ public final class Conversation {
       }
     }
     int out = shapeOfTurn.outputTokens();
-    sb.append("],\"max_tokens\":")
-        .append(out)
-        .append(",\"min_tokens\":")
-        .append(out)
-        .append(",\"ignore_eos\":true,\"stream\":")
-        .append(shape.stream());
-    streamOptions(sb);
+    sb.append(']');
+    Workload.appendExactOutput(sb, out, shape.stream());
     sb.append('}');
     return new RequestSpec(
         Api.COMPLETIONS,

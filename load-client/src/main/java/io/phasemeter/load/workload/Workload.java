@@ -241,13 +241,7 @@ public final class Workload {
     appendString(sb, model);
     sb.append(",\"prompt\":");
     appendTokenIds(sb, in, salt.ids(rng));
-    sb.append(",\"max_tokens\":")
-        .append(out)
-        .append(",\"min_tokens\":")
-        .append(out)
-        .append(",\"ignore_eos\":true,\"stream\":")
-        .append(stream);
-    appendStreamOptions(sb);
+    appendExactOutput(sb, out, stream);
     sb.append('}');
     return new RequestSpec(
         api, api.path(), Buffer.buffer(sb.toString()), shape.bucket(), in, out, stream, headers);
@@ -316,6 +310,24 @@ public final class Workload {
   }
 
   private void appendStreamOptions(StringBuilder sb) {
+    if (stream) {
+      sb.append(",\"stream_options\":{\"include_usage\":true}");
+    }
+  }
+
+  /**
+   * The fields that make a request's output exactly {@code out} tokens, as vLLM takes them ({@code
+   * max_tokens = min_tokens}, {@code ignore_eos}), then {@code stream} and, when streamed, usage in
+   * the last chunk: every exact-length generator (this class's, a replay's, shared prefixes',
+   * sessions', a dataset's) writes its tail here.
+   */
+  public static void appendExactOutput(StringBuilder sb, int out, boolean stream) {
+    sb.append(",\"max_tokens\":")
+        .append(out)
+        .append(",\"min_tokens\":")
+        .append(out)
+        .append(",\"ignore_eos\":true,\"stream\":")
+        .append(stream);
     if (stream) {
       sb.append(",\"stream_options\":{\"include_usage\":true}");
     }

@@ -81,15 +81,7 @@ public final class DatasetSource implements Workload.Source {
     if (api == Api.CHAT) {
       tail.append("}]");
     }
-    tail.append(",\"max_tokens\":")
-        .append(out)
-        .append(",\"min_tokens\":")
-        .append(out)
-        .append(",\"ignore_eos\":true,\"stream\":")
-        .append(stream);
-    if (stream) {
-      tail.append(",\"stream_options\":{\"include_usage\":true}");
-    }
+    Workload.appendExactOutput(tail, out, stream);
     tail.append('}');
     Buffer body =
         Buffer.buffer(head.length + prompt.length + tail.length())

@@ -82,15 +82,8 @@ final class ReplaySource implements Workload.Source {
     } else {
       prompts.prompt(row, json);
     }
-    sb.append("],\"max_tokens\":")
-        .append(out)
-        .append(",\"min_tokens\":")
-        .append(out)
-        .append(",\"ignore_eos\":true,\"stream\":")
-        .append(stream);
-    if (stream) {
-      sb.append(",\"stream_options\":{\"include_usage\":true}");
-    }
+    sb.append(']');
+    Workload.appendExactOutput(sb, out, stream);
     sb.append('}');
     String session = warmUp ? null : trace.sessionId(row);
     Map<String, String> h = headers;

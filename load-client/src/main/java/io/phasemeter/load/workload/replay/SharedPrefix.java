@@ -146,15 +146,7 @@ public record SharedPrefix(int tokens, int count) {
     }
     sb.append(']');
     if (api == Api.COMPLETIONS) {
-      sb.append(",\"max_tokens\":")
-          .append(out)
-          .append(",\"min_tokens\":")
-          .append(out)
-          .append(",\"ignore_eos\":true,\"stream\":")
-          .append(stream);
-      if (stream) {
-        sb.append(",\"stream_options\":{\"include_usage\":true}");
-      }
+      Workload.appendExactOutput(sb, out, stream);
     }
     sb.append('}');
     String bucket = api == Api.EMBEDDINGS ? tokensTag(in) : shape.bucket();
