@@ -404,7 +404,9 @@ public final class CampaignRunner {
         dataset,
         replay,
         null,
-        sessions);
+        sessions,
+        // Each run draws a salt of its own.
+        null);
   }
 
   static Map<String, Double> emptyMetrics() {
