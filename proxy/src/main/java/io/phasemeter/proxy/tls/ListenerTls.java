@@ -91,7 +91,7 @@ public final class ListenerTls {
   private byte[] pendingFailure;
   private byte[] reportedFailure;
   private long timer = -1;
-  private HttpServer server;
+  private volatile HttpServer server;
   private boolean closed;
 
   private ListenerTls(
