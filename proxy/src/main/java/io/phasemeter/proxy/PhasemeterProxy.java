@@ -319,16 +319,21 @@ public final class PhasemeterProxy {
               .setHandle100ContinueAutomatically(false)
               .setCompressionSupported(false)
               .setMaxInitialLineLength(8192)
-              .setMaxHeaderSize(16384)
-              // HTTP/1.x only, as OpenAI clients speak it: with cleartext HTTP/2 on, Vert.x holds a
-              // new connection in its upgrade check until a whole request head has arrived, out
-              // of reach of the head timeout (a slowloris client is never seen).
-              .setHttp2ClearTextEnabled(false);
+              .setMaxHeaderSize(16384);
+      // HTTP/1.x, and HTTP/2 when listen.http2 says so (ListenerProtocols: why h2c needs a timer
+      // of its own before the guard's).
+      ListenerProtocols.apply(options, config.listen(), config.limits().receiveTimeout());
+      boolean h2c = ListenerProtocols.http2(config.listen());
       return vertx
           .createHttpServer(options)
           .connectionHandler(
               connection -> {
-                if (guard.opened(connection)) {
+                ListenerProtocols.accepted(connection);
+                if (guard.opened(connection) && !h2c) {
+                  // With h2c on, an HTTP/1.x connection reaches this handler only once its first
+                  // head is decoded, and the decoder cannot be replaced mid-request; such a
+                  // connection keeps Vert.x's (a broken chunked body closes it without the 400;
+                  // the guard closes every connection after a chunked body either way).
                   io.phasemeter.proxy.pipeline.BodyFraming.install(connection, options);
                 }
               })

@@ -106,7 +106,7 @@ public record ProxyConfig(
   /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
   public ProxyConfig withListenPort(int port) {
     return new ProxyConfig(
-        new Listen(listen.host(), port),
+        listen.withPort(port),
         admin,
         limits,
         auth,
@@ -293,8 +293,28 @@ public record ProxyConfig(
    * The public listener. {@code maxConnections} bounds the connections it keeps open (more are
    * closed when accepted); 0 leaves the process's file descriptor limit less what the admin
    * listener, the upstream connections and the process itself need (see {@code DescriptorBudget}).
+   *
+   * <p>HTTP/2 ({@code listen.http2}): h2c with prior knowledge on plaintext, {@code h2} by ALPN
+   * over TLS; off by default on plaintext and on by default with TLS, as Envoy and nginx decide per
+   * listener. {@code http2MaxConcurrentStreams} ({@code SETTINGS_MAX_CONCURRENT_STREAMS}, nginx's
+   * {@code http2_max_concurrent_streams}, default 128 as nginx) and {@code http2MaxHeaderListSize}
+   * ({@code SETTINGS_MAX_HEADER_LIST_SIZE}, Envoy's {@code max_request_headers_kb}; default 16384
+   * bytes, the HTTP/1 head limit) are advertised and enforced per connection.
    */
-  public record Listen(String host, int port, int maxConnections) {
+  public record Listen(
+      String host,
+      int port,
+      int maxConnections,
+      // HTTP/2 (issue 38): null = the default for the listener (on with TLS).
+      Boolean http2,
+      Integer http2MaxConcurrentStreams,
+      Integer http2MaxHeaderListSize) {
+    /** Streams one HTTP/2 connection may have open at once, by default (as nginx). */
+    public static final int DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS = 128;
+
+    /** The largest header list an HTTP/2 request may send, by default: the HTTP/1 head limit. */
+    public static final int DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE = 16384;
+
     public Listen {
       host = requireText(host, "listen.host");
       requirePort(port, "listen.port");
@@ -304,11 +324,48 @@ public record ProxyConfig(
                 + maxConnections
                 + ")");
       }
+      http2 = http2 == null ? http2ByDefault() : http2;
+      http2MaxConcurrentStreams =
+          http2MaxConcurrentStreams == null
+              ? DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS
+              : http2MaxConcurrentStreams;
+      if (http2MaxConcurrentStreams < 1) {
+        throw new IllegalArgumentException(
+            "listen.http2_max_concurrent_streams: must be at least 1 (got "
+                + http2MaxConcurrentStreams
+                + ")");
+      }
+      http2MaxHeaderListSize =
+          http2MaxHeaderListSize == null
+              ? DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE
+              : http2MaxHeaderListSize;
+      if (http2MaxHeaderListSize < 1024) {
+        throw new IllegalArgumentException(
+            "listen.http2_max_header_list_size: must be at least 1024 bytes (got "
+                + http2MaxHeaderListSize
+                + ")");
+      }
+    }
+
+    /** A listener with the HTTP/2 defaults. */
+    public Listen(String host, int port, int maxConnections) {
+      this(host, port, maxConnections, null, null, null);
     }
 
     /** A listener whose connections are bounded by the file descriptor limit. */
     public Listen(String host, int port) {
       this(host, port, 0);
+    }
+
+    /** HTTP/2 unless the file says otherwise: on when the listener speaks TLS (ALPN h2). */
+    private static boolean http2ByDefault() {
+      return false; // listen.tls (issue 38, part A) not set: plaintext HTTP/1.1 by default
+    }
+
+    /** This listener on {@code port}, everything else kept. */
+    public Listen withPort(int port) {
+      return new Listen(
+          host, port, maxConnections, http2, http2MaxConcurrentStreams, http2MaxHeaderListSize);
     }
   }
 
