@@ -18,6 +18,14 @@ public final class SpanAttributes {
   public static final AttributeKey<String> URL_PATH = AttributeKey.stringKey("url.path");
   public static final AttributeKey<Long> HTTP_RESPONSE_STATUS_CODE =
       AttributeKey.longKey("http.response.status_code");
+
+  /**
+   * The HTTP version the client spoke: {@code 1.1} or {@code 2} (OTel semconv {@code
+   * network.protocol.version}); one value per stream over HTTP/2.
+   */
+  public static final AttributeKey<String> NETWORK_PROTOCOL_VERSION =
+      AttributeKey.stringKey("network.protocol.version");
+
   public static final AttributeKey<String> GEN_AI_OPERATION_NAME =
       AttributeKey.stringKey("gen_ai.operation.name");
   public static final AttributeKey<String> GEN_AI_REQUEST_MODEL =

@@ -115,7 +115,7 @@ public record ProxyConfig(
   /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
   public ProxyConfig withListenPort(int port) {
     return new ProxyConfig(
-        new Listen(listen.host(), port, 0, listen.tls()),
+        listen.withPort(port),
         admin,
         limits,
         auth,
@@ -309,9 +309,30 @@ public record ProxyConfig(
    * The public listener. {@code maxConnections} bounds the connections it keeps open (more are
    * closed when accepted); 0 leaves the process's file descriptor limit less what the admin
    * listener, the upstream connections and the process itself need (see {@code DescriptorBudget}).
-   * {@code tls} ({@code listen.tls}) is null for a plaintext listener.
+   *
+   * <p>HTTP/2 ({@code listen.http2}): h2c with prior knowledge on plaintext, {@code h2} by ALPN
+   * over TLS; off by default on plaintext and on by default with TLS, as Envoy and nginx decide per
+   * listener. {@code http2MaxConcurrentStreams} ({@code SETTINGS_MAX_CONCURRENT_STREAMS}, nginx's
+   * {@code http2_max_concurrent_streams}, default 128 as nginx) and {@code http2MaxHeaderListSize}
+   * ({@code SETTINGS_MAX_HEADER_LIST_SIZE}, Envoy's {@code max_request_headers_kb}; default 16384
+   * bytes, the HTTP/1 head limit) are advertised and enforced per connection. {@code tls} ({@code
+   * listen.tls}) is null for a plaintext listener.
    */
-  public record Listen(String host, int port, int maxConnections, ServerTls tls) {
+  public record Listen(
+      String host,
+      int port,
+      int maxConnections,
+      // HTTP/2 (issue 38): null = the default for the listener (on with TLS).
+      Boolean http2,
+      Integer http2MaxConcurrentStreams,
+      Integer http2MaxHeaderListSize,
+      ServerTls tls) {
+    /** Streams one HTTP/2 connection may have open at once, by default (as nginx). */
+    public static final int DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS = 128;
+
+    /** The largest header list an HTTP/2 request may send, by default: the HTTP/1 head limit. */
+    public static final int DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE = 16384;
+
     public Listen {
       host = requireText(host, "listen.host");
       requirePort(port, "listen.port");
@@ -322,6 +343,32 @@ public record ProxyConfig(
                 + ")");
       }
       tls = ServerTls.orOff(tls);
+      http2 = http2 == null ? tls != null : http2;
+      http2MaxConcurrentStreams =
+          http2MaxConcurrentStreams == null
+              ? DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS
+              : http2MaxConcurrentStreams;
+      if (http2MaxConcurrentStreams < 1) {
+        throw new IllegalArgumentException(
+            "listen.http2_max_concurrent_streams: must be at least 1 (got "
+                + http2MaxConcurrentStreams
+                + ")");
+      }
+      http2MaxHeaderListSize =
+          http2MaxHeaderListSize == null
+              ? DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE
+              : http2MaxHeaderListSize;
+      if (http2MaxHeaderListSize < 1024) {
+        throw new IllegalArgumentException(
+            "listen.http2_max_header_list_size: must be at least 1024 bytes (got "
+                + http2MaxHeaderListSize
+                + ")");
+      }
+    }
+
+    /** A plaintext listener with the HTTP/2 defaults. */
+    public Listen(String host, int port, int maxConnections) {
+      this(host, port, maxConnections, null, null, null, null);
     }
 
     /** A listener whose connections are bounded by the file descriptor limit. */
@@ -329,9 +376,16 @@ public record ProxyConfig(
       this(host, port, 0);
     }
 
-    /** A plaintext listener. */
-    public Listen(String host, int port, int maxConnections) {
-      this(host, port, maxConnections, null);
+    /** This listener on {@code port}, everything else kept. */
+    public Listen withPort(int port) {
+      return new Listen(
+          host,
+          port,
+          maxConnections,
+          http2,
+          http2MaxConcurrentStreams,
+          http2MaxHeaderListSize,
+          tls);
     }
   }
 
