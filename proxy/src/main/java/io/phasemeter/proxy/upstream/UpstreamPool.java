@@ -465,7 +465,6 @@ public final class UpstreamPool implements MeterBinder {
     if (conn.isSsl() && conn.sslSession() != null) {
       String p = conn.sslSession().getProtocol(); // "TLSv1.3"
       version = p != null && p.startsWith("TLSv") ? p.substring(4) : p;
-      tlsFailures.remove(host); // a failure logged before is logged again if it comes back
     }
     connects.put(request, new Connect(nanos, version));
     io.micrometer.core.instrument.Timer t = conn.isSsl() ? connectTls : connectPlain;
@@ -790,6 +789,9 @@ public final class UpstreamPool implements MeterBinder {
 
   /** The upstream answered (headers arrived). */
   public void reachable(UpstreamHost host) {
+    // Answered over TLS: a TLS failure logged before is logged again if it comes back. (Not at the
+    // handshake: a TLS 1.3 server refuses a client certificate after the client's side of it.)
+    tlsFailures.remove(host);
     if (host.reachable(clock.nanoTime())) {
       capacity.changed();
     }
