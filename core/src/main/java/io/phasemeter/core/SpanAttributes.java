@@ -98,6 +98,19 @@ public final class SpanAttributes {
   public static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
 
   /**
+   * On the {@code upstream.connect} event of {@code inference.generate}: how long the attempt's new
+   * connection to the upstream took, from asking for it to having it (TCP connect, and the TLS
+   * handshake for an {@code https://} upstream). No event when a pooled or spare connection was
+   * used.
+   */
+  public static final AttributeKey<Double> UPSTREAM_CONNECT_MS =
+      AttributeKey.doubleKey("llm.upstream.connect_ms");
+
+  /** The TLS version of that connection ({@code 1.2}, {@code 1.3}), as OpenTelemetry names it. */
+  public static final AttributeKey<String> TLS_PROTOCOL_VERSION =
+      AttributeKey.stringKey("tls.protocol.version");
+
+  /**
    * Why the upstream in {@link #SERVER_ADDRESS} was chosen: {@code least_loaded}, {@code
    * engine_load}, {@code engine_load_fallback} or {@code only_available} (the proxy's {@code
    * RouteReason}); the last choice when the request was retried on another upstream.

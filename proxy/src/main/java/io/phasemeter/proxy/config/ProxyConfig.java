@@ -1091,7 +1091,8 @@ public record ProxyConfig(
       Connections connections,
       Routing routing,
       Duration scrapeInterval,
-      Duration scrapeTimeout) {
+      Duration scrapeTimeout,
+      PoolTls tls) {
     /** The output estimate of a request that sets no max_tokens, by default. */
     public static final long DEFAULT_MAX_TOKENS = 4096;
 
@@ -1184,6 +1185,13 @@ public record ProxyConfig(
                 + scrapeTimeout.toMillis()
                 + "ms)");
       }
+      if (tls != null && upstreams.stream().noneMatch(u -> Upstream.parse(u.url()).tls())) {
+        // A block that would apply to nothing is a mistake the operator wants to hear about.
+        throw new IllegalArgumentException(
+            "tls: pool '"
+                + name
+                + "' has no https:// upstream; its tls block would apply to nothing");
+      }
     }
 
     /** The shortest scrape interval allowed. */
@@ -1219,6 +1227,7 @@ public record ProxyConfig(
           null,
           null,
           null,
+          null,
           null);
     }
 
@@ -1250,6 +1259,34 @@ public record ProxyConfig(
      */
     public List<Integer> upstreamSlots() {
       return UpstreamEntry.shares(upstreams, slots);
+    }
+  }
+
+  /**
+   * TLS to a pool's {@code https://} upstreams ({@code pools[].tls}): {@code ca_file} trusts
+   * exactly the CAs in that PEM file instead of the JVM's; {@code cert_file} and {@code key_file}
+   * (both or neither) are the client certificate for mTLS; {@code verify_hostname} (default true)
+   * checks that the upstream's certificate names the host of its URL. The files are read and
+   * checked when the pool is built ({@code io.phasemeter.proxy.tls.UpstreamTls}), so a bad one
+   * stops the start.
+   */
+  public record PoolTls(String caFile, String certFile, String keyFile, Boolean verifyHostname) {
+    public PoolTls {
+      caFile = caFile == null || caFile.isBlank() ? null : caFile.trim();
+      certFile = certFile == null || certFile.isBlank() ? null : certFile.trim();
+      keyFile = keyFile == null || keyFile.isBlank() ? null : keyFile.trim();
+      if ((certFile == null) != (keyFile == null)) {
+        throw new IllegalArgumentException(
+            "tls: cert_file and key_file go together (the client certificate and its key); got"
+                + " only "
+                + (certFile == null ? "key_file" : "cert_file"));
+      }
+      verifyHostname = verifyHostname == null ? Boolean.TRUE : verifyHostname;
+    }
+
+    /** Whether a client certificate is presented (mTLS). */
+    public boolean clientCertificate() {
+      return certFile != null;
     }
   }
 

@@ -88,6 +88,7 @@ public final class RequestContext {
   private int upstreamAttempts;
   // Why the (last) upstream was chosen; null when none was.
   private io.phasemeter.proxy.upstream.RouteReason routeReason;
+  private long upstreamConnectNanos = -1;
   private int passthroughStatus;
   private int relayedStatus;
   private boolean plain;
@@ -690,6 +691,22 @@ public final class RequestContext {
   /** Generation: the request is being sent to its {@code attempts}-th upstream. */
   void attempting(int attempts) {
     this.upstreamAttempts = attempts;
+  }
+
+  /**
+   * Generation: the attempt's new connection to the upstream took {@code nanos} to set up (TCP
+   * connect, and TLS); -1 when it went out on one already open.
+   */
+  void upstreamConnected(long nanos) {
+    this.upstreamConnectNanos = nanos;
+  }
+
+  /**
+   * How long the last attempt's new connection to the upstream took to set up, -1 when it reused
+   * one (or none was made).
+   */
+  public long upstreamConnectNanos() {
+    return upstreamConnectNanos;
   }
 
   /** Generation: why the pool chose the upstream the request is being sent to. */
