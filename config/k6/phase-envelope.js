@@ -25,6 +25,7 @@ import { randomBytes } from 'k6/crypto';
 import { Counter, Trend } from 'k6/metrics';
 import {
   PHASE_METRICS,
+  connectionSetup,
   envelope,
   hex,
   parseBudgets,
@@ -109,6 +110,15 @@ export default function () {
     tags,
   });
   const duration = res.timings.duration;
+  // connect and tls (k6's http_req_connecting and http_req_tls_handshaking) of the requests that
+  // opened a connection only; over https point k6 at a private CA with SSL_CERT_FILE=ca.pem.
+  const setup = connectionSetup(res.timings);
+  if (setup.opened) {
+    trends.phasemeter_connect.add(setup.connect_ms, tags);
+    if (setup.tls_ms !== null) {
+      trends.phasemeter_tls.add(setup.tls_ms, tags);
+    }
+  }
   if (res.status === 200) {
     const e = envelope(duration, parseServerTiming(res.headers['Server-Timing']));
     if (!e.complete) {

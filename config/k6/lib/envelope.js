@@ -16,7 +16,27 @@ export const PHASE_METRICS = {
   queue: 'phasemeter_queue',
   generation: 'phasemeter_generation',
   client_total: 'http_req_duration',
+  connect: 'phasemeter_connect',
+  tls: 'phasemeter_tls',
 };
+
+/**
+ * The connection set-up of one request from k6's own timings (res.timings: `connecting`, the TCP
+ * connect, k6's http_req_connecting; `tls_handshaking`, k6's http_req_tls_handshaking), as the
+ * Phasemeter load client splits transport_setup: only a request that opened its connection has
+ * them (`opened`); one on a reused connection has none (k6 reports 0 for it, which would pull the
+ * quantiles of k6's own trends down), and plain http has no `tls_ms` (null).
+ */
+export function connectionSetup(k6Timings) {
+  const connectMs = Number((k6Timings && k6Timings.connecting) || 0);
+  const tlsMs = Number((k6Timings && k6Timings.tls_handshaking) || 0);
+  const opened = connectMs > 0 || tlsMs > 0;
+  return {
+    opened,
+    connect_ms: opened ? connectMs : null,
+    tls_ms: opened && tlsMs > 0 ? tlsMs : null,
+  };
+}
 
 /** Parses `auth;dur=0.26, queue;dur=12.5` into {auth: 0.26, queue: 12.5}; unknown params ignored. */
 export function parseServerTiming(header) {

@@ -40,5 +40,11 @@ console.log(
     bad_counter: badCounter,
     percentiles: [0.5, 0.95, 0.999].map(lib.percentile),
     timing_with_desc: lib.parseServerTiming('queue;desc="slot wait";dur=12.5, cache;desc=hit'),
+    // k6's res.timings of a request that opened a TLS connection, one on plain http, a reused one.
+    setup: [
+      { connecting: 0.21, tls_handshaking: 3.5, duration: 9 },
+      { connecting: 0.3, tls_handshaking: 0, duration: 9 },
+      { connecting: 0, tls_handshaking: 0, duration: 9 },
+    ].map(lib.connectionSetup),
   }),
 );

@@ -3,6 +3,7 @@ package io.phasemeter.load;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.join.ReplicaFeeds;
 import java.io.BufferedReader;
@@ -80,6 +81,20 @@ final class K6JoinCommand implements Callable<Integer> {
   String adminToken;
 
   @Option(
+      names = "--ca-file",
+      paramLabel = "FILE",
+      description =
+          "PEM certificates to trust INSTEAD of the platform's trust store when --admin is https"
+              + " (the proxy's admin.tls), as load run")
+  Path caFile;
+
+  @Option(
+      names = "--insecure",
+      description =
+          "with an https --admin, verify neither its certificate nor its name (a warning)")
+  boolean insecure;
+
+  @Option(
       names = "--out",
       paramLabel = "DIR",
       description = "where k6-join.csv goes (default: phasemeter-out/join-k6-<time>)")
@@ -105,7 +120,9 @@ final class K6JoinCommand implements Callable<Integer> {
     PrintWriter err = spec.commandLine().getErr();
     List<K6Request> requests;
     List<URI> replicas;
+    Transport transport;
     try {
+      transport = Transport.of(caFile, insecure, false);
       Admins a = Admins.parse(admins, adminDiscover);
       if (a == null) {
         throw new IllegalArgumentException("give --admin URL (repeatable) or --admin-discover");
@@ -124,7 +141,13 @@ final class K6JoinCommand implements Callable<Integer> {
               + " json=FILE)");
       return 2;
     }
-    HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    if (insecure) {
+      err.println(
+          "phasemeter load join-k6: warning: --insecure: the admin listener's certificate and name"
+              + " are not verified");
+    }
+    HttpClient http =
+        transport.applyTrust(HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5))).build();
     List<Joined> joined = new ArrayList<>(requests.size());
     ReplicaLookup lookup = new ReplicaLookup(replicas);
     int done = 0;

@@ -150,7 +150,8 @@ public final class LoadRun {
               err.flush();
             },
             o.joinFetchTimeout(),
-            ReplicaFeeds.JDK);
+            ReplicaFeeds.JDK,
+            o.transport());
   }
 
   /**

@@ -4,6 +4,7 @@ import io.phasemeter.core.Durations;
 import io.phasemeter.load.LoadMain;
 import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
@@ -68,6 +69,28 @@ public final class CampaignCommand implements Callable<Integer> {
       paramLabel = "URL",
       description = "target base URL (the proxy or the server), e.g. http://127.0.0.1:8080")
   String url;
+
+  @Option(
+      names = "--ca-file",
+      paramLabel = "FILE",
+      description =
+          "PEM certificates to trust over https INSTEAD of the platform's trust store, for --url,"
+              + " --admin and --server-url, as load run (a flag only: a plan has no key for it)")
+  Path caFile;
+
+  @Option(
+      names = "--insecure",
+      description =
+          "over https, verify neither the server's certificate nor its name, as load run (a"
+              + " warning at start; each run's conditions say tls_verify off; a flag only)")
+  boolean insecure;
+
+  @Option(
+      names = "--http2",
+      description =
+          "every run speaks HTTP/2 (h2 via ALPN over https, h2c with prior knowledge over http),"
+              + " as load run (a flag only: a plan has no key for it)")
+  boolean http2;
 
   @Option(
       names = "--admin",
@@ -178,6 +201,7 @@ public final class CampaignCommand implements Callable<Integer> {
                   p.apiKeyEnv(),
                   parent == null ? System.getenv() : parent.environment());
       Admins admin = Admins.parse(admins, adminDiscover);
+      Transport transport = Transport.of(caFile, insecure, http2);
       p.checkSlo(admin != null);
       if (startCmd == null && (coldCmd != null || serverUrl != null)) {
         throw new IllegalArgumentException("--cold-cmd and --server-url go with --start-cmd");
@@ -201,7 +225,8 @@ public final class CampaignCommand implements Callable<Integer> {
               Durations.parsePositive("--ready-timeout", readyTimeout),
               Durations.parsePositive("--join-grace", joinGrace),
               LoadOptions.joinFetchTimeout("--join-fetch-timeout", joinFetchTimeout),
-              apiKey);
+              apiKey,
+              transport);
       if (proxyConfig != null && !Files.isReadable(proxyConfig)) {
         throw new IllegalArgumentException("--proxy-config " + proxyConfig + ": not readable");
       }
@@ -209,6 +234,12 @@ public final class CampaignCommand implements Callable<Integer> {
     } catch (IllegalArgumentException | IOException e) {
       err.println("phasemeter load campaign: " + e.getMessage());
       return LoadRun.USAGE;
+    }
+    if (insecure) {
+      err.println(
+          "phasemeter load campaign: warning: --insecure: the server's certificate and name are not"
+              + " verified");
+      err.flush();
     }
     CampaignRunner.Result r;
     try {

@@ -3,6 +3,7 @@ package io.phasemeter.load.campaign;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.phasemeter.load.LoadOptions;
 import io.phasemeter.load.LoadRun;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
@@ -59,9 +60,11 @@ public final class CampaignRunner {
       Duration readyTimeout,
       Duration joinGrace,
       Duration joinFetchTimeout,
-      ApiKey apiKey) {
+      ApiKey apiKey,
+      Transport transport) {
     public Options {
       labels = Map.copyOf(labels);
+      transport = transport == null ? Transport.DEFAULT : transport;
     }
   }
 
@@ -167,7 +170,8 @@ public final class CampaignRunner {
               o.apiKey(),
               o.readyTimeout(),
               o.out(),
-              out);
+              out,
+              o.transport());
       StartupProbe.Launched launched = probe.measure(o.startPairs(), startup);
       startupNote =
           o.coldCmd() == null
@@ -190,7 +194,8 @@ public final class CampaignRunner {
               o.proxyConfig(),
               o.labels(),
               plan.model(),
-              o.apiKey());
+              o.apiKey(),
+              o.transport());
       conditions.put("start_cmd", o.startCmd());
       List<Run> runs = new ArrayList<>();
       for (Schedule.Entry e : entries) {
@@ -407,7 +412,7 @@ public final class CampaignRunner {
         sessions,
         // Each run draws a salt of its own.
         null,
-        null);
+        o.transport());
   }
 
   static Map<String, Double> emptyMetrics() {

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.phasemeter.load.Version;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
@@ -63,7 +64,8 @@ public final class Conditions {
       Path proxyConfig,
       Map<String, String> labels,
       String model,
-      ApiKey apiKey) {
+      ApiKey apiKey,
+      Transport transport) {
     ObjectNode c = JsonNodeFactory.instance.objectNode();
     c.put("phasemeter_version", Version.version());
     c.put("git_commit", Version.gitCommit());
@@ -76,7 +78,8 @@ public final class Conditions {
     URI admin = admins == null ? null : admins.any();
     ObjectNode l = c.putObject("labels");
     labels.forEach(l::put);
-    HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    HttpClient http =
+        transport.applyTrust(HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5))).build();
     c.set("upstream_models", models(http, url, apiKey));
     if (proxyConfig != null) {
       c.put("proxy_config_file", proxyConfig.toString());

@@ -1,5 +1,6 @@
 package io.phasemeter.load.campaign;
 
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.workload.Api;
 import io.phasemeter.load.workload.ApiKey;
 import java.io.IOException;
@@ -45,8 +46,7 @@ final class StartupProbe {
   private final Duration readyTimeout;
   private final Path logDir;
   private final PrintWriter out;
-  private final HttpClient http =
-      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+  private final HttpClient http;
   private int launches;
 
   StartupProbe(
@@ -58,7 +58,10 @@ final class StartupProbe {
       ApiKey apiKey,
       Duration readyTimeout,
       Path logDir,
-      PrintWriter out) {
+      PrintWriter out,
+      Transport transport) {
+    this.http =
+        transport.applyTrust(HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2))).build();
     this.command = command;
     this.coldCommand = coldCommand;
     this.server = server;

@@ -3,6 +3,7 @@ package io.phasemeter.load.http;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.RequestOptions;
 import java.net.URI;
@@ -14,8 +15,12 @@ public final class HttpGet {
 
   public record Result(int status, String body) {}
 
-  public static Result get(Vertx vertx, URI uri, String token) throws Exception {
-    HttpClient client = vertx.createHttpClient();
+  /**
+   * GETs {@code uri}, trusting over https what {@code transport} trusts (--ca-file, --insecure).
+   */
+  public static Result get(Vertx vertx, URI uri, String token, Transport transport)
+      throws Exception {
+    HttpClient client = vertx.createHttpClient(transport.applyTrust(new HttpClientOptions()));
     Promise<Result> done = Promise.promise();
     vertx
         .getOrCreateContext()

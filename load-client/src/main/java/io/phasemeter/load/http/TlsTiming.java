@@ -29,6 +29,16 @@ import javax.net.ssl.SSLEngine;
  * <p>Costs nothing per request: one map entry per connection opened, taken once. Bounded: local
  * ports key the entries, so a note never taken (a handshake that failed) is replaced by the next
  * connection from that port; at most 65,536 entries (each a handler whose channel is closed).
+ *
+ * <p>Its handlers are built without the context's Netty {@code ResumptionController} (package-
+ * private in Netty). That controller only matters for a trust manager implementing Netty's {@code
+ * ResumableX509ExtendedTrustManager}, to tell it of a resumed session (whose chain the JDK does not
+ * check again); none of the client's trust managers (the platform's, {@code --ca-file}'s PEM one,
+ * {@code --insecure}'s) implements it, and with none configured the controller does nothing.
+ * Session resumption itself is the JDK engine's: engines are made by the same context with the
+ * peer's host and port ({@code newEngine(alloc, host, port)}), so its client session cache still
+ * offers tickets. A resumed handshake is timed as a full one: from the TCP-connected instant to the
+ * handshake's end.
  */
 final class TlsTiming {
   private final ConcurrentHashMap<Integer, Note> notes = new ConcurrentHashMap<>();

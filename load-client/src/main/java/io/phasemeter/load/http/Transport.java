@@ -5,11 +5,21 @@ import io.vertx.core.http.HttpVersion;
 import io.vertx.core.net.PemTrustOptions;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.GeneralSecurityException;
+import java.security.KeyStore;
+import java.security.cert.Certificate;
 import java.security.cert.CertificateException;
 import java.security.cert.CertificateFactory;
+import java.security.cert.X509Certificate;
 import java.util.List;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.TrustManagerFactory;
+import javax.net.ssl.X509ExtendedTrustManager;
 
 /**
  * How the load client speaks to its servers ({@code --ca-file}, {@code --insecure}, {@code
@@ -82,6 +92,74 @@ public record Transport(Path caFile, boolean insecure, boolean http2) {
   /** Trust and verification for admin clients (no version change). */
   public HttpClientOptions applyTrust(HttpClientOptions o) {
     return apply(o, false);
+  }
+
+  /**
+   * The same trust for the JDK's HTTP client (the campaign's conditions and start-up probe, {@code
+   * join-k6}'s lookups); the builder as it was with the platform's trust.
+   */
+  public java.net.http.HttpClient.Builder applyTrust(java.net.http.HttpClient.Builder b) {
+    return caFile == null && !insecure ? b : b.sslContext(sslContext());
+  }
+
+  /**
+   * An SSL context trusting {@code --ca-file}'s certificates only, or, with {@code --insecure},
+   * anything: a trust manager that checks nothing also checks no name, since the JDK verifies the
+   * name inside the trust manager it is given (an {@link X509ExtendedTrustManager} is used as is).
+   */
+  SSLContext sslContext() {
+    try {
+      TrustManager[] trust;
+      if (insecure) {
+        trust = new TrustManager[] {new TrustAll()};
+      } else {
+        KeyStore store = KeyStore.getInstance(KeyStore.getDefaultType());
+        store.load(null, null);
+        int i = 0;
+        try (InputStream in = Files.newInputStream(caFile)) {
+          for (Certificate c : CertificateFactory.getInstance("X.509").generateCertificates(in)) {
+            store.setCertificateEntry("ca-" + i++, c);
+          }
+        }
+        TrustManagerFactory f =
+            TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+        f.init(store);
+        trust = f.getTrustManagers();
+      }
+      SSLContext context = SSLContext.getInstance("TLS");
+      context.init(null, trust, null);
+      return context;
+    } catch (IOException | GeneralSecurityException e) {
+      // The constructor read the same file a moment ago.
+      throw new IllegalArgumentException(
+          "--ca-file " + caFile + ": cannot read it (" + e.getClass().getSimpleName() + ")", e);
+    }
+  }
+
+  /** {@code --insecure} for the JDK's client: no chain, no name checked. */
+  private static final class TrustAll extends X509ExtendedTrustManager {
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, Socket socket) {}
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, Socket socket) {}
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, SSLEngine engine) {}
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, SSLEngine engine) {}
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType) {}
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType) {}
+
+    @Override
+    public X509Certificate[] getAcceptedIssuers() {
+      return new X509Certificate[0];
+    }
   }
 
   /** How the server's certificate is verified, for the conditions. */

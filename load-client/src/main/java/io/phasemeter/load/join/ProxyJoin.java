@@ -1,6 +1,7 @@
 package io.phasemeter.load.join;
 
 import io.phasemeter.load.http.HttpGet;
+import io.phasemeter.load.http.Transport;
 import io.vertx.core.Vertx;
 import io.vertx.core.json.JsonObject;
 import java.net.URI;
@@ -26,6 +27,7 @@ public final class ProxyJoin implements AutoCloseable {
   private final Consumer<String> progress;
   private final Duration fetchTimeout;
   private final ReplicaFeeds.Resolver resolver;
+  private final Transport transport;
   private ReplicaFeeds feeds;
   // What the join came to, taken before the feeds are closed (their state is then "down").
   private volatile JoinCounts finalCounts;
@@ -37,7 +39,16 @@ public final class ProxyJoin implements AutoCloseable {
    */
   public ProxyJoin(
       Vertx vertx, Admins admins, String adminToken, Joiner joiner, Consumer<String> say) {
-    this(vertx, admins, adminToken, joiner, say, say, Duration.ZERO, ReplicaFeeds.JDK);
+    this(
+        vertx,
+        admins,
+        adminToken,
+        joiner,
+        say,
+        say,
+        Duration.ZERO,
+        ReplicaFeeds.JDK,
+        Transport.DEFAULT);
   }
 
   /**
@@ -47,6 +58,8 @@ public final class ProxyJoin implements AutoCloseable {
    * @param fetchTimeout how long the end-of-run fetch may take ({@code --join-fetch-timeout}; zero:
    *     no fetch)
    * @param resolver resolves {@code --admin-discover}'s name
+   * @param transport the run's trust over https ({@code --ca-file}, {@code --insecure}): the feeds,
+   *     the stats and the fetch reach an https admin listener with it
    */
   public ProxyJoin(
       Vertx vertx,
@@ -56,7 +69,9 @@ public final class ProxyJoin implements AutoCloseable {
       Consumer<String> say,
       Consumer<String> progress,
       Duration fetchTimeout,
-      ReplicaFeeds.Resolver resolver) {
+      ReplicaFeeds.Resolver resolver,
+      Transport transport) {
+    this.transport = transport;
     this.vertx = vertx;
     this.admins = admins;
     this.adminToken = adminToken;
@@ -85,7 +100,8 @@ public final class ProxyJoin implements AutoCloseable {
             say,
             resolver,
             Duration.ofSeconds(RecordFeedClient.FIRST_WAIT_SECONDS),
-            System::nanoTime);
+            System::nanoTime,
+            transport);
     feeds.start();
   }
 
@@ -113,7 +129,7 @@ public final class ProxyJoin implements AutoCloseable {
     URI admin =
         all.stream().filter(Replica::up).map(Replica::admin).findFirst().orElse(admins.any());
     try {
-      HttpGet.Result r = HttpGet.get(vertx, admin.resolve("/admin/stats"), adminToken);
+      HttpGet.Result r = HttpGet.get(vertx, admin.resolve("/admin/stats"), adminToken, transport);
       if (r.status() == 200) {
         JsonObject stats = new JsonObject(r.body());
         c.put("proxy_version", stats.getValue("version"));
@@ -164,7 +180,8 @@ public final class ProxyJoin implements AutoCloseable {
                   joiner,
                   feeds::parse,
                   line -> progress.accept(line),
-                  System::nanoTime)
+                  System::nanoTime,
+                  transport)
               .fetch(feeds.fetchable(), fetchTimeout);
     }
     joiner.flush();

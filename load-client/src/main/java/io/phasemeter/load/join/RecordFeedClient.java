@@ -4,11 +4,13 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.netty.channel.ConnectTimeoutException;
 import io.phasemeter.load.http.SseParser;
+import io.phasemeter.load.http.Transport;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.RequestOptions;
@@ -114,6 +116,7 @@ public final class RecordFeedClient {
   private final Consumer<String> onWaiting;
   private final Duration firstWait;
   private final LongSupplier nanoTime;
+  private final Transport transport;
   private final AtomicLong malformed = new AtomicLong();
   private final Map<Object, Object> canonical = new ConcurrentHashMap<>();
   private final AtomicLong reconnects = new AtomicLong();
@@ -169,6 +172,22 @@ public final class RecordFeedClient {
       Consumer<String> onWaiting,
       Duration firstWait,
       LongSupplier nanoTime) {
+    this(vertx, admin, token, onReconnect, onWaiting, firstWait, nanoTime, Transport.DEFAULT);
+  }
+
+  /**
+   * As above, reaching an https admin listener with the run's trust ({@code --ca-file}, {@code
+   * --insecure}).
+   */
+  public RecordFeedClient(
+      Vertx vertx,
+      URI admin,
+      String token,
+      Consumer<Reconnect> onReconnect,
+      Consumer<String> onWaiting,
+      Duration firstWait,
+      LongSupplier nanoTime,
+      Transport transport) {
     if (firstWait.isNegative()) {
       throw new IllegalArgumentException("the first wait must not be negative");
     }
@@ -179,6 +198,7 @@ public final class RecordFeedClient {
     this.onWaiting = onWaiting;
     this.firstWait = firstWait;
     this.nanoTime = nanoTime;
+    this.transport = transport;
   }
 
   /**
@@ -190,7 +210,7 @@ public final class RecordFeedClient {
     this.sink = sink;
     Promise<Void> ready = Promise.promise();
     context = vertx.getOrCreateContext();
-    client = vertx.createHttpClient();
+    client = vertx.createHttpClient(transport.applyTrust(new HttpClientOptions()));
     context.runOnContext(
         v -> {
           firstAttemptAt = nanoTime.getAsLong();

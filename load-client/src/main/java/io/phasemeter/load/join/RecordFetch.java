@@ -1,5 +1,6 @@
 package io.phasemeter.load.join;
 
+import io.phasemeter.load.http.Transport;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
@@ -61,6 +62,7 @@ public final class RecordFetch {
   private final Function<String, ServerRecord> parse;
   private final Consumer<String> progress;
   private final LongSupplier nanoTime;
+  private final Transport transport;
   private final AtomicLong asked = new AtomicLong();
   private final AtomicLong found = new AtomicLong();
   private final AtomicLong errors = new AtomicLong();
@@ -69,6 +71,7 @@ public final class RecordFetch {
   /**
    * @param parse a record's JSON to the record, null when it is not one (a feed's parser)
    * @param progress where a progress line goes (stderr)
+   * @param transport the run's trust over https ({@code --ca-file}, {@code --insecure})
    */
   public RecordFetch(
       Vertx vertx,
@@ -76,7 +79,9 @@ public final class RecordFetch {
       Joiner joiner,
       Function<String, ServerRecord> parse,
       Consumer<String> progress,
-      LongSupplier nanoTime) {
+      LongSupplier nanoTime,
+      Transport transport) {
+    this.transport = transport;
     this.vertx = vertx;
     this.token = token;
     this.joiner = joiner;
@@ -102,11 +107,11 @@ public final class RecordFetch {
             replicas.size(),
             replicas.size() == 1 ? "" : "s",
             timeout.toMillis() / 1e3));
+    WebClientOptions options =
+        new WebClientOptions().setConnectTimeout(CONNECT_TIMEOUT_MS).setKeepAlive(true);
+    transport.applyTrust(options);
     WebClient client =
-        WebClient.create(
-            vertx,
-            new WebClientOptions().setConnectTimeout(CONNECT_TIMEOUT_MS).setKeepAlive(true),
-            new PoolOptions().setHttp1MaxSize(PER_REPLICA));
+        WebClient.create(vertx, options, new PoolOptions().setHttp1MaxSize(PER_REPLICA));
     long started = nanoTime.getAsLong();
     long ticker =
         vertx.setPeriodic(

@@ -1,5 +1,6 @@
 package io.phasemeter.load.join;
 
+import io.phasemeter.load.http.Transport;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import java.net.Inet6Address;
@@ -55,6 +56,7 @@ public final class ReplicaFeeds implements AutoCloseable {
   private final Duration firstWait;
   private final LongSupplier nanoTime;
   private final Duration resolveEvery;
+  private final Transport transport;
   private final List<Replica> replicas = new CopyOnWriteArrayList<>();
   private final Map<String, Replica> byName = new ConcurrentHashMap<>();
   // Replicas whose first subscription failed: tried again when the name still resolves to them.
@@ -78,8 +80,10 @@ public final class ReplicaFeeds implements AutoCloseable {
       Consumer<String> say,
       Resolver resolver,
       Duration firstWait,
-      LongSupplier nanoTime) {
-    this(vertx, admins, token, joiner, say, resolver, firstWait, nanoTime, RESOLVE_EVERY);
+      LongSupplier nanoTime,
+      Transport transport) {
+    this(
+        vertx, admins, token, joiner, say, resolver, firstWait, nanoTime, RESOLVE_EVERY, transport);
   }
 
   /** As the public constructor, resolving every {@code resolveEvery} (tests). */
@@ -93,6 +97,31 @@ public final class ReplicaFeeds implements AutoCloseable {
       Duration firstWait,
       LongSupplier nanoTime,
       Duration resolveEvery) {
+    this(
+        vertx,
+        admins,
+        token,
+        joiner,
+        say,
+        resolver,
+        firstWait,
+        nanoTime,
+        resolveEvery,
+        Transport.DEFAULT);
+  }
+
+  private ReplicaFeeds(
+      Vertx vertx,
+      Admins admins,
+      String token,
+      Joiner joiner,
+      Consumer<String> say,
+      Resolver resolver,
+      Duration firstWait,
+      LongSupplier nanoTime,
+      Duration resolveEvery,
+      Transport transport) {
+    this.transport = transport;
     this.resolveEvery = resolveEvery;
     this.vertx = vertx;
     this.admins = admins;
@@ -322,7 +351,8 @@ public final class ReplicaFeeds implements AutoCloseable {
             c -> say.accept(label(r) + c.line()),
             line -> say.accept(label(r) + line),
             firstWait,
-            nanoTime);
+            nanoTime,
+            transport);
     r.feed(feed);
     if (closed) {
       return Future.failedFuture("closed");

@@ -87,6 +87,7 @@ class CampaignRunnerTest {
             Duration.ofSeconds(30),
             Duration.ofSeconds(1),
             Duration.ZERO,
+            null,
             null);
     result =
         new CampaignRunner(Plan.load(planFile), o, new PrintWriter(progress, true))

@@ -82,7 +82,8 @@ class StartupProbeApiTest {
             key,
             Duration.ofSeconds(3),
             dir,
-            new PrintWriter(new StringWriter(), true));
+            new PrintWriter(new StringWriter(), true),
+            io.phasemeter.load.http.Transport.DEFAULT);
     List<StartupProbe.Start> starts = new ArrayList<>();
     StartupProbe.Launched launched = probe.measure(1, starts);
     StartupProbe.stop(launched.process());

@@ -73,7 +73,14 @@ class RecordFetchTest {
 
   private RecordFetch fetch(Joiner joiner) {
     RecordFeedClient parser = new RecordFeedClient(vertx, URI.create("http://127.0.0.1:1"), null);
-    return new RecordFetch(vertx, null, joiner, parser::parse, lines::add, System::nanoTime);
+    return new RecordFetch(
+        vertx,
+        null,
+        joiner,
+        parser::parse,
+        lines::add,
+        System::nanoTime,
+        io.phasemeter.load.http.Transport.DEFAULT);
   }
 
   @Test

@@ -158,7 +158,8 @@ class ReplicaFeedsTest {
               throw new UnknownHostException(host);
             },
             Duration.ZERO,
-            System::nanoTime);
+            System::nanoTime,
+            io.phasemeter.load.http.Transport.DEFAULT);
     assertThatThrownBy(feeds::start)
         .hasMessage("--admin-discover dns://nowhere.test:9464: it does not resolve");
   }
@@ -183,7 +184,8 @@ class ReplicaFeedsTest {
             said::add,
             host -> many,
             Duration.ZERO,
-            System::nanoTime);
+            System::nanoTime,
+            io.phasemeter.load.http.Transport.DEFAULT);
     try {
       feeds.start();
       assertThat(feeds.replicas()).hasSize(ReplicaFeeds.MAX_REPLICAS);

@@ -174,6 +174,16 @@ class K6EnvelopeTest extends ProxyTestBase {
     assertThat(out.at("/timing_with_desc/queue").asDouble()).isEqualTo(12.5);
     assertThat(out.at("/timing_with_desc").has("cache")).isFalse();
 
+    // k6's connect and TLS handshake: only a request that opened a connection has them; plain
+    // http has no tls; a reused connection (k6's zeros) none at all.
+    assertThat(out.at("/setup/0/opened").asBoolean()).isTrue();
+    assertThat(out.at("/setup/0/connect_ms").asDouble()).isEqualTo(0.21);
+    assertThat(out.at("/setup/0/tls_ms").asDouble()).isEqualTo(3.5);
+    assertThat(out.at("/setup/1/connect_ms").asDouble()).isEqualTo(0.3);
+    assertThat(out.at("/setup/1/tls_ms").isNull()).isTrue();
+    assertThat(out.at("/setup/2/opened").asBoolean()).isFalse();
+    assertThat(out.at("/setup/2/connect_ms").isNull()).isTrue();
+
     // Traceparents: W3C-valid, this generator's id in the high half, unique, never all zero.
     Pattern w3c = Pattern.compile("00-[0-9a-f]{32}-[0-9a-f]{16}-01");
     List<String> tps = JSON.convertValue(out.get("traceparents"), List.class);
