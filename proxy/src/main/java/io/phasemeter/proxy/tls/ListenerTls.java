@@ -13,6 +13,8 @@ import io.vertx.core.http.HttpServerOptions;
 import io.vertx.core.http.HttpVersion;
 import io.vertx.core.net.ServerSSLOptions;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.BasicFileAttributes;
@@ -26,6 +28,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Set;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -36,16 +39,20 @@ import org.slf4j.LoggerFactory;
  * <p>The files are read and checked by {@link PemFiles} when the listener is built (a failure is a
  * {@link ConfigException}: one line, exit 2, nothing listening). Every {@code reload_interval} a
  * worker thread looks at the files again: when their modification time, size or identity changed
- * and their content differs from what is served, the new pair is checked and, when good, handed to
- * {@link HttpServer#updateSSLOptions}: connections made afterwards get it, open ones keep theirs. A
- * new version that fails its check is looked at once more on the next tick before it counts, so a
- * rotation caught between its two file moves (key written, certificate not yet) is not a failure; a
- * version that still fails leaves the old pair in service and is counted and logged once, however
- * many ticks it stays.
+ * and their content differs from what is served, they are read once, and those bytes are hashed,
+ * checked and, when good, handed to {@link HttpServer#updateSSLOptions}: connections made
+ * afterwards get the pair, open ones keep theirs. The pair counts as served (expiry gauge, serial,
+ * {@code result="ok"}) only once the listener took it; one it did not take is counted failed,
+ * logged once and offered again on the next tick. A new version that fails its check is looked at
+ * once more on the next tick before it counts, so a rotation caught between its two file moves (key
+ * written, certificate not yet) is not a failure; a version that still fails leaves the old pair in
+ * service and is counted and logged once, however many ticks it stays.
  *
  * <p>Registers {@code llm_tls_reloads_total} by {@code listener} and {@code result} ({@code ok},
- * {@code failed}) and {@code llm_tls_certificate_expiry_timestamp_seconds} by {@code listener}: the
- * served certificate's notAfter, what an operator alerts on.
+ * {@code failed}), {@code llm_tls_reload_checks_total} by {@code listener} (one per look at the
+ * files, as Envoy's SDS {@code update_attempt}) and {@code
+ * llm_tls_certificate_expiry_timestamp_seconds} by {@code listener}: the served certificate's
+ * notAfter, what an operator alerts on.
  */
 public final class ListenerTls {
   private static final Logger LOG = LoggerFactory.getLogger(ListenerTls.class);
@@ -72,6 +79,9 @@ public final class ListenerTls {
   /** What one version of the files is, without reading them. */
   private record Stamp(long modifiedNanos, long size, Object fileKey) {}
 
+  /** One version of the files, read once: the bytes that are hashed, checked and served. */
+  private record Contents(byte[] cert, byte[] key, byte[] clientCa, byte[] hash) {}
+
   /** A checked pair (and client CA) with the options made of it. */
   private record Served(PemFiles.KeyPair pair, ServerSSLOptions options, byte[] contentHash) {}
 
@@ -86,12 +96,16 @@ public final class ListenerTls {
   private volatile Served served;
   private Counter reloadsOk;
   private Counter reloadsFailed;
-  // Guarded by lock: the files' stamps last looked at, a failing version seen once and one counted.
+  private Counter checks;
+  // Guarded by lock: the files' stamps last looked at, a failing version seen once and one counted,
+  // the pair being handed to the listener, and a pair the listener refused (counted once).
   private List<Stamp> stamps;
   private byte[] pendingFailure;
   private byte[] reportedFailure;
+  private Served updating;
+  private byte[] refusedByListener;
+  private Function<ServerSSLOptions, Future<Boolean>> update;
   private long timer = -1;
-  private volatile HttpServer server;
   private boolean closed;
 
   private ListenerTls(
@@ -145,37 +159,55 @@ public final class ListenerTls {
     Objects.requireNonNull(config, "config");
     ListenerTls tls = new ListenerTls(vertx, config, listener, key, alpn, clock, warn);
     synchronized (tls.lock) {
-      // Checked first: PemFiles names the key and file of the fault in one line.
-      Served first = tls.check(null);
+      // Stamped before the read: a change in between is looked at again on the first tick.
       tls.stamps = tls.stat();
-      tls.served = new Served(first.pair(), first.options(), tls.contentHash());
+      // Checked first: PemFiles names the key and file of the fault in one line.
+      tls.served = tls.check(tls.read());
     }
     return tls;
   }
 
   /** Turns TLS on in {@code options} with the pair in service. */
   public HttpServerOptions applyTo(HttpServerOptions options) {
-    ServerSSLOptions ssl = served.options();
+    apply(served.options(), options);
+    options.setAlpnVersions(alpn);
+    return options;
+  }
+
+  /**
+   * Copies {@code ssl} into {@code options}: the one place the listener's TLS settings (built once,
+   * in {@link #check}) reach the server options, so the first pair and a reloaded one are served
+   * alike.
+   */
+  static HttpServerOptions apply(ServerSSLOptions ssl, HttpServerOptions options) {
     options
         .setSsl(true)
-        .setUseAlpn(true)
+        .setUseAlpn(ssl.isUseAlpn())
         .setKeyCertOptions(ssl.getKeyCertOptions())
-        .setEnabledSecureTransportProtocols(PROTOCOLS)
+        .setEnabledSecureTransportProtocols(ssl.getEnabledSecureTransportProtocols())
+        .setSslHandshakeTimeout(ssl.getSslHandshakeTimeout())
+        .setSslHandshakeTimeoutUnit(ssl.getSslHandshakeTimeoutUnit())
         .setClientAuth(ssl.getClientAuth());
     if (ssl.getTrustOptions() != null) {
       options.setTrustOptions(ssl.getTrustOptions());
     }
-    options.setAlpnVersions(alpn);
-    for (String suite : CIPHER_SUITES) {
+    for (String suite : ssl.getEnabledCipherSuites()) {
       options.addEnabledCipherSuite(suite);
     }
     return options;
   }
 
-  /** Registers this listener's reload counter and certificate expiry gauge. */
+  /** Registers this listener's reload counters and certificate expiry gauge. */
   public void bindTo(MeterRegistry registry) {
     reloadsOk = reloads(registry, "ok");
     reloadsFailed = reloads(registry, "failed");
+    checks =
+        Counter.builder("llm.tls.reload.checks")
+            .tag("listener", listener)
+            .description(
+                "Looks at the certificate files, one every reload_interval: flat when the reload"
+                    + " has stopped")
+            .register(registry);
     Gauge.builder(
             "llm.tls.certificate.expiry.timestamp.seconds",
             this,
@@ -198,63 +230,149 @@ public final class ListenerTls {
    * good new pair to {@code server}.
    */
   public void watch(HttpServer server) {
+    // Forced: the content hash has already told a new pair from the served one.
+    updatesThrough(options -> server.updateSSLOptions(options, true));
     long everyMs = config.reloadInterval().toMillis();
     synchronized (lock) {
-      this.server = server;
       if (everyMs <= 0 || closed) {
         return;
       }
-      timer = vertx.setPeriodic(everyMs, id -> tick());
+      timer =
+          vertx.setPeriodic(
+              everyMs,
+              id ->
+                  reload()
+                      .onFailure(
+                          e ->
+                              LOG.warn(
+                                  "{}: looking at the certificate files failed ({})",
+                                  key,
+                                  e.getClass().getName())));
     }
   }
 
-  private void tick() {
-    vertx
+  /**
+   * Where a new pair goes: the listener's {@code updateSSLOptions} once it listens; its future's
+   * {@code true} means the listener took the pair.
+   */
+  void updatesThrough(Function<ServerSSLOptions, Future<Boolean>> update) {
+    synchronized (lock) {
+      this.update = update;
+    }
+  }
+
+  /**
+   * One tick: looks at the files on a worker thread and, when they hold a new good pair, hands it
+   * to the listener; the pair counts as served only once the listener took it. Completes with
+   * whether a new pair is now served.
+   */
+  Future<Boolean> reload() {
+    return vertx
         .executeBlocking(this::reloadIfChanged, false)
-        .onSuccess(
-            next -> {
-              if (next != null && server != null) {
-                server
-                    .updateSSLOptions(next.options())
-                    .onFailure(e -> warn.accept(key + ": cannot serve the new certificate: " + e));
+        .compose(next -> next == null ? Future.succeededFuture(false) : handOver(next))
+        .andThen(
+            done -> {
+              if (checks != null) {
+                checks.increment();
               }
             });
   }
 
   /**
-   * Looks at the files once: when they changed, checks them, and returns the new pair to serve
-   * (already in force for {@link #notAfter}), or null. Does blocking file IO.
+   * Looks at the files once: when they changed, reads them once, checks those bytes, and returns
+   * the new pair to hand to the listener, or null. Does blocking file IO.
    */
-  Served reloadIfChanged() {
+  private Served reloadIfChanged() {
     synchronized (lock) {
-      if (closed) {
+      if (closed || updating != null || update == null) {
+        // Closed, not listening yet, or a hand-over still under way: looked at on a later tick.
         return null;
       }
       List<Stamp> now;
-      byte[] hash;
+      Contents contents;
       try {
         now = stat();
         if (now.equals(stamps)) {
           return null;
         }
-        hash = contentHash();
+        contents = read();
       } catch (ConfigException e) {
-        return failed(sha256(e.getMessage().getBytes(java.nio.charset.StandardCharsets.UTF_8)), e);
+        return failed(sha256(e.getMessage().getBytes(StandardCharsets.UTF_8)), e);
       }
       stamps = now;
+      byte[] hash = contents.hash();
       if (Arrays.equals(hash, served.contentHash()) || Arrays.equals(hash, reportedFailure)) {
         pendingFailure = null;
         return null;
       }
       Served next;
       try {
-        next = check(hash);
+        next = check(contents);
       } catch (ConfigException e) {
         return failed(hash, e);
       }
-      served = next;
       pendingFailure = null;
+      updating = next;
+      return next;
+    }
+  }
+
+  /** Hands {@code next} to the listener and settles on what it answers. */
+  private Future<Boolean> handOver(Served next) {
+    Future<Boolean> taken;
+    synchronized (lock) {
+      if (closed) {
+        updating = null;
+        return Future.succeededFuture(false);
+      }
+      try {
+        taken = update.apply(next.options());
+      } catch (IllegalStateException e) {
+        // Vert.x: "Not listening". The listener closed (the proxy closes it before this): nothing
+        // is served any more, so nothing is reloaded either.
+        updating = null;
+        stopTimer();
+        return Future.succeededFuture(false);
+      }
+    }
+    return taken.transform(
+        r ->
+            Future.succeededFuture(
+                settle(next, r.succeeded() && Boolean.TRUE.equals(r.result()), r.cause())));
+  }
+
+  /**
+   * What the listener answered: a pair it took is the served one (expiry gauge, serial, counted ok
+   * and logged); one it did not take leaves the old pair served, is counted failed and logged once,
+   * and is offered again on the next tick.
+   */
+  private boolean settle(Served next, boolean taken, Throwable cause) {
+    synchronized (lock) {
+      updating = null;
+      if (closed) {
+        return false;
+      }
+      if (!taken) {
+        stamps = null;
+        if (!Arrays.equals(next.contentHash(), refusedByListener)) {
+          refusedByListener = next.contentHash();
+          if (reloadsFailed != null) {
+            reloadsFailed.increment();
+          }
+          // The class only: a TLS library's message may quote the bytes it could not use.
+          warn.accept(
+              key
+                  + ": the listener did not take the new certificate ("
+                  + (cause == null ? "not applied" : cause.getClass().getSimpleName())
+                  + "); still serving the certificate valid until "
+                  + served.pair().notAfter()
+                  + " (offered again every reload_interval)");
+        }
+        return false;
+      }
+      served = next;
       reportedFailure = null;
+      refusedByListener = null;
       if (reloadsOk != null) {
         reloadsOk.increment();
       }
@@ -264,7 +382,7 @@ public final class ListenerTls {
           next.pair().subject(),
           next.pair().leaf().getSerialNumber().toString(16),
           next.pair().notAfter());
-      return next;
+      return true;
     }
   }
 
@@ -323,37 +441,70 @@ public final class ListenerTls {
                 + io.phasemeter.core.Durations.format(config.reloadInterval()));
   }
 
-  /** Stops the reload timer. */
+  /** Stops the reload timer; a look or hand-over under way settles without effect. */
   public Future<Void> close() {
     synchronized (lock) {
       closed = true;
-      if (timer >= 0) {
-        vertx.cancelTimer(timer);
-        timer = -1;
-      }
+      stopTimer();
     }
     return Future.succeededFuture();
   }
 
-  private Served check(byte[] hash) {
+  // Guarded by lock.
+  private void stopTimer() {
+    if (timer >= 0) {
+      vertx.cancelTimer(timer);
+      timer = -1;
+    }
+  }
+
+  /** The files' bytes, each read once, and their hash. */
+  private Contents read() {
+    byte[] cert = PemFiles.read(Path.of(config.certFile()), key + ".cert_file");
+    byte[] privateKey = PemFiles.read(Path.of(config.keyFile()), key + ".key_file");
+    byte[] clientCa =
+        config.mutual()
+            ? PemFiles.read(Path.of(config.clientCaFile()), key + ".client_ca_file")
+            : null;
+    MessageDigest md = digest();
+    for (byte[] bytes : new byte[][] {cert, privateKey, clientCa}) {
+      if (bytes != null) {
+        // Each behind its length, so no two versions hash alike by moving a boundary.
+        md.update(ByteBuffer.allocate(8).putLong(bytes.length).array());
+        md.update(bytes);
+      }
+    }
+    return new Contents(cert, privateKey, clientCa, md.digest());
+  }
+
+  /** Checks one version of the files and builds the listener's TLS options of it. */
+  private Served check(Contents contents) {
+    Path clientCaFile = config.mutual() ? Path.of(config.clientCaFile()) : null;
     PemFiles.KeyPair pair =
         PemFiles.readKeyPair(
-            vertx, Path.of(config.certFile()), Path.of(config.keyFile()), key, clock.instant());
+            vertx,
+            contents.cert(),
+            contents.key(),
+            Path.of(config.certFile()),
+            Path.of(config.keyFile()),
+            key,
+            clock.instant());
     ServerSSLOptions options =
         new ServerSSLOptions()
             .setKeyCertOptions(pair.options())
             .setEnabledSecureTransportProtocols(PROTOCOLS)
             .setUseAlpn(true)
             .setClientAuth(config.mutual() ? ClientAuth.REQUIRED : ClientAuth.NONE);
-    if (config.mutual()) {
+    if (clientCaFile != null) {
       options.setTrustOptions(
           PemFiles.trustOptions(
-              PemFiles.readCertificates(Path.of(config.clientCaFile()), key + ".client_ca_file")));
+              PemFiles.readCertificates(
+                  contents.clientCa(), clientCaFile, key + ".client_ca_file")));
     }
     for (String suite : CIPHER_SUITES) {
       options.addEnabledCipherSuite(suite);
     }
-    return new Served(pair, options, hash);
+    return new Served(pair, options, contents.hash());
   }
 
   private List<Path> files() {
@@ -381,21 +532,6 @@ public final class ListenerTls {
       }
     }
     return out;
-  }
-
-  /** The SHA-256 of every file's content, in order, each behind its length. */
-  private byte[] contentHash() {
-    MessageDigest md = digest();
-    for (Path f : files()) {
-      try {
-        byte[] bytes = Files.readAllBytes(f);
-        md.update(java.nio.ByteBuffer.allocate(8).putLong(bytes.length).array());
-        md.update(bytes);
-      } catch (IOException e) {
-        throw new ConfigException(key + ": cannot read " + f + " (" + e.getMessage() + ")", e);
-      }
-    }
-    return md.digest();
   }
 
   private static byte[] sha256(byte[] bytes) {

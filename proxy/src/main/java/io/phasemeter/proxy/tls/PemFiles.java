@@ -82,8 +82,33 @@ public final class PemFiles {
    */
   public static KeyPair readKeyPair(
       Vertx vertx, Path certFile, Path keyFile, String key, Instant now) {
-    byte[] certBytes = read(certFile, key + ".cert_file");
-    byte[] keyBytes = read(keyFile, key + ".key_file");
+    return readKeyPair(
+        vertx,
+        read(certFile, key + ".cert_file"),
+        read(keyFile, key + ".key_file"),
+        certFile,
+        keyFile,
+        key,
+        now);
+  }
+
+  /**
+   * Checks a certificate file's and a key file's bytes, already read (by {@link #read}); reads no
+   * file. The pair returned is made of exactly these bytes, so a caller that hashed them knows what
+   * is served.
+   *
+   * @param certFile where {@code certBytes} came from, for messages
+   * @param keyFile where {@code keyBytes} came from, for messages
+   * @throws ConfigException one line naming {@code key} and the file at fault
+   */
+  public static KeyPair readKeyPair(
+      Vertx vertx,
+      byte[] certBytes,
+      byte[] keyBytes,
+      Path certFile,
+      Path keyFile,
+      String key,
+      Instant now) {
     List<X509Certificate> chain = parseCertificates(certBytes, certFile, key + ".cert_file");
     PemKeyCertOptions options =
         new PemKeyCertOptions()
@@ -116,6 +141,16 @@ public final class PemFiles {
     return parseCertificates(read(file, key), file, key);
   }
 
+  /**
+   * Checks a file of PEM certificates whose bytes are already read.
+   *
+   * @param file where {@code bytes} came from, for messages
+   * @throws ConfigException one line naming {@code key} and the file
+   */
+  public static List<X509Certificate> readCertificates(byte[] bytes, Path file, String key) {
+    return parseCertificates(bytes, file, key);
+  }
+
   /** Trust options holding exactly {@code certificates}. */
   public static PemTrustOptions trustOptions(List<X509Certificate> certificates) {
     PemTrustOptions trust = new PemTrustOptions();
@@ -129,7 +164,13 @@ public final class PemFiles {
     return trust;
   }
 
-  private static byte[] read(Path file, String key) {
+  /**
+   * The bytes of a regular file of at most 1 MiB.
+   *
+   * @param key the configuration key the file comes from ({@code listen.tls.cert_file})
+   * @throws ConfigException one line naming {@code key} and the file
+   */
+  public static byte[] read(Path file, String key) {
     try {
       if (!Files.isRegularFile(file)) {
         throw new ConfigException(key + ": " + file + " is not a readable file");

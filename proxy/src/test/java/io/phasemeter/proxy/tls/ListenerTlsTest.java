@@ -8,7 +8,9 @@ import io.phasemeter.core.testing.TestPki;
 import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.vertx.core.Future;
 import io.vertx.core.Vertx;
+import io.vertx.core.net.ServerSSLOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -16,15 +18,17 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The reload of a listener's certificate, one look at the files at a time ({@code reloadIfChanged},
- * what each tick runs): a good new pair is served, a bad one is counted and logged once while the
- * old one stays, and a rotation caught half-way is no failure.
+ * The reload of a listener's certificate, one tick at a time ({@code reload}, the listener's side
+ * of the hand-over played by the test): a good new pair is served once the listener took it, a bad
+ * one or one the listener did not take is counted and logged once while the old one stays, and a
+ * rotation caught half-way is no failure.
  */
 class ListenerTlsTest {
   @TempDir Path dir;
@@ -35,6 +39,9 @@ class ListenerTlsTest {
   private Path key;
   private final List<String> warnings = new CopyOnWriteArrayList<>();
   private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+  // The listener's side of a hand-over: what it was offered and what it answers.
+  private final List<ServerSSLOptions> offered = new CopyOnWriteArrayList<>();
+  private Supplier<Future<Boolean>> listener = () -> Future.succeededFuture(true);
 
   @BeforeEach
   void setUp() {
@@ -61,6 +68,11 @@ class ListenerTlsTest {
             Clock.systemUTC(),
             warnings::add);
     tls.bindTo(registry);
+    tls.updatesThrough(
+        options -> {
+          offered.add(options);
+          return listener.get();
+        });
     return tls;
   }
 
@@ -82,13 +94,13 @@ class ListenerTlsTest {
   void aGoodNewPairIsServedAndCounted() throws Exception {
     ListenerTls tls = load();
     var before = tls.serial();
-    assertThat(tls.reloadIfChanged()).isNull();
+    assertThat(tls.reload().await()).isFalse();
 
     TestPki.Issued second = pki.server("second", "localhost", "127.0.0.1");
     second.installAs(cert, key);
     touch();
 
-    assertThat(tls.reloadIfChanged()).isNotNull();
+    assertThat(tls.reload().await()).isTrue();
     assertThat(tls.serial()).isEqualTo(second.certificate().getSerialNumber()).isNotEqualTo(before);
     assertThat(tls.notAfter()).isEqualTo(second.certificate().getNotAfter().toInstant());
     assertThat(reloads("ok")).isEqualTo(1);
@@ -96,7 +108,7 @@ class ListenerTlsTest {
     assertThat(registry.get("llm.tls.certificate.expiry.timestamp.seconds").gauge().value())
         .isEqualTo(second.certificate().getNotAfter().toInstant().getEpochSecond());
     // Nothing changed since: nothing reloaded.
-    assertThat(tls.reloadIfChanged()).isNull();
+    assertThat(tls.reload().await()).isFalse();
     assertThat(reloads("ok")).isEqualTo(1);
     assertThat(warnings).isEmpty();
   }
@@ -113,7 +125,7 @@ class ListenerTlsTest {
     touch();
 
     for (int tick = 0; tick < 5; tick++) {
-      assertThat(tls.reloadIfChanged()).isNull();
+      assertThat(tls.reload().await()).isFalse();
     }
 
     assertThat(tls.serial()).isEqualTo(served);
@@ -138,7 +150,7 @@ class ListenerTlsTest {
     touch();
 
     for (int tick = 0; tick < 3; tick++) {
-      tls.reloadIfChanged();
+      tls.reload().await();
     }
 
     assertThat(tls.serial()).isEqualTo(served);
@@ -152,14 +164,14 @@ class ListenerTlsTest {
     Files.delete(cert);
 
     for (int tick = 0; tick < 3; tick++) {
-      tls.reloadIfChanged();
+      tls.reload().await();
     }
     assertThat(reloads("failed")).isEqualTo(1);
     assertThat(warnings).singleElement().asString().startsWith("listen.tls: cannot read " + cert);
 
     TestPki.Issued back = pki.server("back", "localhost");
     back.installAs(cert, key);
-    assertThat(tls.reloadIfChanged()).isNotNull();
+    assertThat(tls.reload().await()).isTrue();
     assertThat(tls.serial()).isEqualTo(back.certificate().getSerialNumber());
     assertThat(reloads("ok")).isEqualTo(1);
   }
@@ -171,17 +183,93 @@ class ListenerTlsTest {
     // The key is moved into place first (as Issued.installAs does); a look lands here.
     Files.copy(next.keyFile(), key, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
     touch();
-    assertThat(tls.reloadIfChanged()).isNull();
+    assertThat(tls.reload().await()).isFalse();
     // Then the certificate.
     next.installAs(cert, key);
     touch();
 
-    assertThat(tls.reloadIfChanged()).isNotNull();
+    assertThat(tls.reload().await()).isTrue();
 
     assertThat(tls.serial()).isEqualTo(next.certificate().getSerialNumber());
     assertThat(reloads("failed")).isZero();
     assertThat(reloads("ok")).isEqualTo(1);
     assertThat(warnings).isEmpty();
+  }
+
+  @Test
+  void aPairTheListenerDidNotTakeIsNotReportedServedAndIsOfferedAgain() throws Exception {
+    ListenerTls tls = load();
+    var before = tls.serial();
+    Instant notAfter = tls.notAfter();
+    TestPki.Issued second = pki.server("second", "localhost", "127.0.0.1");
+    second.installAs(cert, key);
+    touch();
+
+    listener = () -> Future.failedFuture(new IllegalArgumentException("cannot build it"));
+    assertThat(tls.reload().await()).isFalse();
+    // The old pair is served, and everything says so.
+    assertThat(tls.serial()).isEqualTo(before);
+    assertThat(tls.notAfter()).isEqualTo(notAfter);
+    assertThat(registry.get("llm.tls.certificate.expiry.timestamp.seconds").gauge().value())
+        .isEqualTo(notAfter.getEpochSecond());
+    assertThat(reloads("ok")).isZero();
+    assertThat(reloads("failed")).isEqualTo(1);
+    assertThat(warnings)
+        .singleElement()
+        .asString()
+        .startsWith("listen.tls: the listener did not take the new certificate")
+        .contains("IllegalArgumentException", "still serving the certificate valid until");
+
+    // Offered again on the next tick though the files did not change; not counted again.
+    listener = () -> Future.succeededFuture(false);
+    assertThat(tls.reload().await()).isFalse();
+    assertThat(offered).hasSize(2);
+    assertThat(reloads("failed")).isEqualTo(1);
+    assertThat(warnings).hasSize(1);
+
+    listener = () -> Future.succeededFuture(true);
+    assertThat(tls.reload().await()).isTrue();
+    assertThat(offered).hasSize(3);
+    assertThat(tls.serial()).isEqualTo(second.certificate().getSerialNumber());
+    assertThat(reloads("ok")).isEqualTo(1);
+    assertThat(reloads("failed")).isEqualTo(1);
+    // Every tick is one look at the files.
+    assertThat(registry.get("llm.tls.reload.checks").counter().count()).isEqualTo(3);
+  }
+
+  @Test
+  void aListenerThatNoLongerListensEndsTheReloadWithoutAFailure() throws Exception {
+    ListenerTls tls = load();
+    var before = tls.serial();
+    pki.server("second", "localhost").installAs(cert, key);
+    touch();
+    // What Vert.x throws once the listener closed.
+    listener =
+        () -> {
+          throw new IllegalStateException("Not listening");
+        };
+
+    assertThat(tls.reload().await()).isFalse();
+
+    assertThat(tls.serial()).isEqualTo(before);
+    assertThat(reloads("ok")).isZero();
+    assertThat(reloads("failed")).isZero();
+    assertThat(warnings).isEmpty();
+  }
+
+  @Test
+  void afterCloseATickOffersNothing() throws Exception {
+    ListenerTls tls = load();
+    var before = tls.serial();
+    tls.close().await();
+    pki.server("second", "localhost").installAs(cert, key);
+    touch();
+
+    assertThat(tls.reload().await()).isFalse();
+
+    assertThat(offered).isEmpty();
+    assertThat(tls.serial()).isEqualTo(before);
+    assertThat(reloads("ok") + reloads("failed")).isZero();
   }
 
   @Test

@@ -42,6 +42,37 @@ class PemFilesTest {
   }
 
   @Test
+  void bytesAlreadyReadAreCheckedAndServedWithoutReadingTheFilesAgain() throws Exception {
+    TestPki pki = TestPki.create(dir, "ca");
+    TestPki.Issued read = pki.server("read", "localhost");
+    byte[] cert = Files.readAllBytes(read.certFile());
+    byte[] key = Files.readAllBytes(read.keyFile());
+    // The files are replaced after they were read: what was read is what is checked and served.
+    TestPki.Issued rotated = pki.server("rotated", "localhost");
+    rotated.installAs(read.certFile(), read.keyFile());
+
+    PemFiles.KeyPair pair =
+        PemFiles.readKeyPair(
+            vertx, cert, key, read.certFile(), read.keyFile(), "listen.tls", Instant.now());
+
+    assertThat(pair.leaf()).isEqualTo(read.certificate()).isNotEqualTo(rotated.certificate());
+    assertThat(pair.options().getCertValues().get(0).getBytes()).isEqualTo(cert);
+    assertThat(pair.options().getKeyValues().get(0).getBytes()).isEqualTo(key);
+    // Faults still name the file the bytes came from.
+    assertThatThrownBy(
+            () ->
+                PemFiles.readKeyPair(
+                    vertx,
+                    cert,
+                    Files.readAllBytes(rotated.keyFile()),
+                    read.certFile(),
+                    read.keyFile(),
+                    "listen.tls",
+                    Instant.now()))
+        .hasMessageStartingWith("listen.tls.key_file: " + read.keyFile() + " is not the key of");
+  }
+
+  @Test
   void aKeyOfAnotherCertificateIsRefusedNamingBothFiles() {
     TestPki pki = TestPki.create(dir, "ca");
     TestPki.Issued a = pki.server("a", "localhost");
