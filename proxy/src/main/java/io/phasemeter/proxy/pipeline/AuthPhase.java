@@ -30,7 +30,8 @@ import java.util.Map;
  * <p>With {@code auth.client_cert: true} (mTLS on the listener) the connection's client certificate
  * names the key instead of a header: the key whose name is the certificate subject's common name
  * (CN), as an nginx operator maps {@code $ssl_client_s_dn}. API key headers are then not consulted;
- * a certificate whose CN names no key is refused like a wrong key.
+ * a certificate whose CN names no key, whose subject has no CN, or whose extended key usage leaves
+ * out client authentication ({@link ClientCertificates}) is refused like a wrong key.
  */
 final class AuthPhase {
   static final String PRIORITY_HEADER = "x-priority";
@@ -74,17 +75,17 @@ final class AuthPhase {
       ctx.sloHeaders(SloHeaders.parse(headers, null));
       return Future.succeededFuture();
     }
-    Verification v = clientCert ? verifyCertificate(ctx.request()) : verify(headers);
-    if (clientCert && !v.verified()) {
-      span.setAttribute(
-          SpanAttributes.AUTH, v instanceof Verification.Missing ? "missing" : "invalid");
-      throw ProxyFailure.of(
-          ProxyFailure.Kind.INVALID_API_KEY,
-          v instanceof Verification.Missing
-              ? "No client certificate was presented; this gateway authenticates clients by"
-                  + " their certificate."
-              : "Your client certificate names no key of this gateway. Ask your gateway's"
-                  + " operator for a certificate whose common name is your key's name.");
+    Verification v;
+    if (clientCert) {
+      ClientCertificates.Identity id = ClientCertificates.of(ctx.request().connection());
+      v = verifyCertificate(id);
+      if (!v.verified()) {
+        span.setAttribute(
+            SpanAttributes.AUTH, id instanceof ClientCertificates.None ? "missing" : "invalid");
+        throw ProxyFailure.of(ProxyFailure.Kind.INVALID_API_KEY, certificateRefusal(id));
+      }
+    } else {
+      v = verify(headers);
     }
     if (v instanceof Verification.Missing) {
       span.setAttribute(SpanAttributes.AUTH, "missing");
@@ -256,12 +257,37 @@ final class AuthPhase {
     if (keys == null) {
       return true;
     }
-    return (clientCert ? verifyCertificate(request) : verify(request.headers())).verified();
+    return (clientCert
+            ? verifyCertificate(ClientCertificates.of(request.connection()))
+            : verify(request.headers()))
+        .verified();
   }
 
-  /** The key the connection's client certificate names by its subject's CN. */
-  private Verification verifyCertificate(io.vertx.core.http.HttpServerRequest request) {
-    return keys.verifyName(ClientCertificates.commonName(request.connection()));
+  /** The key a client certificate names by its subject's CN; Missing when it names none. */
+  private Verification verifyCertificate(ClientCertificates.Identity id) {
+    return id instanceof ClientCertificates.Named named
+        ? keys.verifyName(named.name())
+        : keys.verifyName(null);
+  }
+
+  /** Why a client certificate is no credential here; never quotes its subject. */
+  private static String certificateRefusal(ClientCertificates.Identity id) {
+    if (id instanceof ClientCertificates.None) {
+      return "No client certificate was presented; this gateway authenticates clients by their"
+          + " certificate.";
+    }
+    if (id instanceof ClientCertificates.NotForClients) {
+      return "Your certificate is not a client certificate: its extended key usage does not"
+          + " include client authentication (clientAuth). Ask your gateway's operator for a"
+          + " client certificate.";
+    }
+    if (id instanceof ClientCertificates.NoCommonName) {
+      return "Your client certificate's subject has no common name (CN), so it names no key of"
+          + " this gateway. Ask your gateway's operator for a certificate whose common name is"
+          + " your key's name.";
+    }
+    return "Your client certificate names no key of this gateway. Ask your gateway's operator for"
+        + " a certificate whose common name is your key's name.";
   }
 
   private Verification verify(MultiMap headers) {
