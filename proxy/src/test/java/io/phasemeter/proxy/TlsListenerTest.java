@@ -17,7 +17,6 @@ import io.vertx.core.json.JsonObject;
 import java.io.File;
 import java.io.FileInputStream;
 import java.math.BigInteger;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -33,6 +32,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
 import javax.net.ssl.X509TrustManager;
@@ -189,17 +190,14 @@ class TlsListenerTest extends ProxyTestBase {
     assertThat(tls13.code).as(tls13.err).isZero();
     assertThat(tls13.out).contains("TLSv1.3");
 
-    // The control: openssl's own server with the same certificate accepts the same command.
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
+    // The control: openssl's own server with the same certificate accepts the same command. It
+    // binds a port of its choosing and prints it ("ACCEPT 127.0.0.1:41234"): no port to race for.
     Process control =
         new ProcessBuilder(
                 "openssl",
                 "s_server",
                 "-accept",
-                "127.0.0.1:" + port,
+                "127.0.0.1:0",
                 "-tls1_1",
                 "-cipher",
                 "DEFAULT:@SECLEVEL=0",
@@ -213,9 +211,16 @@ class TlsListenerTest extends ProxyTestBase {
             .redirectOutput(dir.resolve("s_server.log").toFile())
             .start();
     try {
-      Awaitility.await()
-          .atMost(Duration.ofSeconds(5))
-          .until(() -> Files.readString(dir.resolve("s_server.log")).contains("ACCEPT"));
+      Pattern bound = Pattern.compile("ACCEPT 127\\.0\\.0\\.1:(\\d+)");
+      String port =
+          Awaitility.await()
+              .atMost(Duration.ofSeconds(5))
+              .until(
+                  () -> {
+                    Matcher m = bound.matcher(Files.readString(dir.resolve("s_server.log")));
+                    return m.find() ? m.group(1) : null;
+                  },
+                  java.util.Objects::nonNull);
       Run accepted = sClient("127.0.0.1:" + port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0");
       assertThat(accepted.code).as(accepted.out + accepted.err).isZero();
       assertThat(accepted.out).contains("TLSv1.1");
@@ -308,6 +313,10 @@ class TlsListenerTest extends ProxyTestBase {
             chat("hi", false),
             url(CHAT));
     Run none = curl("--cacert", ca, "-d", chat("hi", false), url(CHAT));
+    // Signed by the same CA with CN=tenant-a, but a server's certificate (serverAuth only).
+    TestPki.Issued serverCert = pki.server("as-client", "tenant-a");
+    Run notForClients = curlWith(serverCert, ca);
+    Run noCn = curlWith(pki.client("blank", ""), ca);
 
     assertThat(ok.code).as(ok.err).isZero();
     assertThat(ok.out).contains("\"choices\"");
@@ -318,10 +327,28 @@ class TlsListenerTest extends ProxyTestBase {
     // a reset while reading (56) or, sending its request onto the closed socket, a send error (55).
     assertThat(otherCa.code).as(otherCa.err).isIn(35, 55, 56);
     assertThat(none.code).as(none.err).isIn(35, 55, 56);
-    List<Finished> done = awaitFinished(2);
+    // Refused in the handshake too: the JDK's trust manager checks a TLS client's extended key
+    // usage. ClientCertificates checks it again behind the handshake (ClientCertificatesTest).
+    assertThat(notForClients.code).as(notForClients.err).isIn(35, 55, 56);
+    assertThat(noCn.code).as(noCn.err).isZero();
+    assertThat(noCn.out).contains("invalid_api_key", "no common name (CN)");
+    List<Finished> done = awaitFinished(3);
     Finished admitted = done.stream().filter(f -> f.status() == 200).findFirst().orElseThrow();
     assertThat(proxy.records().get(admitted.traceId())).contains("\"key_name\":\"tenant-a\"");
-    assertThat(done).hasSize(2);
+    assertThat(done).hasSize(3);
+  }
+
+  private Run curlWith(TestPki.Issued clientCert, String ca) throws Exception {
+    return curl(
+        "--cacert",
+        ca,
+        "--cert",
+        clientCert.certFile().toString(),
+        "--key",
+        clientCert.keyFile().toString(),
+        "-d",
+        chat("hi", false),
+        url(CHAT));
   }
 
   @Test
@@ -414,8 +441,12 @@ class TlsListenerTest extends ProxyTestBase {
             .tag("listener", "public")
             .tag("result", "failed")
             .counter();
+    var checks =
+        proxy.metrics().registry().get("llm.tls.reload.checks").tag("listener", "public").counter();
     Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> failed.count() >= 1);
-    Thread.sleep(300); // three more ticks of the same broken files: still one failure
+    // Three more looks at the same broken files: still one failure.
+    double looked = checks.count();
+    Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> checks.count() >= looked + 3);
     round.run();
 
     assertThat(statuses).allMatch(s -> s == 200);
