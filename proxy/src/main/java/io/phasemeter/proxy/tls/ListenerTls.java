@@ -159,10 +159,16 @@ public final class ListenerTls {
     Objects.requireNonNull(config, "config");
     ListenerTls tls = new ListenerTls(vertx, config, listener, key, alpn, clock, warn);
     synchronized (tls.lock) {
-      // Stamped before the read: a change in between is looked at again on the first tick.
-      tls.stamps = tls.stat();
-      // Checked first: PemFiles names the key and file of the fault in one line.
+      // Stamped before the read, so a change in between is looked at again on the first tick; a
+      // file that cannot be stat'ed is left to the read, whose line names the key and the file.
+      List<Stamp> before;
+      try {
+        before = tls.stat();
+      } catch (ConfigException e) {
+        before = null;
+      }
       tls.served = tls.check(tls.read());
+      tls.stamps = before;
     }
     return tls;
   }
