@@ -88,7 +88,7 @@ class UpstreamTlsStartTest {
   @Test
   void verifyHostnameOffNeedsACaFile() throws IOException {
     assertThat(start("https://10.0.0.5:8000", "{verify_hostname: false}"))
-        .contains("pools[gpu]")
-        .contains("tls.verify_hostname: false needs ca_file");
+        .contains("proxy.yaml")
+        .contains("pools[0].tls.verify_hostname: false needs ca_file");
   }
 }
