@@ -11,6 +11,7 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientRequest;
 import io.vertx.core.http.HttpClientResponse;
+import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerRequest;
 import java.util.ArrayList;
@@ -58,6 +59,10 @@ class UpstreamConnectTimingTest {
   }
 
   private UpstreamPool pool(int port) {
+    return pool(port, "");
+  }
+
+  private UpstreamPool pool(int port, String extra) {
     ProxyConfig config =
         ConfigLoader.parse(
             """
@@ -67,8 +72,8 @@ class UpstreamConnectTimingTest {
                 upstreams: [http://127.0.0.1:%d]
                 slots: 1
                 health: {path: null}
-            """
-                .formatted(port),
+            %s"""
+                .formatted(port, extra),
             "test");
     UpstreamPool pool = new UpstreamPool(vertx, config.pools().get(0), clock, null);
     pool.bindTo(registry);
@@ -125,22 +130,25 @@ class UpstreamConnectTimingTest {
   @Test
   void onlyTheFirstRequestOnAConnectionIsNewOnIt() throws Exception {
     HttpServer server = server(r -> r.response().end("ok"));
-    UpstreamPool pool = pool(server.actualPort());
+    // One unslotted connection: the second request waits for the first's, and gets it.
+    UpstreamPool pool = pool(server.actualPort(), "    connections: {unslotted: 1}\n");
     UpstreamHost host = pool.hosts().get(0);
 
-    HttpClientRequest first = pool.open(host, "/v1/models").await(10, TimeUnit.SECONDS);
+    HttpClientRequest first =
+        pool.open(host, HttpMethod.GET, "/v1/models", false).await(10, TimeUnit.SECONDS);
+    Future<HttpClientRequest> next = pool.open(host, HttpMethod.GET, "/v1/models", false);
     assertThat(pool.reused(first)).isFalse();
     assertThat(pool.firstOnConnection(first)).isTrue();
     assertThat(pool.connect(first)).isNotNull();
     first.send().compose(HttpClientResponse::body).await(10, TimeUnit.SECONDS);
-    pool.ended(host);
 
-    HttpClientRequest second = pool.open(host, "/v1/models").await(10, TimeUnit.SECONDS);
+    HttpClientRequest second = next.await(10, TimeUnit.SECONDS);
     assertThat(second.connection()).isSameAs(first.connection());
     assertThat(pool.reused(second)).isTrue();
     assertThat(pool.firstOnConnection(second)).isFalse();
     assertThat(pool.connect(second)).isNull();
     second.send().compose(HttpClientResponse::body).await(10, TimeUnit.SECONDS);
+    pool.ended(host);
     pool.ended(host);
     assertThat(connectTimer().count()).isEqualTo(1);
   }
