@@ -148,9 +148,9 @@ final class UpstreamAttempts {
   }
 
   /**
-   * The attempt's connection: when it was opened for this request, an {@code upstream.connect}
-   * event with how long that took, and the record's {@code upstream_connect_ms}; a pooled or spare
-   * one leaves the record's null.
+   * The attempt's connection: when the request waited for its set-up (and for nothing else, {@link
+   * UpstreamPool#connect}), an {@code upstream.connect} event with how long that took, and the
+   * record's {@code upstream_connect_ms}; otherwise the record's is null.
    */
   private void connected(UpstreamPool.Connect connect) {
     ctx.upstreamConnected(connect == null ? -1 : connect.nanos());
