@@ -98,15 +98,19 @@ public final class SpanAttributes {
   public static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
 
   /**
-   * On the {@code upstream.connect} event of {@code inference.generate}: how long the attempt's new
-   * connection to the upstream took, from asking for it to having it (TCP connect, and the TLS
-   * handshake for an {@code https://} upstream). No event when a pooled or spare connection was
-   * used.
+   * On the {@code upstream.connect} event of {@code inference.generate}: the set-up of the new
+   * connection to the upstream the attempt waited for (DNS, TCP connect, and the TLS handshake for
+   * an {@code https://} upstream), never time queued for a connection. No event when a pooled or
+   * spare connection was reused, or a pooled connect could not be told from a wait in the pool's
+   * queue (the proxy's design, section 9, "Timing").
    */
   public static final AttributeKey<Double> UPSTREAM_CONNECT_MS =
       AttributeKey.doubleKey("llm.upstream.connect_ms");
 
-  /** The TLS version of that connection ({@code 1.2}, {@code 1.3}), as OpenTelemetry names it. */
+  /**
+   * The TLS version of that connection ({@code 1.2}, {@code 1.3}), as OpenTelemetry names it
+   * ({@link io.phasemeter.core.net.TlsVersions#otel}).
+   */
   public static final AttributeKey<String> TLS_PROTOCOL_VERSION =
       AttributeKey.stringKey("tls.protocol.version");
 

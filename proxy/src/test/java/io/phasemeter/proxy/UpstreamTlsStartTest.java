@@ -84,4 +84,11 @@ class UpstreamTlsStartTest {
         .contains("tls")
         .contains("pool 'gpu' has no https:// upstream");
   }
+
+  @Test
+  void verifyHostnameOffNeedsACaFile() throws IOException {
+    assertThat(start("https://10.0.0.5:8000", "{verify_hostname: false}"))
+        .contains("proxy.yaml")
+        .contains("pools[0].tls.verify_hostname: false needs ca_file");
+  }
 }

@@ -18,8 +18,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -136,6 +134,11 @@ class UpstreamTlsTest extends ProxyTestBase {
     assertThat(metrics)
         .contains("llm_upstream_connect_seconds_count{llm_pool=\"default\",tls=\"true\"} 1")
         .contains("llm_upstream_connect_seconds_count{llm_pool=\"default\",tls=\"false\"} 0");
+    // The client certificate's expiry, as the listeners' own.
+    assertThat(metrics)
+        .contains(
+            "llm_tls_certificate_expiry_timestamp_seconds{listener=\"upstream:default\"} "
+                + (double) proxyCert.certificate().getNotAfter().toInstant().getEpochSecond());
     assertIdle();
   }
 
@@ -223,7 +226,7 @@ class UpstreamTlsTest extends ProxyTestBase {
 
   @Test
   void aSlowHandshakeIsConnectTimeNotTheEngines() throws Exception {
-    long holdMs = 300;
+    long holdMs = 1000;
     Simulator sim = simulator(simCert, 2);
     int relay = handshakeDelayingRelay(sim.port(), holdMs);
     startProxy(ConfigLoader.parse(yaml("https://localhost:" + relay, mtls()), "t.yaml"));
@@ -231,36 +234,15 @@ class UpstreamTlsTest extends ProxyTestBase {
     assertThat(call("/v1/chat/completions", chatExact(true)).status()).isEqualTo(200);
     List<Finished> done = awaitFinished(2);
     double connectMs = record(done.get(0).traceId()).getDouble("upstream_connect_ms");
+    // The relay held the handshake that long: the connect carries the hold.
     assertThat(connectMs).isGreaterThanOrEqualTo(holdMs);
-    // What generation spent beside the connect is less than the hold: the hold is all in connect.
-    assertThat(done.get(0).phaseMs(Phase.GENERATION) - connectMs).isLessThan(holdMs);
-    // The control: the same request on the connection already open has no hold to carry.
+    // The control: the same request on the connection already open has no connect, and its
+    // generation is the first's without the hold (margins of half the hold, not a speed).
     assertThat(record(done.get(1).traceId()).getValue("upstream_connect_ms")).isNull();
-    assertThat(done.get(1).phaseMs(Phase.GENERATION)).isLessThan(holdMs);
-    // The engine never saw the hold: its own TTFT (vllm:time_to_first_token_seconds) is short.
-    String engine = simulatorMetrics(sim.port());
-    Matcher sum =
-        Pattern.compile("vllm:time_to_first_token_seconds_sum\\{[^}]*\\} (\\S+)").matcher(engine);
-    assertThat(sum.find()).as(engine).isTrue();
-    assertThat(Double.parseDouble(sum.group(1)) * 1000).isLessThan(holdMs);
-  }
-
-  /** The simulator's own /metrics, over its TLS with the proxy's client certificate. */
-  private String simulatorMetrics(int port) throws Exception {
-    io.vertx.core.http.HttpClient c =
-        vertx.createHttpClient(
-            new io.vertx.core.http.HttpClientOptions()
-                .setSsl(true)
-                .setTrustOptions(
-                    new io.vertx.core.net.PemTrustOptions().addCertPath(pki.caFile().toString()))
-                .setKeyCertOptions(
-                    new io.vertx.core.net.PemKeyCertOptions()
-                        .setCertPath(proxyCert.certFile().toString())
-                        .setKeyPath(proxyCert.keyFile().toString())));
-    return c.request(io.vertx.core.http.HttpMethod.GET, port, "localhost", "/metrics")
-        .compose(req -> req.send().compose(io.vertx.core.http.HttpClientResponse::body))
-        .map(Buffer::toString)
-        .await(10, TimeUnit.SECONDS);
+    double first = done.get(0).phaseMs(Phase.GENERATION);
+    double second = done.get(1).phaseMs(Phase.GENERATION);
+    assertThat(first - connectMs).isLessThan(second + holdMs / 2.0);
+    assertThat(first - second).isGreaterThan(holdMs / 2.0);
   }
 
   /**

@@ -1266,9 +1266,9 @@ public record ProxyConfig(
    * TLS to a pool's {@code https://} upstreams ({@code pools[].tls}): {@code ca_file} trusts
    * exactly the CAs in that PEM file instead of the JVM's; {@code cert_file} and {@code key_file}
    * (both or neither) are the client certificate for mTLS; {@code verify_hostname} (default true)
-   * checks that the upstream's certificate names the host of its URL. The files are read and
-   * checked when the pool is built ({@code io.phasemeter.proxy.tls.UpstreamTls}), so a bad one
-   * stops the start.
+   * checks that the upstream's certificate names the host of its URL, and may be false only with a
+   * {@code ca_file}. The files are read and checked when the pool is built ({@code
+   * io.phasemeter.proxy.tls.UpstreamTls}), so a bad one stops the start.
    */
   public record PoolTls(String caFile, String certFile, String keyFile, Boolean verifyHostname) {
     public PoolTls {
@@ -1282,6 +1282,14 @@ public record ProxyConfig(
                 + (certFile == null ? "key_file" : "cert_file"));
       }
       verifyHostname = verifyHostname == null ? Boolean.TRUE : verifyHostname;
+      if (!verifyHostname && caFile == null) {
+        // Without a CA of its own, any publicly trusted certificate of any host would do: as
+        // Envoy, matching without names is only allowed against a CA set the operator chose.
+        throw new IllegalArgumentException(
+            "tls.verify_hostname: false needs ca_file (the CAs the upstream's certificate must"
+                + " come from); without it any publicly trusted certificate, for any host, would"
+                + " be accepted");
+      }
     }
 
     /** Whether a client certificate is presented (mTLS). */

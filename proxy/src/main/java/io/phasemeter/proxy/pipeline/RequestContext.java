@@ -726,8 +726,9 @@ public final class RequestContext {
   }
 
   /**
-   * Generation: the attempt's new connection to the upstream took {@code nanos} to set up (TCP
-   * connect, and TLS); -1 when it went out on one already open.
+   * Generation: the attempt waited {@code nanos} for its new connection to the upstream to be set
+   * up (TCP connect, and TLS; never a wait in the pool's queue); -1 when it went out on one already
+   * open, or its set-up could not be told from such a wait.
    */
   void upstreamConnected(long nanos) {
     this.upstreamConnectNanos = nanos;

@@ -112,7 +112,9 @@ final class UpstreamAttempts {
               }
               upstreamRequest = request;
               connected(pool.connect(request));
-              boolean reused = !fresh && pool.reused(request);
+              // A fresh attempt's connection is its own and new: never reused.
+              boolean reused = pool.reused(request);
+              boolean firstOnConnection = pool.firstOnConnection(request);
               long sentAt = ctx.now();
               sends++;
               headers.fill(request.headers(), ctx, pool, span);
@@ -126,14 +128,18 @@ final class UpstreamAttempts {
                           if (reused && !bodyTaken() && staleConnection(host, rr.cause(), sentAt)) {
                             return;
                           }
-                          if (TlsFailures.describe(rr.cause()) != null) {
-                            // A TLS 1.3 server refuses a client certificate after the client's
-                            // side of the handshake ended: the connect failed all the same.
+                          // A TLS 1.3 server refuses a client certificate after the client's side
+                          // of the handshake ended: it shows here, on the connection's first
+                          // request, and the connect failed all the same. A reused connection
+                          // closed without close_notify is not a handshake.
+                          boolean handshake =
+                              firstOnConnection && TlsFailures.handshake(rr.cause());
+                          if (handshake) {
                             pool.connectFailed(host);
                             pool.tlsFailed(host, rr.cause());
                           }
                           // A body already streamed on cannot be sent again.
-                          failed(host, connectFailure(rr.cause()), !bodyTaken());
+                          failed(host, sendFailure(rr.cause(), handshake), !bodyTaken());
                         } else {
                           answered(host, rr.result());
                         }
@@ -142,9 +148,9 @@ final class UpstreamAttempts {
   }
 
   /**
-   * The attempt's connection: when it was opened for this request, an {@code upstream.connect}
-   * event with how long that took, and the record's {@code upstream_connect_ms}; a pooled or spare
-   * one leaves the record's null.
+   * The attempt's connection: when the request waited for its set-up (and for nothing else, {@link
+   * UpstreamPool#connect}), an {@code upstream.connect} event with how long that took, and the
+   * record's {@code upstream_connect_ms}; otherwise the record's is null.
    */
   private void connected(UpstreamPool.Connect connect) {
     ctx.upstreamConnected(connect == null ? -1 : connect.nanos());
@@ -280,6 +286,20 @@ final class UpstreamAttempts {
       }
     }
     upstreamRequest = null;
+  }
+
+  /**
+   * The request failed after it had a connection, before any byte of the answer: a TLS failure only
+   * when {@code handshake} (the connection's handshake, refused late), else as a connect failure
+   * that is no TLS one.
+   */
+  private static ProxyFailure sendFailure(Throwable t, boolean handshake) {
+    if (handshake || TlsFailures.describe(t) == null) {
+      return connectFailure(t);
+    }
+    return ProxyFailure.of(
+        ProxyFailure.Kind.UPSTREAM_DISCONNECTED,
+        "The upstream closed the connection before answering.");
   }
 
   private static ProxyFailure connectFailure(Throwable t) {

@@ -5,6 +5,7 @@ import java.security.cert.CertPathValidatorException;
 import java.security.cert.CertificateException;
 import java.util.Locale;
 import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLHandshakeException;
 
 /**
  * Says what went wrong when TLS to an upstream failed, in words an operator can act on: the
@@ -46,8 +47,7 @@ public final class TlsFailures {
     if (m.contains("certificate_required")
         || m.contains("bad_certificate")
         || m.contains("unknown_ca")
-        || m.contains("certificate_unknown")
-        || m.contains("handshake_failure") && m.contains("fatal alert")) {
+        || m.contains("certificate_unknown")) {
       return "the upstream refused the proxy's client certificate or its absence"
           + " (pools[].tls.cert_file)";
     }
@@ -55,6 +55,28 @@ public final class TlsFailures {
       return "no TLS version in common (the proxy speaks TLS 1.2 and 1.3)";
     }
     return "the TLS handshake with the upstream failed";
+  }
+
+  /**
+   * Whether {@code failure} is a failed TLS handshake: an {@code SSLHandshakeException} (a
+   * certificate refused on either side, no version or cipher in common, a handshake cut short) or a
+   * fatal alert received from the peer (a TLS 1.3 server refusing the client certificate after the
+   * client's side of the handshake ended). Not any other {@code SSLException}: a connection closed
+   * without {@code close_notify}, or a bad record mid-stream, is a failure of a connection already
+   * set up.
+   */
+  public static boolean handshake(Throwable failure) {
+    for (Throwable t = failure; t != null && t != t.getCause(); t = t.getCause()) {
+      if (t instanceof SSLHandshakeException) {
+        return true;
+      }
+      if (t instanceof SSLException
+          && t.getMessage() != null
+          && t.getMessage().toLowerCase(Locale.ROOT).contains("received fatal alert")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

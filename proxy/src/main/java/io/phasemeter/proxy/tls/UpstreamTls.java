@@ -1,5 +1,7 @@
 package io.phasemeter.proxy.tls;
 
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientOptions;
@@ -9,7 +11,6 @@ import io.vertx.core.net.TrustOptions;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.LinkedHashSet;
-import java.util.Set;
 
 /**
  * The TLS a pool speaks to its {@code https://} upstreams ({@code pools[].tls}), built once from
@@ -18,22 +19,23 @@ import java.util.Set;
  * https upstream is verified against the JVM's trust store, with its host name checked.
  */
 public final class UpstreamTls {
-  /** The protocol versions offered to an upstream. */
-  public static final Set<String> PROTOCOLS = Set.of("TLSv1.2", "TLSv1.3");
-
   private final TrustOptions trust;
   private final KeyCertOptions keyCert;
   private final boolean verifyHostname;
+  // When the client certificate expires; null without one.
+  private final Instant clientNotAfter;
 
-  private UpstreamTls(TrustOptions trust, KeyCertOptions keyCert, boolean verifyHostname) {
+  private UpstreamTls(
+      TrustOptions trust, KeyCertOptions keyCert, boolean verifyHostname, Instant clientNotAfter) {
     this.trust = trust;
     this.keyCert = keyCert;
     this.verifyHostname = verifyHostname;
+    this.clientNotAfter = clientNotAfter;
   }
 
   /** The platform's trust, host names checked: an https upstream of a pool without {@code tls}. */
   public static UpstreamTls platform() {
-    return new UpstreamTls(null, null, true);
+    return new UpstreamTls(null, null, true, null);
   }
 
   /**
@@ -54,19 +56,22 @@ public final class UpstreamTls {
             ? null
             : PemFiles.trustOptions(
                 PemFiles.readCertificates(Path.of(tls.caFile()), key + ".ca_file"));
-    KeyCertOptions keyCert =
+    PemFiles.KeyPair client =
         tls.clientCertificate()
             ? PemFiles.readKeyPair(vertx, Path.of(tls.certFile()), Path.of(tls.keyFile()), key, now)
-                .options()
             : null;
-    return new UpstreamTls(trust, keyCert, tls.verifyHostname());
+    return new UpstreamTls(
+        trust,
+        client == null ? null : client.options(),
+        tls.verifyHostname(),
+        client == null ? null : client.notAfter());
   }
 
   /** The options of one connection to an upstream of the pool. */
   public ClientSSLOptions sslOptions() {
     ClientSSLOptions o =
         new ClientSSLOptions()
-            .setEnabledSecureTransportProtocols(new LinkedHashSet<>(PROTOCOLS))
+            .setEnabledSecureTransportProtocols(new LinkedHashSet<>(TlsPolicy.PROTOCOLS))
             // "" turns the check off; "HTTPS" is RFC 2818's, as browsers and curl do.
             .setHostnameVerificationAlgorithm(verifyHostname ? "HTTPS" : "");
     if (trust != null) {
@@ -93,6 +98,28 @@ public final class UpstreamTls {
       options.setKeyCertOptions(ssl.getKeyCertOptions());
     }
     return options;
+  }
+
+  /**
+   * Registers, when the pool presents a client certificate, when it expires: {@code
+   * llm_tls_certificate_expiry_timestamp_seconds{listener="upstream:<pool>"}}, the listeners'
+   * gauge. The certificate is read once at start; replacing it takes a restart.
+   */
+  public void bindTo(MeterRegistry registry, String pool) {
+    if (clientNotAfter == null) {
+      return;
+    }
+    long notAfter = clientNotAfter.getEpochSecond();
+    Gauge.builder("llm.tls.certificate.expiry.timestamp.seconds", () -> notAfter)
+        .tag("listener", "upstream:" + pool)
+        .strongReference(true)
+        .description("When the certificate the listener serves expires (its notAfter)")
+        .register(registry);
+  }
+
+  /** When the pool's client certificate expires; null without one. */
+  public Instant clientCertificateNotAfter() {
+    return clientNotAfter;
   }
 
   /** Whether host names are checked against the upstream's certificate. */

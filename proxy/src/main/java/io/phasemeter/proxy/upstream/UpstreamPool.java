@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.core.NanoClock;
+import io.phasemeter.core.net.TlsVersions;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.tls.TlsFailures;
 import io.phasemeter.proxy.tls.UpstreamTls;
@@ -97,6 +98,9 @@ public final class UpstreamPool implements MeterBinder {
   private final java.util.Set<io.vertx.core.http.HttpConnection> takenSpares =
       java.util.Collections.newSetFromMap(weakMap());
   private final java.util.Set<io.vertx.core.http.HttpConnection> ownConnections =
+      java.util.Collections.newSetFromMap(weakMap());
+  // Requests that were the first on their connection (reused()), held weakly.
+  private final java.util.Set<HttpClientRequest> firstRequests =
       java.util.Collections.newSetFromMap(weakMap());
 
   // at: when the response ended; reusedAt: when the connection was given the next request (0: not
@@ -424,6 +428,11 @@ public final class UpstreamPool implements MeterBinder {
     }
     Connections c = slotted ? slottedConnections : unslottedConnections;
     host.started(); // ended() follows whatever happens, failure included (UpstreamAttempts)
+    AtomicInteger hostWaiting = c.waiting(host);
+    // Vert.x hands connections to the requests waiting for one in the order they asked: with none
+    // ahead, a connect this ask started is this request's, and it waits for nothing else.
+    boolean first = hostWaiting.get() == 0;
+    long closes = c.closed.get();
     long asked = clock.nanoTime();
     Future<HttpClientRequest> request;
     try {
@@ -433,14 +442,21 @@ public final class UpstreamPool implements MeterBinder {
       return Future.failedFuture(e);
     }
     c.waiting.incrementAndGet();
+    hostWaiting.incrementAndGet();
     return request.andThen(
         ar -> {
           c.waiting.decrementAndGet();
+          hostWaiting.decrementAndGet();
           if (ar.succeeded()) {
             io.vertx.core.http.HttpConnection conn = ar.result().connection();
-            // The first request on a connection the pool opened for it: it waited for the connect.
-            if (conn != null && c.unused.remove(conn)) {
-              connected(host, ar.result(), conn, clock.nanoTime() - asked);
+            Long openedAt = conn == null ? null : c.unused.remove(conn);
+            // Timed only when this request waited for that connect and nothing else: it asked
+            // with no other request queued for the upstream, and no connection closed meanwhile
+            // (a slot freed then may start a connect for a request that had been queued at the
+            // pool's connections.max); the connection became ready after it asked (one ready
+            // before was idle, not set up for it). From the ask to the connection being ready.
+            if (openedAt != null && first && openedAt >= asked && c.closed.get() == closes) {
+              connected(host, ar.result(), conn, openedAt - asked);
             }
           } else {
             tlsFailed(host, ar.cause());
@@ -449,9 +465,10 @@ public final class UpstreamPool implements MeterBinder {
   }
 
   /**
-   * How a request's attempt connected: {@code nanos} from asking for a new connection to having it
-   * (TCP connect and, for {@code https://}, the TLS handshake); {@code tlsVersion} {@code 1.2} or
-   * {@code 1.3}, null over plain HTTP.
+   * How a request's attempt connected: {@code nanos} the set-up of the new connection it waited
+   * for, DNS, TCP connect and, for {@code https://}, the TLS handshake (from asking for it to its
+   * being ready; never time spent queued behind other requests for a connection); {@code
+   * tlsVersion} {@code 1.2} or {@code 1.3}, null over plain HTTP.
    */
   public record Connect(long nanos, String tlsVersion) {}
 
@@ -463,8 +480,7 @@ public final class UpstreamPool implements MeterBinder {
     nanos = Math.max(0, nanos);
     String version = null;
     if (conn.isSsl() && conn.sslSession() != null) {
-      String p = conn.sslSession().getProtocol(); // "TLSv1.3"
-      version = p != null && p.startsWith("TLSv") ? p.substring(4) : p;
+      version = TlsVersions.otel(conn.sslSession().getProtocol());
     }
     connects.put(request, new Connect(nanos, version));
     io.micrometer.core.instrument.Timer t = conn.isSsl() ? connectTls : connectPlain;
@@ -475,7 +491,8 @@ public final class UpstreamPool implements MeterBinder {
 
   /**
    * How {@code request}'s attempt connected, once: null when it went out on a connection that was
-   * already open (pooled, or a spare opened ahead of demand).
+   * already open (pooled, or a spare opened ahead of demand), or on a pooled one whose set-up could
+   * not be told from a wait for a connection (see {@link #open}).
    */
   public Connect connect(HttpClientRequest request) {
     return connects.remove(request);
@@ -507,25 +524,38 @@ public final class UpstreamPool implements MeterBinder {
    */
   private static final class Connections {
     final String kind;
-    // Connections opened and not yet given a request (weakly held: the pool's own).
-    final java.util.Set<io.vertx.core.http.HttpConnection> unused =
-        java.util.Collections.newSetFromMap(weakMap());
+    private final java.util.function.LongSupplier nanoTime;
+    // Connections opened and not yet given a request, with when they became ready (weakly held:
+    // the pool's own).
+    final java.util.Map<io.vertx.core.http.HttpConnection, Long> unused = weakMap();
     final AtomicInteger open = new AtomicInteger();
     final AtomicLong opened = new AtomicLong();
+    // Pooled connections closed since start.
+    final AtomicLong closed = new AtomicLong();
     final AtomicInteger waiting = new AtomicInteger();
+    // Requests waiting for a connection, per upstream (Vert.x keeps a pool, and its queue, per
+    // upstream).
+    private final java.util.Map<UpstreamHost, AtomicInteger> waitingByHost =
+        new java.util.concurrent.ConcurrentHashMap<>();
 
-    Connections(String kind) {
+    Connections(String kind, java.util.function.LongSupplier nanoTime) {
       this.kind = kind;
+      this.nanoTime = nanoTime;
+    }
+
+    AtomicInteger waiting(UpstreamHost host) {
+      return waitingByHost.computeIfAbsent(host, h -> new AtomicInteger());
     }
 
     io.vertx.core.Handler<io.vertx.core.http.HttpConnection> onClose;
 
     void opened(io.vertx.core.http.HttpConnection connection) {
-      unused.add(connection);
+      unused.put(connection, nanoTime.getAsLong());
       open.incrementAndGet();
       opened.incrementAndGet();
       connection.closeHandler(
           v -> {
+            closed.incrementAndGet();
             open.decrementAndGet();
             if (onClose != null) {
               onClose.handle(connection);
@@ -534,8 +564,8 @@ public final class UpstreamPool implements MeterBinder {
     }
   }
 
-  private final Connections slottedConnections = new Connections("slotted");
-  private final Connections unslottedConnections = new Connections("unslotted");
+  private final Connections slottedConnections = new Connections("slotted", this::nanoTime);
+  private final Connections unslottedConnections = new Connections("unslotted", this::nanoTime);
 
   {
     slottedConnections.onClose = this::pooledClosed;
@@ -751,6 +781,7 @@ public final class UpstreamPool implements MeterBinder {
       return false;
     }
     if (takenSpares.remove(c)) {
+      firstRequests.add(request);
       return true; // A spare waited idle: the upstream may have closed it meanwhile.
     }
     carrying.put(c, new java.lang.ref.WeakReference<>(request));
@@ -758,7 +789,19 @@ public final class UpstreamPool implements MeterBinder {
     if (r != null) {
       reusedAfter.put(c, new Responded(r.host(), r.at(), clock.nanoTime()));
     }
-    return !used.add(c);
+    if (used.add(c)) {
+      firstRequests.add(request);
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * Whether {@code request}, told to {@link #reused} before, is the first its connection carries (a
+   * spare's first included): only then can a failure of it be the connection's TLS handshake.
+   */
+  public boolean firstOnConnection(HttpClientRequest request) {
+    return firstRequests.contains(request);
   }
 
   /**
@@ -878,8 +921,9 @@ public final class UpstreamPool implements MeterBinder {
    * Registers the pool's upstream health, labelled by the pool: {@code llm_upstreams_available},
    * {@code llm_upstreams_configured}, {@code llm_upstream_ejections_total}, {@code
    * llm_upstream_retries_total}, {@code llm_upstream_stale_retries_total}, {@code
-   * llm_route_decisions_total} and, with {@code routing: engine_load}, {@code
-   * llm_upstream_scrapes_total}.
+   * llm_route_decisions_total}, {@code llm_upstream_connect_seconds}, with {@code routing:
+   * engine_load} {@code llm_upstream_scrapes_total}, and with a client certificate ({@code
+   * pools[].tls.cert_file}) its {@code llm_tls_certificate_expiry_timestamp_seconds}.
    */
   @Override
   public void bindTo(MeterRegistry registry) {
@@ -981,6 +1025,7 @@ public final class UpstreamPool implements MeterBinder {
         .tags(pool)
         .description("Requests that found a spare connection open since start")
         .register(registry);
+    tls.bindTo(registry, config.name());
     connectTls = connectTimer(registry, pool, true);
     connectPlain = connectTimer(registry, pool, false);
     FunctionCounter.builder("llm.upstream.stale.retries", this, UpstreamPool::staleRetries)
@@ -1013,9 +1058,11 @@ public final class UpstreamPool implements MeterBinder {
         .tags(pool.and("tls", Boolean.toString(tls)))
         .serviceLevelObjectives(CONNECT_BUCKETS)
         .description(
-            "Set-up of a new connection a request waited for, from asking for it to having it:"
-                + " TCP connect and, for https:// upstreams, the TLS handshake (pooled and spare"
-                + " connections are not counted)")
+            "Set-up of a new connection a request waited for, from asking for it to its being"
+                + " ready: DNS, TCP connect and, for https:// upstreams, the TLS handshake; never"
+                + " time queued behind other requests for a connection (pooled and spare"
+                + " connections, and a pooled one that a queued request may have waited for, are"
+                + " not counted)")
         .register(registry);
   }
 
@@ -1068,6 +1115,10 @@ public final class UpstreamPool implements MeterBinder {
     return Future.join(
             client.close(), unslottedClient.close(), healthClient.close(), freshClient.close())
         .mapEmpty();
+  }
+
+  private long nanoTime() {
+    return clock.nanoTime();
   }
 
   /** Spare connections open now, over the pool's upstreams. */
