@@ -207,7 +207,7 @@ class UpstreamTlsTest extends ProxyTestBase {
                     + "    connections: {reuse: 'off', preconnect: 2}\n"),
             "t.yaml"));
     Awaitility.await()
-        .atMost(java.time.Duration.ofSeconds(5))
+        .atMost(java.time.Duration.ofSeconds(20))
         .untilAsserted(
             () -> {
               String m = admin("/metrics").text();

@@ -16,6 +16,14 @@ public final class TlsVersions {
    * TLS version (the JDK's {@code NONE} before a handshake, SSLv3).
    */
   public static String otel(String jdkProtocol) {
+    // The versions a listener or upstream allows are constants: a record keeps no string of its
+    // own.
+    if ("TLSv1.3".equals(jdkProtocol)) {
+      return "1.3";
+    }
+    if ("TLSv1.2".equals(jdkProtocol)) {
+      return "1.2";
+    }
     if (jdkProtocol == null
         || !jdkProtocol.startsWith(TLS)
         || jdkProtocol.length() == TLS.length()) {

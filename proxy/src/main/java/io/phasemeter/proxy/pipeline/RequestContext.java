@@ -7,6 +7,7 @@ import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.core.SpanAttributes;
+import io.phasemeter.core.net.TlsVersions;
 import io.phasemeter.core.slo.Objectives;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.phasemeter.proxy.gateway.ApiKey;
@@ -226,17 +227,7 @@ public final class RequestContext {
       return null;
     }
     javax.net.ssl.SSLSession session = request.connection().sslSession();
-    String p = session == null ? null : session.getProtocol();
-    if (p == null) {
-      return null;
-    }
-    return switch (p) {
-      case "TLSv1.3" -> "1.3";
-      case "TLSv1.2" -> "1.2";
-      case "TLSv1.1" -> "1.1";
-      case "TLSv1" -> "1.0";
-      default -> p.startsWith("TLSv") ? p.substring(4) : p;
-    };
+    return session == null ? null : TlsVersions.otel(session.getProtocol());
   }
 
   /** The TLS version the client spoke ({@link #tlsVersion(HttpServerRequest)}), null without. */

@@ -26,7 +26,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
-import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import org.slf4j.Logger;
@@ -56,9 +55,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class ListenerTls {
   private static final Logger LOG = LoggerFactory.getLogger(ListenerTls.class);
-
-  /** TLS versions served: 1.2 and 1.3; older ones are refused in the handshake. */
-  public static final Set<String> PROTOCOLS = Set.of("TLSv1.2", "TLSv1.3");
 
   /**
    * Cipher suites served: TLS 1.3's three, and for TLS 1.2 Mozilla's "intermediate" ECDHE suites
@@ -219,7 +215,7 @@ public final class ListenerTls {
             this,
             t -> t.notAfter().getEpochSecond())
         .tag("listener", listener)
-        .description("When the certificate the listener serves expires (its notAfter)")
+        .description(TlsPolicy.EXPIRY_DESCRIPTION)
         .register(registry);
   }
 
@@ -498,7 +494,7 @@ public final class ListenerTls {
     ServerSSLOptions options =
         new ServerSSLOptions()
             .setKeyCertOptions(pair.options())
-            .setEnabledSecureTransportProtocols(PROTOCOLS)
+            .setEnabledSecureTransportProtocols(TlsPolicy.PROTOCOLS)
             .setUseAlpn(true)
             .setClientAuth(config.mutual() ? ClientAuth.REQUIRED : ClientAuth.NONE);
     if (clientCaFile != null) {

@@ -10,5 +10,14 @@ public final class TlsPolicy {
    */
   public static final Set<String> PROTOCOLS = Set.of("TLSv1.2", "TLSv1.3");
 
+  /**
+   * The help text of {@code llm_tls_certificate_expiry_timestamp_seconds}, one gauge for the
+   * listeners' served certificates and the pools' client certificates (Prometheus keeps one help
+   * text per name).
+   */
+  static final String EXPIRY_DESCRIPTION =
+      "When a certificate expires (its notAfter): the one a listener serves, or a pool's client"
+          + " certificate (listener=upstream:<pool>)";
+
   private TlsPolicy() {}
 }

@@ -113,7 +113,7 @@ public final class UpstreamTls {
     Gauge.builder("llm.tls.certificate.expiry.timestamp.seconds", () -> notAfter)
         .tag("listener", "upstream:" + pool)
         .strongReference(true)
-        .description("When the certificate the listener serves expires (its notAfter)")
+        .description(TlsPolicy.EXPIRY_DESCRIPTION)
         .register(registry);
   }
 
