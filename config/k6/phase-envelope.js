@@ -70,8 +70,18 @@ export const options = {
     { phasemeter_missing_server_timing: ['count<1'], dropped_iterations: ['count<1'] },
     judged.thresholds,
   ),
-  // Low-cardinality tags only: no url (it is one), no trace id, no request id.
-  systemTags: ['status', 'method', 'name', 'scenario', 'expected_response', 'error_code'],
+  // Low-cardinality tags only: no url (it is one), no trace id, no request id. proto and
+  // tls_version say what k6 negotiated (HTTP/2.0 by ALPN over https, tls1.3).
+  systemTags: [
+    'status',
+    'method',
+    'name',
+    'scenario',
+    'expected_response',
+    'error_code',
+    'proto',
+    'tls_version',
+  ],
   discardResponseBodies: true,
   noConnectionReuse: NO_REUSE,
 };

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.phasemeter.core.testing.TestPki;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -75,6 +76,7 @@ class K6Test {
    */
   private static final List<Process> SIM_PROXY = new ArrayList<>();
 
+  private static int simPort;
   private static int simProxyPort;
   private static int simAdminPort;
   private RealWorld rw;
@@ -123,7 +125,8 @@ class K6Test {
       AccuracySuiteTest.deleteTree(dir);
       Files.createDirectories(dir);
       try {
-        startProxy(SIM_MODEL, startSim(dir, SIM_PROXY), dir, SIM_PROXY);
+        simPort = startSim(dir, SIM_PROXY);
+        startProxy(SIM_MODEL, simPort, dir, SIM_PROXY);
       } catch (Exception | AssertionError e) {
         stop(SIM_PROXY); // the next test starts them afresh
         throw e;
@@ -152,33 +155,12 @@ class K6Test {
     int found = 0;
     List<Double> envelopes = new ArrayList<>();
     for (K6Request r : run.requests().values()) {
-      JsonNode rec = record(r.traceId());
+      JsonNode rec = joined(r);
       if (rec == null) {
         continue;
       }
       found++;
-      assertThat(rec.get("status").asInt()).isEqualTo(r.status());
-      JsonNode phases = rec.get("phases_ms");
-      assertThat(r.trend("phasemeter_queue"))
-          .as("queue of %s", r.traceId())
-          .isCloseTo(phases.get("queue").asDouble(), within(PRINTED_MS));
-      assertThat(r.trend("phasemeter_receive"))
-          .isCloseTo(phases.get("receive").asDouble(), within(PRINTED_MS));
-      assertThat(r.trend("phasemeter_generation"))
-          .isCloseTo(phases.get("generation").asDouble(), within(PRINTED_MS));
-      assertThat(r.trend("phasemeter_gateway"))
-          .isCloseTo(rec.get("gateway_ms").asDouble(), within(0.01));
-      double reported = 0;
-      for (String p : List.of("auth", "receive", "prepare", "route", "queue", "generation")) {
-        reported += phases.get(p).asDouble();
-      }
-      double envelope = r.trend("phasemeter_network_envelope");
-      assertThat(envelope).isCloseTo(r.durationMs() - reported, within(0.01));
-      // At least what k6 waited beyond the proxy's whole root span (the envelope also holds the
-      // write tail and the gaps between spans, which Server-Timing does not list).
-      assertThat(envelope)
-          .isGreaterThanOrEqualTo(r.durationMs() - rec.get("root_ms").asDouble() - 0.01);
-      envelopes.add(envelope);
+      envelopes.add(r.trend("phasemeter_network_envelope"));
     }
     assertThat(found).as("trace ids with a proxy record (join coverage)").isEqualTo(run.size());
     joinK6(started, run.size());
@@ -199,6 +181,40 @@ class K6Test {
         env.get("med").asDouble(),
         env.get("p(95)").asDouble(),
         seconds());
+  }
+
+  /**
+   * The proxy's record of {@code r}, or null when it has none; k6's phases (parsed from
+   * Server-Timing by the script under goja) are the record's, and its envelope is its duration less
+   * them.
+   */
+  private JsonNode joined(K6Request r) throws Exception {
+    JsonNode rec = record(r.traceId());
+    if (rec == null) {
+      return null;
+    }
+    assertThat(rec.get("status").asInt()).isEqualTo(r.status());
+    JsonNode phases = rec.get("phases_ms");
+    assertThat(r.trend("phasemeter_queue"))
+        .as("queue of %s", r.traceId())
+        .isCloseTo(phases.get("queue").asDouble(), within(PRINTED_MS));
+    assertThat(r.trend("phasemeter_receive"))
+        .isCloseTo(phases.get("receive").asDouble(), within(PRINTED_MS));
+    assertThat(r.trend("phasemeter_generation"))
+        .isCloseTo(phases.get("generation").asDouble(), within(PRINTED_MS));
+    assertThat(r.trend("phasemeter_gateway"))
+        .isCloseTo(rec.get("gateway_ms").asDouble(), within(0.01));
+    double reported = 0;
+    for (String p : List.of("auth", "receive", "prepare", "route", "queue", "generation")) {
+      reported += phases.get(p).asDouble();
+    }
+    double envelope = r.trend("phasemeter_network_envelope");
+    assertThat(envelope).isCloseTo(r.durationMs() - reported, within(0.01));
+    // At least what k6 waited beyond the proxy's whole root span (the envelope also holds the
+    // write tail and the gaps between spans, which Server-Timing does not list).
+    assertThat(envelope)
+        .isGreaterThanOrEqualTo(r.durationMs() - rec.get("root_ms").asDouble() - 0.01);
+    return rec;
   }
 
   /**
@@ -422,6 +438,108 @@ class K6Test {
         seconds());
   }
 
+  /**
+   * The script over https against the proxy's {@code listen.tls}, k6 trusting the test CA through
+   * {@code SSL_CERT_FILE} (Go reads it on Linux in place of the system's roots; k6 v0.48 has no CA
+   * option of its own) and nothing else: a control run trusting another CA fails every request. k6
+   * negotiates h2 by ALPN (its {@code proto} tag) and the proxy's records say the same. With
+   * keep-alive (k6's default), phasemeter_tls has one value per connection opened, each above zero:
+   * the requests k6 measured a connect for, no more than its VUs, fewer than its requests.
+   */
+  @Test
+  void overHttpsToListenTlsTheEnvelopeHasTheHandshake() throws Exception {
+    TestPki pki = TestPki.create(work.resolve("pki"), "k6-test-ca");
+    TestPki.Issued cert = pki.server("proxy", "localhost", "127.0.0.1");
+    Path otherCa = TestPki.create(work.resolve("pki-other"), "other-ca").caFile();
+    simulatorAndProxy(); // its simulator, behind a proxy of this test's own
+    startProxy(
+        SIM_MODEL,
+        simPort,
+        ", tls: {cert_file: '" + cert.certFile() + "', key_file: '" + cert.keyFile() + "'}",
+        work,
+        processes);
+    // Budgets a proxy that has just started meets (its first handshakes and requests run before
+    // the JIT), with the connection phases k6 can see: tls and connect become thresholds too.
+    Path budgets = work.resolve("budgets-https.yaml");
+    Files.writeString(
+        budgets,
+        String.join(
+            "\n",
+            "budgets:",
+            "  - name: https",
+            "    model: \"*\"",
+            "    quantile: 0.95",
+            "    limits_ms: {network_envelope: 1000, gateway: 1000, queue: 10000,"
+                + " generation: 30000, connect: 1000, tls: 5000}",
+            "    max_error_rate: 0.01",
+            ""));
+    Map<String, String> https =
+        Map.of("BASE_URL", "https://127.0.0.1:" + proxyPort, "BUDGETS", budgets.toString());
+
+    K6Run untrusted =
+        finish(
+            startK6(
+                "untrusted",
+                SIM_MODEL,
+                2,
+                "1s",
+                https,
+                Map.of("SSL_CERT_FILE", otherCa.toString())));
+    assertThat(untrusted.size()).isPositive();
+    assertThat(untrusted.requests().values()).allSatisfy(r -> assertThat(r.status()).isZero());
+    assertThat(untrusted.output()).contains("x509: certificate signed by unknown authority");
+
+    Map<String, String> trust = Map.of("SSL_CERT_FILE", pki.caFile().toString());
+    K6Run run = finish(startK6("https", SIM_MODEL, 5, "6s", https, trust));
+
+    assertThat(run.exit()).as("k6 exit code (%s)", run.log()).isZero();
+    assertThat(run.summary().at("/metrics/http_req_failed/passes").asLong()).isZero();
+    int found = 0;
+    for (K6Request r : run.requests().values()) {
+      JsonNode rec = joined(r);
+      if (rec == null) {
+        continue;
+      }
+      found++;
+      assertThat(r.proto()).as("what k6 negotiated").isEqualTo("HTTP/2.0");
+      assertThat(rec.get("network_protocol_version").asText()).isEqualTo("2");
+      assertThat(r.tlsVersion()).isEqualTo("tls" + rec.get("tls_protocol_version").asText());
+    }
+    assertThat(found).as("trace ids with a proxy record (join coverage)").isEqualTo(run.size());
+    JsonNode tls = run.summary().at("/metrics/phasemeter_tls");
+    long opened = run.requests().values().stream().filter(r -> !r.reused()).count();
+    long vus = run.summary().at("/metrics/vus_max/max").asLong();
+    assertThat(tls.get("count").asLong()).as("handshakes = connections opened").isEqualTo(opened);
+    assertThat(opened).as("connections opened (keep-alive)").isBetween(1L, vus);
+    assertThat(opened).as("requests on a reused connection have no tls").isLessThan(run.size());
+    assertThat(tls.get("min").asDouble()).as("the shortest handshake, ms").isPositive();
+    assertThat(tls.at("/thresholds").has("p(95)<5000")).as("the tls budget, judged").isTrue();
+    assertThat(run.summary().at("/metrics/phasemeter_connect/count").asLong()).isEqualTo(opened);
+
+    K6Request first = run.requests().values().iterator().next();
+    System.out.printf(
+        Locale.ROOT,
+        "K6Test https: k6 %s over listen.tls (TestPki CA via SSL_CERT_FILE), %s %s; trusting"
+            + " another CA: %d of %d failed (x509); keep-alive at 5/s for 6s: %d requests on %d"
+            + " connections (vus_max %d), tls p50 %.2f max %.2f ms, connect p50 %.2f ms, envelope"
+            + " p50 %.2f ms, join coverage %d/%d, %.0f s%n",
+        rw.k6Version,
+        first.proto(),
+        first.tlsVersion(),
+        untrusted.size(),
+        untrusted.size(),
+        run.size(),
+        opened,
+        vus,
+        tls.get("med").asDouble(),
+        tls.get("max").asDouble(),
+        run.summary().at("/metrics/phasemeter_connect/med").asDouble(),
+        run.summary().at("/metrics/phasemeter_network_envelope/med").asDouble(),
+        found,
+        run.size(),
+        seconds());
+  }
+
   // ---------------------------------------------------------------- processes
 
   /** The simulator, its logs in {@code dir}, added to {@code into}; its port. */
@@ -458,6 +576,13 @@ class K6Test {
    */
   private void startProxy(String model, int upstreamPort, Path dir, List<Process> into)
       throws Exception {
+    startProxy(model, upstreamPort, "", dir, into);
+  }
+
+  /** As above, {@code listenMore} added to the {@code listen} block (", tls: {...}"). */
+  private void startProxy(
+      String model, int upstreamPort, String listenMore, Path dir, List<Process> into)
+      throws Exception {
     proxyPort = Procs.freePort();
     adminPort = Procs.freePort();
     Path config = dir.resolve("proxy.yaml");
@@ -465,6 +590,7 @@ class K6Test {
         config,
         Procs.proxyConfig(
             proxyPort,
+            listenMore,
             adminPort,
             "pools:",
             "  - name: default",
@@ -492,7 +618,13 @@ class K6Test {
 
   /** One request as k6's JSON output tells it: the samples carrying its trace id as metadata. */
   record K6Request(
-      String traceId, int status, double durationMs, boolean reused, Map<String, Double> trends) {
+      String traceId,
+      int status,
+      double durationMs,
+      boolean reused,
+      String proto,
+      String tlsVersion,
+      Map<String, Double> trends) {
     double trend(String name) {
       Double v = trends.get(name);
       assertThat(v).as("%s of %s", name, traceId).isNotNull();
@@ -523,6 +655,18 @@ class K6Test {
   private K6Started startK6(
       String name, String model, int rate, String duration, Map<String, String> env)
       throws Exception {
+    return startK6(name, model, rate, duration, env, Map.of());
+  }
+
+  /** As above, with {@code processEnv} in k6's environment (SSL_CERT_FILE: the CA k6 trusts). */
+  private K6Started startK6(
+      String name,
+      String model,
+      int rate,
+      String duration,
+      Map<String, String> env,
+      Map<String, String> processEnv)
+      throws Exception {
     Map<String, String> vars = new LinkedHashMap<>();
     vars.put("BASE_URL", "http://127.0.0.1:" + proxyPort);
     vars.put("MODEL", model);
@@ -548,7 +692,7 @@ class K6Test {
             "--out",
             "json=" + samples,
             SCRIPT.toString()));
-    Process p = rw.startK6(args, work, "k6-" + name);
+    Process p = rw.startK6(args, processEnv, work, "k6-" + name);
     processes.add(p);
     return new K6Started(name, p, summary, samples);
   }
@@ -577,6 +721,8 @@ class K6Test {
     Map<String, Integer> status = new LinkedHashMap<>();
     Map<String, Double> duration = new LinkedHashMap<>();
     Map<String, Boolean> reused = new LinkedHashMap<>();
+    Map<String, String> proto = new LinkedHashMap<>();
+    Map<String, String> tlsVersion = new LinkedHashMap<>();
     Map<String, Map<String, Double>> trends = new LinkedHashMap<>();
     for (String line : Files.readAllLines(samples)) {
       JsonNode s = json.readTree(line);
@@ -595,6 +741,8 @@ class K6Test {
         case "http_req_duration" -> {
           duration.put(id, value);
           status.put(id, data.at("/tags/status").asInt());
+          proto.put(id, data.at("/tags/proto").asText(""));
+          tlsVersion.put(id, data.at("/tags/tls_version").asText(""));
         }
         case "http_req_connecting" -> reused.put(id, value == 0.0);
         default -> {
@@ -616,6 +764,8 @@ class K6Test {
               status.getOrDefault(id, 0),
               duration.getOrDefault(id, Double.NaN),
               reused.getOrDefault(id, false),
+              proto.getOrDefault(id, ""),
+              tlsVersion.getOrDefault(id, ""),
               trends.getOrDefault(id, Map.of())));
     }
     return out;

@@ -29,8 +29,13 @@ final class Procs {
    * followed by {@code rest}: the {@code pools:} key and whatever else the test needs.
    */
   static String proxyConfig(int proxyPort, int adminPort, String... rest) {
+    return proxyConfig(proxyPort, "", adminPort, rest);
+  }
+
+  /** As above, {@code listenMore} added inside the {@code listen} block (", tls: {...}"). */
+  static String proxyConfig(int proxyPort, String listenMore, int adminPort, String... rest) {
     List<String> lines = new ArrayList<>();
-    lines.add("listen: {host: 127.0.0.1, port: " + proxyPort + "}");
+    lines.add("listen: {host: 127.0.0.1, port: " + proxyPort + listenMore + "}");
     lines.add("admin: {host: 127.0.0.1, port: " + adminPort + ", token: \"\"}");
     lines.add("auth: {enabled: false, keys_file: null}");
     lines.addAll(List.of(rest));

@@ -130,12 +130,16 @@ final class RealWorld {
   /**
    * Starts {@code k6 run --no-usage-report [args]} in {@code dir} (with {@code
    * K6_NO_USAGE_REPORT=true} as well: k6 must never phone home), output to {@code logBase}.out /
-   * .err there. The caller waits for it and reads its exit code.
+   * .err there, {@code env} added to its environment (SSL_CERT_FILE: the CA file it trusts, in
+   * place of the system's). The caller waits for it and reads its exit code.
    */
-  Process startK6(List<String> args, Path dir, String logBase) throws IOException {
+  Process startK6(List<String> args, Map<String, String> env, Path dir, String logBase)
+      throws IOException {
     List<String> cmd = new ArrayList<>(List.of(k6.toString(), "run", "--no-usage-report"));
     cmd.addAll(args);
-    return Procs.start(cmd, Map.of("K6_NO_USAGE_REPORT", "true"), dir, logBase);
+    Map<String, String> all = new java.util.HashMap<>(env);
+    all.put("K6_NO_USAGE_REPORT", "true");
+    return Procs.start(cmd, all, dir, logBase);
   }
 
   /** The shell command that starts llama-server the same way, for {@code --start-cmd}. */
