@@ -8,7 +8,9 @@ import io.vertx.core.MultiMap;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpConnection;
 import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.http.HttpVersion;
+import io.vertx.core.http.StreamResetException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -184,30 +186,43 @@ public final class ListenerGuard {
    * and starts again when the last one ends. The response never carries HTTP/1's connection headers
    * (RFC 9113 §8.2.2: a client must treat them as malformed); a close the pipeline asks for with
    * {@code Connection: close} ends only this stream, which its end does anyway.
+   *
+   * <p>A stream ends when its response ends, or when it is reset or its connection lost before
+   * that. Vert.x 5 calls the response's end handler in the second case too (its {@code
+   * handleClose}), which its documentation does not promise; the response's exception handler, told
+   * of a {@link StreamResetException} while the response has not ended, counts the reset as well,
+   * and whichever comes first counts it once. (The request's exception handler is the receive
+   * phase's, and hears of a reset only while the body is arriving.)
    */
   private void streamStarted(HttpServerRequest request, HttpConnection connection) {
     streams.merge(connection, 1, Integer::sum);
     disarm(connection);
     AtomicBoolean ended = new AtomicBoolean();
-    request.response().headersEndHandler(v -> stripConnectionHeaders(request.response().headers()));
-    request
-        .response()
-        .endHandler(
-            v -> {
-              if (!ended.compareAndSet(false, true)) {
-                return;
-              }
-              boolean[] last = {false};
-              streams.computeIfPresent(
-                  connection,
-                  (c, n) -> {
-                    last[0] = n == 1;
-                    return last[0] ? null : n - 1;
-                  });
-              if (last[0]) {
-                arm(connection);
-              }
-            });
+    Runnable streamEnded =
+        () -> {
+          if (!ended.compareAndSet(false, true)) {
+            return;
+          }
+          boolean[] last = {false};
+          streams.computeIfPresent(
+              connection,
+              (c, n) -> {
+                last[0] = n == 1;
+                return last[0] ? null : n - 1;
+              });
+          if (last[0]) {
+            arm(connection);
+          }
+        };
+    HttpServerResponse response = request.response();
+    response.headersEndHandler(v -> stripConnectionHeaders(response.headers()));
+    response.endHandler(v -> streamEnded.run());
+    response.exceptionHandler(
+        t -> {
+          if (t instanceof StreamResetException) {
+            streamEnded.run();
+          }
+        });
   }
 
   /** Removes the headers that mean something only to an HTTP/1.x connection. */

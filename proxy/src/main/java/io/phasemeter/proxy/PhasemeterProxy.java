@@ -378,7 +378,8 @@ public final class PhasemeterProxy {
       // HTTP/1.x, and HTTP/2 when listen.http2 says so (ListenerProtocols: why h2c needs a timer
       // of its own before the guard's).
       ListenerProtocols.apply(options, config.listen(), config.limits().receiveTimeout());
-      boolean h2c = ListenerProtocols.http2(config.listen());
+      boolean h2c = ListenerProtocols.h2c(config.listen());
+      ListenerProtocols.IdleHandover idle = new ListenerProtocols.IdleHandover("public");
       if (tls != null) {
         tls.applyTo(options);
       }
@@ -386,12 +387,16 @@ public final class PhasemeterProxy {
           .createHttpServer(options)
           .connectionHandler(
               connection -> {
-                ListenerProtocols.accepted(connection);
+                if (h2c) {
+                  idle.accepted(connection);
+                }
                 if (guard.opened(connection) && !h2c) {
                   // With h2c on, an HTTP/1.x connection reaches this handler only once its first
                   // head is decoded, and the decoder cannot be replaced mid-request; such a
                   // connection keeps Vert.x's (a broken chunked body closes it without the 400;
-                  // the guard closes every connection after a chunked body either way).
+                  // the guard closes every connection after a chunked body either way). Over TLS
+                  // this handler runs when the handshake is done, before a request byte is read;
+                  // an HTTP/2 connection has no HTTP/1 decoder and is left as it is.
                   io.phasemeter.proxy.pipeline.BodyFraming.install(connection, options);
                 }
               })

@@ -33,7 +33,9 @@ final class RawH2 implements AutoCloseable {
   static final int SETTINGS_MAX_HEADER_LIST_SIZE = 6;
 
   static final int NO_ERROR = 0;
+  static final int PROTOCOL_ERROR = 1;
   static final int REFUSED_STREAM = 7;
+  static final int CANCEL = 8;
 
   private static final int END_STREAM = 1;
   private static final int END_HEADERS = 4;
@@ -121,6 +123,33 @@ final class RawH2 implements AutoCloseable {
       frame(DATA, END_STREAM, stream, body.getBytes(StandardCharsets.UTF_8));
     }
     out.flush();
+  }
+
+  /** Sends {@code data} on {@code stream} as one DATA frame that ends it. */
+  void data(int stream, String data) throws IOException {
+    frame(DATA, END_STREAM, stream, data.getBytes(StandardCharsets.UTF_8));
+    out.flush();
+  }
+
+  /** Resets {@code stream} (RST_STREAM) with {@code errorCode}. */
+  void reset(int stream, int errorCode) throws IOException {
+    frame(RST_STREAM, 0, stream, ByteBuffer.allocate(4).putInt(errorCode).array());
+    out.flush();
+  }
+
+  /**
+   * Reads frames until the server closes the connection, and returns whether it did (false: the
+   * read timed out with the connection still open).
+   */
+  boolean awaitClose() throws IOException {
+    try {
+      await(f -> false);
+      return false;
+    } catch (java.io.EOFException | java.net.SocketException closed) {
+      return true;
+    } catch (java.net.SocketTimeoutException open) {
+      return false;
+    }
   }
 
   /** Sends GOAWAY: the last stream this client would accept from the server, and why. */
