@@ -14,6 +14,7 @@ import io.phasemeter.proxy.telemetry.LiveStats;
 import io.phasemeter.proxy.telemetry.ProxyMetrics;
 import io.phasemeter.proxy.telemetry.ProxyTelemetry;
 import io.phasemeter.proxy.telemetry.RecordStore;
+import io.phasemeter.proxy.tls.ListenerTls;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
@@ -39,6 +40,7 @@ public final class PhasemeterProxy {
   private final AdminServer admin;
   private final AtomicBoolean ready;
   private final DescriptorBudget descriptors;
+  private final java.util.List<String> tlsLines;
   private final AtomicBoolean closed = new AtomicBoolean();
   private volatile Future<DrainResult> draining;
 
@@ -48,7 +50,8 @@ public final class PhasemeterProxy {
       HttpServer server,
       AdminServer admin,
       AtomicBoolean ready,
-      DescriptorBudget descriptors) {
+      DescriptorBudget descriptors,
+      java.util.List<String> tlsLines) {
     this.vertx = runtime.vertx();
     this.runtime = runtime;
     this.pipeline = pipeline;
@@ -56,6 +59,12 @@ public final class PhasemeterProxy {
     this.admin = admin;
     this.ready = ready;
     this.descriptors = descriptors;
+    this.tlsLines = java.util.List.copyOf(tlsLines);
+  }
+
+  /** One start-up line per listener that speaks TLS: what it serves (none for plaintext). */
+  public java.util.List<String> describeTls() {
+    return tlsLines;
   }
 
   /**
@@ -266,6 +275,15 @@ public final class PhasemeterProxy {
      * completes once everything built so far is closed again.
      */
     public Future<PhasemeterProxy> start() {
+      ListenerTls publicTls;
+      ListenerTls adminTls;
+      try {
+        // Before anything is built or bound: a bad pair stops start-up with nothing listening.
+        publicTls = tls(config.listen().tls(), "public", "listen.tls");
+        adminTls = tls(config.admin().tls(), "admin", "admin.tls");
+      } catch (RuntimeException e) {
+        return Future.failedFuture(e);
+      }
       ProxyRuntime rt;
       try {
         rt = runtime.build();
@@ -282,9 +300,16 @@ public final class PhasemeterProxy {
       ListenerGuard adminGuard =
           new ListenerGuard(
               vertx, "admin", config.admin().receiveTimeout(), descriptors.adminMax(), registry);
-      Future<HttpServer> server = listen(vertx, config, pipeline, publicGuard);
+      for (ListenerTls t : new ListenerTls[] {publicTls, adminTls}) {
+        if (t != null) {
+          t.bindTo(registry);
+          rt.onClose("tls reload", t::close);
+        }
+      }
+      Future<HttpServer> server = listen(vertx, config, pipeline, publicGuard, publicTls);
       Future<AdminServer> admin =
-          AdminServer.start(vertx, config.admin(), rt.adminSources(ready::get), adminGuard);
+          AdminServer.start(
+              vertx, config.admin(), rt.adminSources(ready::get), adminGuard, adminTls);
       return Future.join(server, admin)
           .andThen(v -> rt.onClose("listeners", () -> closeListening(server, admin)))
           .compose(
@@ -293,9 +318,31 @@ public final class PhasemeterProxy {
                 ready.set(true);
                 return Future.succeededFuture(
                     new PhasemeterProxy(
-                        rt, pipeline, server.result(), admin.result(), ready, descriptors));
+                        rt,
+                        pipeline,
+                        server.result(),
+                        admin.result(),
+                        ready,
+                        descriptors,
+                        tlsLines(publicTls, adminTls)));
               },
               err -> rt.close().transform(v -> Future.failedFuture(err)));
+    }
+
+    /** The TLS of a listener, its files read and checked now; null when it speaks plaintext. */
+    private ListenerTls tls(ProxyConfig.ServerTls tls, String listener, String key) {
+      return tls == null ? null : ListenerTls.load(vertx, tls, listener, key);
+    }
+
+    private static java.util.List<String> tlsLines(ListenerTls publicTls, ListenerTls adminTls) {
+      java.util.List<String> lines = new java.util.ArrayList<>();
+      if (publicTls != null) {
+        lines.add("tls: public listener " + publicTls.describe());
+      }
+      if (adminTls != null) {
+        lines.add("tls: admin listener " + adminTls.describe());
+      }
+      return lines;
     }
 
     /** Closes the listeners that are listening. */
@@ -307,10 +354,10 @@ public final class PhasemeterProxy {
 
     /**
      * The public listener, its connections bounded by {@code guard}, its request heads in time by
-     * {@code limits.receive_timeout}.
+     * {@code limits.receive_timeout}, speaking HTTPS when {@code tls} is set.
      */
     private static Future<HttpServer> listen(
-        Vertx vertx, ProxyConfig config, Pipeline pipeline, ListenerGuard guard) {
+        Vertx vertx, ProxyConfig config, Pipeline pipeline, ListenerGuard guard, ListenerTls tls) {
       HttpServerOptions options =
           new HttpServerOptions()
               .setHost(config.listen().host())
@@ -324,6 +371,9 @@ public final class PhasemeterProxy {
               // new connection in its upgrade check until a whole request head has arrived, out
               // of reach of the head timeout (a slowloris client is never seen).
               .setHttp2ClearTextEnabled(false);
+      if (tls != null) {
+        tls.applyTo(options);
+      }
       return vertx
           .createHttpServer(options)
           .connectionHandler(
@@ -339,7 +389,13 @@ public final class PhasemeterProxy {
                   pipeline.handle(req);
                 }
               })
-          .listen();
+          .listen()
+          .onSuccess(
+              s -> {
+                if (tls != null) {
+                  tls.watch(s);
+                }
+              });
     }
   }
 }

@@ -193,15 +193,20 @@ public final class ProxyMain implements Callable<Integer> {
     out.println(
         "phasemeter-proxy "
             + PhasemeterProxy.version()
-            + " listening on http://"
+            + " listening on "
+            + (cfg.listen().tls() != null ? "https://" : "http://")
             + cfg.listen().host()
             + ":"
             + proxy.port());
+    for (String line : proxy.describeTls()) {
+      out.println(line);
+    }
     out.println(describe(cfg));
     out.println(transport(cfg.transport(), vertx));
     out.println(proxy.connectionBounds());
     out.println(
-        "admin: http://"
+        "admin: "
+            + (cfg.admin().tls() != null ? "https://" : "http://")
             + cfg.admin().host()
             + ":"
             + proxy.adminPort()
@@ -226,6 +231,9 @@ public final class ProxyMain implements Callable<Integer> {
                 + " (re-read when it changes, checked every "
                 + cfg.auth().reloadInterval().toSeconds()
                 + " s); requests without a valid key get 401"
+                + (cfg.auth().clientCert()
+                    ? "; a client certificate whose subject CN is a key's name is that key"
+                    : "")
             : "auth: disabled (auth.enabled: false): every client is admitted without an API key"
                 + " and may choose its priority with x-priority");
     if (cfg.auth().enabled()) {
@@ -361,7 +369,8 @@ public final class ProxyMain implements Callable<Integer> {
             a.reloadInterval(),
             a.cacheTtl(),
             a.cacheMax(),
-            a.sharedLimits()));
+            a.sharedLimits(),
+            a.clientCert()));
   }
 
   private static Path locate(String name, Path configFile, String key) {

@@ -71,6 +71,19 @@ public final class AdminServer {
    */
   public static Future<AdminServer> start(
       Vertx vertx, ProxyConfig.Admin config, Sources sources, ListenerGuard guard) {
+    return start(vertx, config, sources, guard, null);
+  }
+
+  /**
+   * As {@link #start(Vertx, ProxyConfig.Admin, Sources, ListenerGuard)}, speaking HTTPS with {@code
+   * tls} ({@code admin.tls}; null: plaintext), whose reload starts once the listener listens.
+   */
+  public static Future<AdminServer> start(
+      Vertx vertx,
+      ProxyConfig.Admin config,
+      Sources sources,
+      ListenerGuard guard,
+      io.phasemeter.proxy.tls.ListenerTls tls) {
     Router router = Router.router(vertx);
     long deadlineMs = Math.max(1, config.receiveTimeout().toMillis());
     router.route().handler(rc -> guard(vertx, rc, guard, deadlineMs));
@@ -198,8 +211,11 @@ public final class AdminServer {
             // new connection in its upgrade check until a whole head has arrived, out of reach of
             // the head timeout.
             .setHttp2ClearTextEnabled(false);
-    return vertx
-        .createHttpServer(options)
+    if (tls != null) {
+      tls.applyTo(options);
+    }
+    HttpServer server = vertx.createHttpServer(options);
+    return server
         .connectionHandler(guard::opened)
         .requestHandler(
             req -> {
@@ -211,6 +227,9 @@ public final class AdminServer {
         .listen()
         .onSuccess(
             s -> {
+              if (tls != null) {
+                tls.watch(s);
+              }
               if (config.open()) {
                 LOG.warn(
                     "admin listener on {}:{} is open: no admin.token and admin.allow_open: true,"

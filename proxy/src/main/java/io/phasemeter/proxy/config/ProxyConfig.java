@@ -75,6 +75,15 @@ public record ProxyConfig(
                 + "].admin_only: needs auth.enabled (admin keys are keys of the keys file)");
       }
     }
+    if (auth.clientCert() && !auth.enabled()) {
+      throw new IllegalArgumentException(
+          "auth.client_cert: needs auth.enabled (a certificate names a key of the keys file)");
+    }
+    if (auth.clientCert() && (listen.tls() == null || !listen.tls().mutual())) {
+      throw new IllegalArgumentException(
+          "auth.client_cert: needs listen.tls.client_ca_file (client certificates are asked for"
+              + " only when a CA to check them is set)");
+    }
     if (listen.port() != 0 && listen.port() == admin.port() && listen.host().equals(admin.host())) {
       throw new IllegalArgumentException("admin.port: must differ from listen.port");
     }
@@ -106,7 +115,7 @@ public record ProxyConfig(
   /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
   public ProxyConfig withListenPort(int port) {
     return new ProxyConfig(
-        new Listen(listen.host(), port),
+        new Listen(listen.host(), port, 0, listen.tls()),
         admin,
         limits,
         auth,
@@ -124,7 +133,14 @@ public record ProxyConfig(
   public ProxyConfig withAdminPort(int port) {
     return new ProxyConfig(
         listen,
-        new Admin(admin.host(), port, admin.token(), admin.allowOpen()),
+        new Admin(
+            admin.host(),
+            port,
+            admin.token(),
+            admin.allowOpen(),
+            Admin.DEFAULT_MAX_CONNECTIONS,
+            Admin.DEFAULT_RECEIVE_TIMEOUT,
+            admin.tls()),
         limits,
         auth,
         pools,
@@ -293,8 +309,9 @@ public record ProxyConfig(
    * The public listener. {@code maxConnections} bounds the connections it keeps open (more are
    * closed when accepted); 0 leaves the process's file descriptor limit less what the admin
    * listener, the upstream connections and the process itself need (see {@code DescriptorBudget}).
+   * {@code tls} ({@code listen.tls}) is null for a plaintext listener.
    */
-  public record Listen(String host, int port, int maxConnections) {
+  public record Listen(String host, int port, int maxConnections, ServerTls tls) {
     public Listen {
       host = requireText(host, "listen.host");
       requirePort(port, "listen.port");
@@ -304,11 +321,79 @@ public record ProxyConfig(
                 + maxConnections
                 + ")");
       }
+      tls = ServerTls.orOff(tls);
     }
 
     /** A listener whose connections are bounded by the file descriptor limit. */
     public Listen(String host, int port) {
       this(host, port, 0);
+    }
+
+    /** A plaintext listener. */
+    public Listen(String host, int port, int maxConnections) {
+      this(host, port, maxConnections, null);
+    }
+  }
+
+  /**
+   * TLS on a listener ({@code listen.tls}, {@code admin.tls}; docs/design.md, "TLS"): the
+   * certificate chain and its private key as PEM files, and optionally the CA whose certificates
+   * clients must present (mTLS). A listener without {@code cert_file} speaks plaintext. The files
+   * are read and checked at start (a bad pair, an expired certificate or an unreadable file stops
+   * start-up) and every {@code reloadInterval} again when they changed; a bad new pair leaves the
+   * one in service. The files' contents are checked when the listener starts, not here.
+   *
+   * @param certFile the certificate chain (leaf first), PEM
+   * @param keyFile the leaf's private key, PEM (PKCS#8, or PKCS#1 / SEC1)
+   * @param clientCaFile the CA certificates that sign client certificates, PEM; set, every client
+   *     must present a certificate signed by one of them
+   * @param reloadInterval how often the files are checked for a change; zero: never
+   */
+  public record ServerTls(
+      String certFile, String keyFile, String clientCaFile, Duration reloadInterval) {
+    /** How often the files are checked for a change, by default. */
+    public static final Duration DEFAULT_RELOAD_INTERVAL = Duration.ofSeconds(10);
+
+    public ServerTls {
+      certFile = blankToNull(certFile);
+      keyFile = blankToNull(keyFile);
+      clientCaFile = blankToNull(clientCaFile);
+      reloadInterval = reloadInterval == null ? DEFAULT_RELOAD_INTERVAL : reloadInterval;
+      if (certFile == null && keyFile != null) {
+        throw new IllegalArgumentException("tls.cert_file: required with tls.key_file");
+      }
+      if (certFile != null && keyFile == null) {
+        throw new IllegalArgumentException("tls.key_file: required with tls.cert_file");
+      }
+      if (certFile == null && clientCaFile != null) {
+        throw new IllegalArgumentException(
+            "tls.cert_file: required with tls.client_ca_file (client certificates need TLS)");
+      }
+      if (reloadInterval.isNegative()) {
+        throw new IllegalArgumentException(
+            "tls.reload_interval: must be 0 (never) or a positive duration (got "
+                + reloadInterval
+                + ")");
+      }
+    }
+
+    /** TLS with a certificate and key, no client certificates, reloaded every 10 s. */
+    public ServerTls(String certFile, String keyFile) {
+      this(certFile, keyFile, null, DEFAULT_RELOAD_INTERVAL);
+    }
+
+    /** Whether client certificates are required. */
+    public boolean mutual() {
+      return clientCaFile != null;
+    }
+
+    /** {@code tls}, or null when it names no certificate (the listener speaks plaintext). */
+    static ServerTls orOff(ServerTls tls) {
+      return tls == null || tls.certFile() == null ? null : tls;
+    }
+
+    private static String blankToNull(String s) {
+      return s == null || s.isBlank() ? null : s.strip();
     }
   }
 
@@ -326,6 +411,8 @@ public record ProxyConfig(
    * head; the record feed excepted once it streams).
    *
    * @param allowOpen {@code admin.allow_open}: bind beyond loopback without a token anyway
+   * @param tls {@code admin.tls}: HTTPS on the admin listener, or null (plaintext); the token and
+   *     loopback rules are the same either way
    */
   public record Admin(
       String host,
@@ -333,7 +420,8 @@ public record ProxyConfig(
       String token,
       boolean allowOpen,
       int maxConnections,
-      Duration receiveTimeout) {
+      Duration receiveTimeout,
+      ServerTls tls) {
     /** Connections the admin listener keeps open at most, by default. */
     public static final int DEFAULT_MAX_CONNECTIONS = 256;
 
@@ -353,6 +441,7 @@ public record ProxyConfig(
       }
       receiveTimeout = receiveTimeout == null ? DEFAULT_RECEIVE_TIMEOUT : receiveTimeout;
       requirePositive(receiveTimeout, "admin.receive_timeout");
+      tls = ServerTls.orOff(tls);
       if (token.isEmpty() && !isLoopback(host) && !allowOpen) {
         throw new IllegalArgumentException(
             "admin.host: "
@@ -382,6 +471,17 @@ public record ProxyConfig(
     /** An admin listener with the default bounds on connections and receive time. */
     public Admin(String host, int port, String token, boolean allowOpen) {
       this(host, port, token, allowOpen, DEFAULT_MAX_CONNECTIONS, DEFAULT_RECEIVE_TIMEOUT);
+    }
+
+    /** A plaintext admin listener. */
+    public Admin(
+        String host,
+        int port,
+        String token,
+        boolean allowOpen,
+        int maxConnections,
+        Duration receiveTimeout) {
+      this(host, port, token, allowOpen, maxConnections, receiveTimeout, null);
     }
 
     /**
@@ -602,7 +702,10 @@ public record ProxyConfig(
 
   /**
    * API key checking; off must be explicit. The keys file is re-read when it changes (checked every
-   * {@code reloadInterval}); verified keys are cached by digest for {@code cacheTtl}.
+   * {@code reloadInterval}); verified keys are cached by digest for {@code cacheTtl}. With {@code
+   * clientCert} ({@code auth.client_cert}, needs {@code listen.tls.client_ca_file}) a request's
+   * client certificate names its key: the key whose name is the certificate subject's CN
+   * (docs/design.md, "TLS").
    */
   public record Auth(
       boolean enabled,
@@ -610,7 +713,8 @@ public record ProxyConfig(
       Duration reloadInterval,
       Duration cacheTtl,
       int cacheMax,
-      SharedLimits sharedLimits) {
+      SharedLimits sharedLimits,
+      boolean clientCert) {
     public Auth {
       if (enabled && (keysFile == null || keysFile.isBlank())) {
         throw new IllegalArgumentException("auth.keys_file: required when auth.enabled is true");
@@ -629,6 +733,17 @@ public record ProxyConfig(
     /** Auth with the default reload interval and cache. */
     public Auth(boolean enabled, String keysFile) {
       this(enabled, keysFile, Duration.ofSeconds(5), Duration.ofMinutes(5), 10_000);
+    }
+
+    /** Auth by API keys only (no client certificates). */
+    public Auth(
+        boolean enabled,
+        String keysFile,
+        Duration reloadInterval,
+        Duration cacheTtl,
+        int cacheMax,
+        SharedLimits sharedLimits) {
+      this(enabled, keysFile, reloadInterval, cacheTtl, cacheMax, sharedLimits, false);
     }
 
     /** Auth whose rate limits are each replica's own. */

@@ -307,6 +307,23 @@ public final class KeyStore implements MeterBinder {
     }
   }
 
+  /**
+   * Verifies a key by its name, as a client certificate's subject CN names it ({@code
+   * auth.client_cert}): the key of that name in force now, {@link Verification.Invalid} for a name
+   * no key has, {@link Verification.Missing} for null. Does no IO.
+   */
+  public Verification verifyName(String name) {
+    if (name == null) {
+      return MISSING;
+    }
+    for (ApiKey k : current.get().keys()) {
+      if (k.name().equals(name)) {
+        return new Verification.Verified(k);
+      }
+    }
+    return INVALID;
+  }
+
   /** The keys in force, in file order. */
   public List<ApiKey> keys() {
     return current.get().keys();

@@ -26,6 +26,11 @@ import java.util.Map;
  * first, so a request refused for its key still has one, then from the verified key's name. The
  * request's own objectives ({@code x-slo-*}, {@link SloHeaders}) are read here too, once the key is
  * known: a key may be denied them.
+ *
+ * <p>With {@code auth.client_cert: true} (mTLS on the listener) the connection's client certificate
+ * names the key instead of a header: the key whose name is the certificate subject's common name
+ * (CN), as an nginx operator maps {@code $ssl_client_s_dn}. API key headers are then not consulted;
+ * a certificate whose CN names no key is refused like a wrong key.
  */
 final class AuthPhase {
   static final String PRIORITY_HEADER = "x-priority";
@@ -33,12 +38,19 @@ final class AuthPhase {
   private final KeyStore keys;
   private final Limiter limiter;
   private final TenantResolver tenants;
+  private final boolean clientCert;
 
   /** {@code keys} null: auth is off. */
   AuthPhase(KeyStore keys, Limiter limiter, TenantResolver tenants) {
+    this(keys, limiter, tenants, false);
+  }
+
+  /** {@code clientCert}: the client certificate's CN names the key ({@code auth.client_cert}). */
+  AuthPhase(KeyStore keys, Limiter limiter, TenantResolver tenants, boolean clientCert) {
     this.keys = keys;
     this.limiter = limiter;
     this.tenants = tenants;
+    this.clientCert = clientCert && keys != null;
   }
 
   /**
@@ -62,7 +74,18 @@ final class AuthPhase {
       ctx.sloHeaders(SloHeaders.parse(headers, null));
       return Future.succeededFuture();
     }
-    Verification v = verify(headers);
+    Verification v = clientCert ? verifyCertificate(ctx.request()) : verify(headers);
+    if (clientCert && !v.verified()) {
+      span.setAttribute(
+          SpanAttributes.AUTH, v instanceof Verification.Missing ? "missing" : "invalid");
+      throw ProxyFailure.of(
+          ProxyFailure.Kind.INVALID_API_KEY,
+          v instanceof Verification.Missing
+              ? "No client certificate was presented; this gateway authenticates clients by"
+                  + " their certificate."
+              : "Your client certificate names no key of this gateway. Ask your gateway's"
+                  + " operator for a certificate whose common name is your key's name.");
+    }
     if (v instanceof Verification.Missing) {
       span.setAttribute(SpanAttributes.AUTH, "missing");
       throw ProxyFailure.of(
@@ -229,8 +252,16 @@ final class AuthPhase {
   }
 
   /** Whether {@code GET /v1/models} may be answered: auth off, or a valid key presented. */
-  boolean admitsListing(MultiMap headers) {
-    return keys == null || verify(headers).verified();
+  boolean admitsListing(io.vertx.core.http.HttpServerRequest request) {
+    if (keys == null) {
+      return true;
+    }
+    return (clientCert ? verifyCertificate(request) : verify(request.headers())).verified();
+  }
+
+  /** The key the connection's client certificate names by its subject's CN. */
+  private Verification verifyCertificate(io.vertx.core.http.HttpServerRequest request) {
+    return keys.verifyName(ClientCertificates.commonName(request.connection()));
   }
 
   private Verification verify(MultiMap headers) {

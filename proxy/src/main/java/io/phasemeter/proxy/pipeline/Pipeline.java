@@ -80,7 +80,8 @@ public final class Pipeline {
         new AuthPhase(
             runtime.keys(),
             runtime.limiter(),
-            new TenantResolver(config.tenants(), runtime.keys()));
+            new TenantResolver(config.tenants(), runtime.keys()),
+            config.auth().clientCert());
     this.prepare =
         new PreparePhase(
             auth,
@@ -252,7 +253,7 @@ public final class Pipeline {
   private void models(HttpServerRequest req, String path) {
     if (req.method() != HttpMethod.GET) {
       reject(req, ProxyFailure.Kind.METHOD_NOT_ALLOWED, "GET");
-    } else if (!auth.admitsListing(req.headers())) {
+    } else if (!auth.admitsListing(req)) {
       reject(req, ProxyFailure.Kind.INVALID_API_KEY, null);
     } else if (path.equals(MODELS)) {
       req.response().putHeader("content-type", "application/json").end(modelsBody);
