@@ -34,7 +34,22 @@ public enum Phases {
       "transport_setup",
       Source.CLIENT,
       Owner.NETWORK,
-      "waiting for a connection plus connecting (and TLS)"),
+      "waiting for a pooled connection + dns + connect + tls"),
+  DNS(
+      "dns",
+      Source.CLIENT,
+      Owner.NETWORK,
+      "inside transport_setup: resolving the host name (none for an IP literal)"),
+  CONNECT(
+      "connect",
+      Source.CLIENT,
+      Owner.NETWORK,
+      "inside transport_setup: the TCP connect (plain http: up to the connection ready)"),
+  TLS(
+      "tls",
+      Source.CLIENT,
+      Owner.NETWORK,
+      "inside transport_setup: the client's TLS context and the handshake (https only)"),
   NETWORK_ENVELOPE(
       "network_envelope",
       Source.JOINED,

@@ -18,6 +18,14 @@ public final class SpanAttributes {
   public static final AttributeKey<String> URL_PATH = AttributeKey.stringKey("url.path");
   public static final AttributeKey<Long> HTTP_RESPONSE_STATUS_CODE =
       AttributeKey.longKey("http.response.status_code");
+
+  /**
+   * The HTTP version the client spoke: {@code 1.1} or {@code 2} (OTel semconv {@code
+   * network.protocol.version}); one value per stream over HTTP/2.
+   */
+  public static final AttributeKey<String> NETWORK_PROTOCOL_VERSION =
+      AttributeKey.stringKey("network.protocol.version");
+
   public static final AttributeKey<String> GEN_AI_OPERATION_NAME =
       AttributeKey.stringKey("gen_ai.operation.name");
   public static final AttributeKey<String> GEN_AI_REQUEST_MODEL =
@@ -88,6 +96,19 @@ public final class SpanAttributes {
   public static final AttributeKey<String> SERVER_ADDRESS =
       AttributeKey.stringKey("server.address");
   public static final AttributeKey<Long> SERVER_PORT = AttributeKey.longKey("server.port");
+
+  /**
+   * On the {@code upstream.connect} event of {@code inference.generate}: how long the attempt's new
+   * connection to the upstream took, from asking for it to having it (TCP connect, and the TLS
+   * handshake for an {@code https://} upstream). No event when a pooled or spare connection was
+   * used.
+   */
+  public static final AttributeKey<Double> UPSTREAM_CONNECT_MS =
+      AttributeKey.doubleKey("llm.upstream.connect_ms");
+
+  /** The TLS version of that connection ({@code 1.2}, {@code 1.3}), as OpenTelemetry names it. */
+  public static final AttributeKey<String> TLS_PROTOCOL_VERSION =
+      AttributeKey.stringKey("tls.protocol.version");
 
   /**
    * Why the upstream in {@link #SERVER_ADDRESS} was chosen: {@code least_loaded}, {@code

@@ -204,6 +204,7 @@ public final class Demo implements Callable<Integer> {
               null,
               null,
               null,
+              null,
               null);
       int code = LoadRun.execute(o, stdout, err);
       if (code == LoadRun.BREACHED) {

@@ -150,6 +150,29 @@ public final class LoadMain implements Callable<Integer> {
     String url;
 
     @Option(
+        names = "--ca-file",
+        paramLabel = "FILE",
+        description =
+            "PEM certificates to trust over https INSTEAD of the platform's trust store (as curl's"
+                + " --cacert), for --url and --admin; read before anything is sent")
+    Path caFile;
+
+    @Option(
+        names = "--insecure",
+        description =
+            "over https, verify neither the server's certificate nor its name (a warning at start;"
+                + " recorded in the conditions as tls_verify off)")
+    boolean insecure;
+
+    @Option(
+        names = "--http2",
+        description =
+            "speak HTTP/2: h2 via ALPN over https (the run says so and records http/1.1 when the"
+                + " server picks it), h2c with prior knowledge over http. A connection carries up"
+                + " to the server's SETTINGS_MAX_CONCURRENT_STREAMS requests at once")
+    boolean http2;
+
+    @Option(
         names = "--admin",
         paramLabel = "URL",
         description =
@@ -662,7 +685,8 @@ public final class LoadMain implements Callable<Integer> {
               replay, replayFormat, replaySpeed, replayLimit, replayPrefixes, this::given),
           SharedPrefix.fromFlags(prefixTokens, prefixes),
           sessionSpec(),
-          promptSalt == null ? null : PromptSalt.parse("--prompt-salt", promptSalt));
+          promptSalt == null ? null : PromptSalt.parse("--prompt-salt", promptSalt),
+          io.phasemeter.load.http.Transport.of(caFile, insecure, http2));
     }
 
     /** Whether the command line gave option {@code name} (else it holds its default). */

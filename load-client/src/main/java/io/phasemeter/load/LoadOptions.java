@@ -1,6 +1,7 @@
 package io.phasemeter.load;
 
 import io.phasemeter.core.slo.Objectives;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.join.Admins;
 import io.phasemeter.load.schedule.WarmUp;
 import io.phasemeter.load.workload.Api;
@@ -59,6 +60,8 @@ import java.util.List;
  * @param promptSalt mixed into the prompts' token ids and free text ({@code --prompt-salt}); null:
  *     a fresh one drawn here, so that each run's prompts are its own (a search's probes each draw
  *     one, {@link #withLoad})
+ * @param transport whom the client trusts over https and which HTTP version it asks for ({@code
+ *     --ca-file}, {@code --insecure}, {@code --http2}); null: the platform's trust, HTTP/1.1
  */
 public record LoadOptions(
     URI url,
@@ -99,7 +102,8 @@ public record LoadOptions(
     Replay replay,
     SharedPrefix sharedPrefix,
     SessionSpec sessions,
-    PromptSalt promptSalt) {
+    PromptSalt promptSalt,
+    Transport transport) {
 
   /** {@code --join-fetch-timeout} when none is given. */
   public static final Duration DEFAULT_JOIN_FETCH_TIMEOUT = Duration.ofSeconds(10);
@@ -123,6 +127,7 @@ public record LoadOptions(
   public static final long MAX_SESSION_TOKENS_IN_FLIGHT = 64L * 1024 * 1024;
 
   public LoadOptions {
+    transport = transport == null ? Transport.DEFAULT : transport;
     if (dataset != null && promptSalt != null && !promptSalt.none()) {
       throw new IllegalArgumentException(
           "--prompt-salt cannot go with --dataset: the file's prompts are sent as they are"
@@ -349,7 +354,8 @@ public record LoadOptions(
         replay,
         sharedPrefix,
         null,
-        promptSalt.drawn() ? null : promptSalt);
+        promptSalt.drawn() ? null : promptSalt,
+        transport);
   }
 
   /**

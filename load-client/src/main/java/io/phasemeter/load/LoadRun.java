@@ -129,7 +129,8 @@ public final class LoadRun {
             o.maxInFlight(),
             o.timeout(),
             o.connectionReuse(),
-            o.steps().isEmpty() ? 1 : o.steps().size());
+            o.steps().isEmpty() ? 1 : o.steps().size(),
+            o.transport());
     this.sessions =
         o.sessions() == null ? null : new Sessions(o.conversations(), prefix, o.duration());
     this.live = new LiveReport(out, budgets, o.model(), o.api(), this::status, goodput);
@@ -302,6 +303,12 @@ public final class LoadRun {
         conditions.putAll(join.proxyConditions());
       }
       recordConditions();
+      if (o.transport().insecure()) {
+        err.println(
+            "phasemeter load: warning: --insecure: the server's certificate and name are not"
+                + " verified (recorded as tls_verify off)");
+        err.flush();
+      }
       out.println(
           "phasemeter load: "
               + arrivalText()
@@ -328,7 +335,8 @@ public final class LoadRun {
               o.sessions() != null ? o.sessions().count() : o.concurrency(),
               replayed != null
                   ? replayed.meanRate(o.duration())
-                  : o.steps().isEmpty() ? o.rate() : o.steps().get(0));
+                  : o.steps().isEmpty() ? o.rate() : o.steps().get(0),
+              o.transport());
       // The client's own warm-up and floor first, then the target's warm-up, then the clock: the
       // target's warmed connections do not idle behind the client's own (vLLM closes an idle
       // keep-alive connection after 5 s).
@@ -368,6 +376,7 @@ public final class LoadRun {
         join.finish(o.joinGrace());
       } finally {
         live.stop();
+        recordWire(err);
         schedule.close();
         join.close();
       }
@@ -432,7 +441,8 @@ public final class LoadRun {
                       o.timeout(),
                       o.connectionReuse(),
                       o.concurrency(),
-                      warm.firstRate()),
+                      warm.firstRate(),
+                      io.phasemeter.load.http.Transport.DEFAULT),
                   own,
                   endpoint,
                   out,
@@ -547,6 +557,24 @@ public final class LoadRun {
         : names.size() + " replicas (" + String.join(", ", names) + ")";
   }
 
+  /**
+   * The protocol and TLS version the run's connections actually used, in the conditions; said once
+   * when {@code --http2} was asked over https and the server chose http/1.1 (ALPN).
+   */
+  private void recordWire(PrintWriter err) {
+    String protocol = schedule.protocol();
+    conditions.put("protocol", protocol);
+    conditions.put("tls_version", schedule.tlsVersion());
+    if (o.transport().http2() && protocol != null && !protocol.contains("h2")) {
+      err.println(
+          "phasemeter load: note: --http2 asked, but the server chose "
+              + protocol
+              + " (ALPN): the run spoke "
+              + protocol);
+      err.flush();
+    }
+  }
+
   private void recordConditions() {
     conditions.put("phasemeter_version", Version.version());
     conditions.put("git_commit", Version.gitCommit());
@@ -573,6 +601,11 @@ public final class LoadRun {
     }
     conditions.put("max_in_flight", o.maxInFlight());
     conditions.put("connection_reuse", o.connectionReuse() ? "on" : "off");
+    conditions.put("http_version_asked", o.transport().http2() ? "h2" : "http/1.1");
+    if (o.url().getScheme().equalsIgnoreCase("https")) {
+      conditions.put("tls_verify", o.transport().insecure() ? "off" : "on");
+      conditions.put("tls_trust", o.transport().verification());
+    }
     conditions.put("streaming", o.stream());
     if (o.apiKey() != null) {
       // The variable's name only: the key itself is never written.

@@ -4,13 +4,17 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.phasemeter.proxy.pipeline.Connections;
+import io.vertx.core.MultiMap;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpConnection;
 import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpVersion;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -40,6 +44,9 @@ public final class ListenerGuard {
   private final Map<HttpConnection, Long> waiting = new ConcurrentHashMap<>();
   // Connections whose last response said "Connection: close": nothing more is read from them.
   private final Set<HttpConnection> closing = ConcurrentHashMap.newKeySet();
+  // HTTP/2 connections → their streams between request head and response end: the head timer
+  // runs only while a connection has none.
+  private final Map<HttpConnection, Integer> streams = new ConcurrentHashMap<>();
 
   /**
    * A guard for the listener named {@code listener} ({@code public} or {@code admin}), its meters
@@ -103,6 +110,7 @@ public final class ListenerGuard {
           open.decrementAndGet();
           disarm(connection);
           closing.remove(connection);
+          streams.remove(connection);
         });
     arm(connection);
     return true;
@@ -126,6 +134,10 @@ public final class ListenerGuard {
    */
   public boolean requestStarted(HttpServerRequest request, boolean hooks) {
     HttpConnection connection = request.connection();
+    if (request.version() == HttpVersion.HTTP_2) {
+      streamStarted(request, connection);
+      return true;
+    }
     if (closing.contains(connection)) {
       connection.close();
       return false;
@@ -166,6 +178,47 @@ public final class ListenerGuard {
       arm(connection);
     }
   }
+
+  /**
+   * A stream of an HTTP/2 connection: the connection's head timer stops while any stream is open
+   * and starts again when the last one ends. The response never carries HTTP/1's connection headers
+   * (RFC 9113 §8.2.2: a client must treat them as malformed); a close the pipeline asks for with
+   * {@code Connection: close} ends only this stream, which its end does anyway.
+   */
+  private void streamStarted(HttpServerRequest request, HttpConnection connection) {
+    streams.merge(connection, 1, Integer::sum);
+    disarm(connection);
+    AtomicBoolean ended = new AtomicBoolean();
+    request.response().headersEndHandler(v -> stripConnectionHeaders(request.response().headers()));
+    request
+        .response()
+        .endHandler(
+            v -> {
+              if (!ended.compareAndSet(false, true)) {
+                return;
+              }
+              boolean[] last = {false};
+              streams.computeIfPresent(
+                  connection,
+                  (c, n) -> {
+                    last[0] = n == 1;
+                    return last[0] ? null : n - 1;
+                  });
+              if (last[0]) {
+                arm(connection);
+              }
+            });
+  }
+
+  /** Removes the headers that mean something only to an HTTP/1.x connection. */
+  static void stripConnectionHeaders(MultiMap headers) {
+    for (String name : HTTP1_ONLY) {
+      headers.remove(name);
+    }
+  }
+
+  private static final List<String> HTTP1_ONLY =
+      List.of("connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade");
 
   private void arm(HttpConnection connection) {
     long timer = vertx.setTimer(timeoutMs, id -> timedOut(connection, id));

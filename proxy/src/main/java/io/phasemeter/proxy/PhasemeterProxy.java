@@ -19,9 +19,11 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
+import io.vertx.core.http.HttpVersion;
 import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Properties;
@@ -279,8 +281,13 @@ public final class PhasemeterProxy {
       ListenerTls adminTls;
       try {
         // Before anything is built or bound: a bad pair stops start-up with nothing listening.
-        publicTls = tls(config.listen().tls(), "public", "listen.tls");
-        adminTls = tls(config.admin().tls(), "admin", "admin.tls");
+        publicTls =
+            tls(
+                config.listen().tls(),
+                "public",
+                "listen.tls",
+                ListenerProtocols.alpnVersions(config.listen()));
+        adminTls = tls(config.admin().tls(), "admin", "admin.tls", List.of(HttpVersion.HTTP_1_1));
       } catch (RuntimeException e) {
         return Future.failedFuture(e);
       }
@@ -330,8 +337,9 @@ public final class PhasemeterProxy {
     }
 
     /** The TLS of a listener, its files read and checked now; null when it speaks plaintext. */
-    private ListenerTls tls(ProxyConfig.ServerTls tls, String listener, String key) {
-      return tls == null ? null : ListenerTls.load(vertx, tls, listener, key);
+    private ListenerTls tls(
+        ProxyConfig.ServerTls tls, String listener, String key, List<HttpVersion> alpn) {
+      return tls == null ? null : ListenerTls.load(vertx, tls, listener, key, alpn);
     }
 
     private static java.util.List<String> tlsLines(ListenerTls publicTls, ListenerTls adminTls) {
@@ -366,11 +374,11 @@ public final class PhasemeterProxy {
               .setHandle100ContinueAutomatically(false)
               .setCompressionSupported(false)
               .setMaxInitialLineLength(8192)
-              .setMaxHeaderSize(16384)
-              // HTTP/1.x only, as OpenAI clients speak it: with cleartext HTTP/2 on, Vert.x holds a
-              // new connection in its upgrade check until a whole request head has arrived, out
-              // of reach of the head timeout (a slowloris client is never seen).
-              .setHttp2ClearTextEnabled(false);
+              .setMaxHeaderSize(16384);
+      // HTTP/1.x, and HTTP/2 when listen.http2 says so (ListenerProtocols: why h2c needs a timer
+      // of its own before the guard's).
+      ListenerProtocols.apply(options, config.listen(), config.limits().receiveTimeout());
+      boolean h2c = ListenerProtocols.http2(config.listen());
       if (tls != null) {
         tls.applyTo(options);
       }
@@ -378,7 +386,12 @@ public final class PhasemeterProxy {
           .createHttpServer(options)
           .connectionHandler(
               connection -> {
-                if (guard.opened(connection)) {
+                ListenerProtocols.accepted(connection);
+                if (guard.opened(connection) && !h2c) {
+                  // With h2c on, an HTTP/1.x connection reaches this handler only once its first
+                  // head is decoded, and the decoder cannot be replaced mid-request; such a
+                  // connection keeps Vert.x's (a broken chunked body closes it without the 400;
+                  // the guard closes every connection after a chunked body either way).
                   io.phasemeter.proxy.pipeline.BodyFraming.install(connection, options);
                 }
               })

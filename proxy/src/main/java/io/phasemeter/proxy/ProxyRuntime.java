@@ -33,6 +33,7 @@ import io.phasemeter.proxy.telemetry.RecordStore;
 import io.phasemeter.proxy.telemetry.RequestRecord;
 import io.phasemeter.proxy.telemetry.RollingQuantiles;
 import io.phasemeter.proxy.telemetry.TraceExportMeters;
+import io.phasemeter.proxy.tls.UpstreamTls;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -95,6 +96,11 @@ final class ProxyRuntime implements PipelineRuntime {
     this.config = b.config;
     this.clock = b.clock;
     Map<String, String> providerKeys = providerKeys(config, b.environment);
+    // Every pool's TLS files read and checked before anything starts: a bad one is exit 2.
+    Map<String, UpstreamTls> upstreamTls = new HashMap<>();
+    for (ProxyConfig.Pool p : config.pools()) {
+      upstreamTls.put(p.name(), UpstreamTls.of(vertx, p, java.time.Instant.now()));
+    }
     try {
       ProxyConfig.Tenants tenants = config.tenants();
       this.metrics =
@@ -193,7 +199,9 @@ final class ProxyRuntime implements PipelineRuntime {
           bind(new InFlight(config.pools().stream().map(ProxyConfig.Pool::name).toList()));
       for (ProxyConfig.Pool p : config.pools()) {
         UpstreamPool upstreams =
-            bind(new UpstreamPool(vertx, p, clock, providerKeys.get(p.name())));
+            bind(
+                new UpstreamPool(
+                    vertx, p, clock, providerKeys.get(p.name()), upstreamTls.get(p.name())));
         closeList.addAsync("upstream pool " + p.name(), upstreams::close);
         upstreams.startHealthChecks();
         if (t.perUpstreamMetrics()) {

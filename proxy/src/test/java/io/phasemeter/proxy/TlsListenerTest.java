@@ -281,12 +281,11 @@ class TlsListenerTest extends ProxyTestBase {
     long notAfter = server.certificate().getNotAfter().toInstant().getEpochSecond();
     assertThat(metrics.out)
         .contains(
-            "phasemeter_tls_certificate_expiry_timestamp_seconds{listener=\"admin\"} "
-                + (double) notAfter)
+            "llm_tls_certificate_expiry_timestamp_seconds{listener=\"admin\"} " + (double) notAfter)
         .contains(
-            "phasemeter_tls_certificate_expiry_timestamp_seconds{listener=\"public\"} "
+            "llm_tls_certificate_expiry_timestamp_seconds{listener=\"public\"} "
                 + (double) notAfter)
-        .contains("phasemeter_tls_reloads_total{listener=\"public\",result=\"failed\"} 0.0");
+        .contains("llm_tls_reloads_total{listener=\"public\",result=\"failed\"} 0.0");
   }
 
   @Test
@@ -348,7 +347,7 @@ class TlsListenerTest extends ProxyTestBase {
         proxy
             .metrics()
             .registry()
-            .get("phasemeter.tls.reloads")
+            .get("llm.tls.reloads")
             .tag("listener", "public")
             .tag("result", "failed")
             .counter();

@@ -29,9 +29,21 @@ public final class Simulator {
    * #port()}.
    */
   public static Future<Simulator> start(Vertx vertx, SimulatorConfig config) {
+    return start(vertx, config, null);
+  }
+
+  /**
+   * As {@link #start(Vertx, SimulatorConfig)}, serving HTTPS with {@code tls} (null: plain HTTP).
+   *
+   * @throws IllegalArgumentException naming the flag and the file, when a TLS file is unusable
+   */
+  public static Future<Simulator> start(Vertx vertx, SimulatorConfig config, SimulatorTls tls) {
     Objects.requireNonNull(vertx, "vertx");
     Objects.requireNonNull(config, "config");
-    SimulatorVerticle verticle = new SimulatorVerticle(config, System::nanoTime);
+    if (tls != null) {
+      tls.check(vertx);
+    }
+    SimulatorVerticle verticle = new SimulatorVerticle(config, System::nanoTime, tls);
     return vertx.deployVerticle(verticle).map(id -> new Simulator(vertx, id, verticle));
   }
 

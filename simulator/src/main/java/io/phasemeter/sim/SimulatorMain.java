@@ -185,6 +185,41 @@ public final class SimulatorMain implements Callable<Integer> {
               + " else none).")
   String otlpTracesEndpoint;
 
+  @Option(
+      names = "--ssl-certfile",
+      paramLabel = "FILE",
+      description =
+          "Serve HTTPS with this PEM certificate (chain), as vLLM's --ssl-certfile; needs"
+              + " --ssl-keyfile.")
+  String sslCertfile;
+
+  @Option(
+      names = "--ssl-keyfile",
+      paramLabel = "FILE",
+      description = "The PEM private key of --ssl-certfile, as vLLM's --ssl-keyfile.")
+  String sslKeyfile;
+
+  @Option(
+      names = "--ssl-ca-certs",
+      paramLabel = "FILE",
+      description =
+          "PEM CA certificates that client certificates are checked against, as vLLM's"
+              + " --ssl-ca-certs.")
+  String sslCaCerts;
+
+  @Option(
+      names = "--ssl-cert-reqs",
+      paramLabel = "0|1|2",
+      description =
+          "Client certificates, as vLLM's --ssl-cert-reqs (Python's ssl.VerifyMode): 0 none,"
+              + " 1 optional (checked when given), 2 required (default: ${DEFAULT-VALUE}).")
+  int sslCertReqs = 0;
+
+  /** The HTTPS of the --ssl-* flags, null for plain HTTP; throws naming the flag. */
+  SimulatorTls tls() {
+    return SimulatorTls.of(sslCertfile, sslKeyfile, sslCaCerts, sslCertReqs);
+  }
+
   /** Builds the configuration from the parsed options; throws with a message naming the flag. */
   SimulatorConfig config() {
     return new SimulatorConfig(
@@ -215,8 +250,10 @@ public final class SimulatorMain implements Callable<Integer> {
     PrintWriter out = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();
     SimulatorConfig config;
+    SimulatorTls tls;
     try {
       config = config();
+      tls = tls();
     } catch (IllegalArgumentException e) {
       err.println("phasemeter sim: " + e.getMessage() + " (see --help)");
       err.flush();
@@ -225,7 +262,13 @@ public final class SimulatorMain implements Callable<Integer> {
     Vertx vertx = Vertx.vertx();
     Simulator simulator;
     try {
-      simulator = Simulator.start(vertx, config).await(30, TimeUnit.SECONDS);
+      simulator = Simulator.start(vertx, config, tls).await(30, TimeUnit.SECONDS);
+    } catch (IllegalArgumentException e) {
+      // An unusable TLS file: bad usage, nothing started.
+      err.println("phasemeter sim: " + e.getMessage() + " (see --help)");
+      err.flush();
+      vertx.close().await(10, TimeUnit.SECONDS);
+      return 2;
     } catch (Exception e) {
       err.println("phasemeter sim: could not start: " + e.getMessage());
       err.flush();
@@ -233,7 +276,9 @@ public final class SimulatorMain implements Callable<Integer> {
       return 1;
     }
     out.println(
-        "phasemeter-sim listening on http://"
+        "phasemeter-sim listening on "
+            + (tls == null ? "http" : "https")
+            + "://"
             + config.host()
             + ":"
             + simulator.port()

@@ -22,6 +22,8 @@ final class SimulatorVerticle extends VerticleBase {
   private static final long MAX_BODY_BYTES = 64L * 1024 * 1024;
 
   private final SimulatorConfig config;
+  // Null: plain HTTP.
+  private final SimulatorTls tls;
   private final LongSupplier clock;
   private final VllmMetrics metrics;
   private final RequestParser parser;
@@ -32,6 +34,11 @@ final class SimulatorVerticle extends VerticleBase {
   private HttpServer server;
 
   SimulatorVerticle(SimulatorConfig config, LongSupplier clock) {
+    this(config, clock, null);
+  }
+
+  SimulatorVerticle(SimulatorConfig config, LongSupplier clock, SimulatorTls tls) {
+    this.tls = tls;
     this.config = config;
     this.clock = clock;
     this.metrics = new VllmMetrics(config.models());
@@ -71,9 +78,9 @@ final class SimulatorVerticle extends VerticleBase {
                     .setStatusCode(404)
                     .putHeader("content-type", "application/json")
                     .end("{\"detail\":\"Not Found\"}"));
-    server =
-        vertx.createHttpServer(
-            new HttpServerOptions().setHost(config.host()).setPort(config.port()));
+    HttpServerOptions options =
+        new HttpServerOptions().setHost(config.host()).setPort(config.port());
+    server = vertx.createHttpServer(tls == null ? options : tls.applyTo(options));
     return server.requestHandler(router).listen();
   }
 

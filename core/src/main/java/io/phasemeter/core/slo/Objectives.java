@@ -76,7 +76,11 @@ public record Objectives(List<Objective> list) {
     return phase.canonical() == phase
         && phase.reported()
         && phase != Phases.ITL
-        && phase != Phases.SCHEDULE_LAG;
+        && phase != Phases.SCHEDULE_LAG
+        // transport_setup's parts exist only for the requests that opened a connection.
+        && phase != Phases.DNS
+        && phase != Phases.CONNECT
+        && phase != Phases.TLS;
   }
 
   /** The catalogue names an objective can be set on, in report order. */

@@ -406,6 +406,7 @@ public final class CampaignRunner {
         null,
         sessions,
         // Each run draws a salt of its own.
+        null,
         null);
   }
 

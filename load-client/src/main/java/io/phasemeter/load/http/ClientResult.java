@@ -30,6 +30,12 @@ package io.phasemeter.load.http;
  *     it first went out on turned out closed (a stale connection)
  * @param turn the request's turn in its session, 1 for the first; 0 outside any session
  * @param session the session's id (the {@code x-session-id} header sent), or null outside any
+ * @param dnsNanos inside {@code transportSetupNanos}: resolving the host name for the connection
+ *     this request opened; -1 on a reused connection or for an IP literal
+ * @param connectNanos inside {@code transportSetupNanos}: the TCP connect of the connection this
+ *     request opened (for h2c, up to the connection being ready); -1 on a reused connection
+ * @param tlsNanos inside {@code transportSetupNanos}: TCP connected to the TLS handshake done (and,
+ *     for h2, the connection ready); -1 on a reused connection or over plain http
  */
 public record ClientResult(
     long seq,
@@ -54,7 +60,64 @@ public record ClientResult(
     String serverTiming,
     boolean retried,
     int turn,
-    String session) {
+    String session,
+    long dnsNanos,
+    long connectNanos,
+    long tlsNanos) {
+
+  /** A request in a session, or outside one, without its connection's set-up split. */
+  public ClientResult(
+      long seq,
+      String traceId,
+      String bucket,
+      int step,
+      long intendedNanos,
+      long actualNanos,
+      long transportSetupNanos,
+      long ttfbNanos,
+      long ttftNanos,
+      long totalNanos,
+      long tpotNanos,
+      long itlCount,
+      int status,
+      ErrorClass error,
+      String invalidReason,
+      int promptTokens,
+      int maxTokens,
+      long usagePromptTokens,
+      long usageCompletionTokens,
+      String serverTiming,
+      boolean retried,
+      int turn,
+      String session) {
+    this(
+        seq,
+        traceId,
+        bucket,
+        step,
+        intendedNanos,
+        actualNanos,
+        transportSetupNanos,
+        ttfbNanos,
+        ttftNanos,
+        totalNanos,
+        tpotNanos,
+        itlCount,
+        status,
+        error,
+        invalidReason,
+        promptTokens,
+        maxTokens,
+        usagePromptTokens,
+        usageCompletionTokens,
+        serverTiming,
+        retried,
+        turn,
+        session,
+        -1,
+        -1,
+        -1);
+  }
 
   /** A request outside any session (turn 0, no session). */
   public ClientResult(
@@ -176,7 +239,10 @@ public record ClientResult(
         serverTiming,
         retried,
         turn,
-        session);
+        session,
+        dnsNanos,
+        connectNanos,
+        tlsNanos);
   }
 
   /** When its last byte was read (client clock), or -1 when not known. */

@@ -1,21 +1,27 @@
 package io.phasemeter.load.http;
 
+import io.netty.util.NetUtil;
+import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;
 import io.vertx.core.http.HttpClientConnection;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpConnectOptions;
 import io.vertx.core.http.HttpVersion;
+import io.vertx.core.internal.VertxInternal;
+import io.vertx.core.internal.resolver.NameResolver;
+import io.vertx.core.net.SocketAddress;
+import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The runner's keep-alive HTTP/1.1 connections. A request takes the most recently used idle
- * connection; when none is idle it waits in arrival order and a new connection is opened for it,
- * and it takes whichever comes first: that connection, or one another request hands back (as Go's
- * {@code http.Transport} does). At most {@link #MAX_CONNECTING} connections are being opened at
- * once, and at most {@code max} are open. Taking and returning a connection costs the same however
- * many are open. Every method runs on the runner's context.
+ * The runner's keep-alive connections (HTTP/1.1, or h2 with {@code --http2}). A request takes the
+ * most recently used idle connection; when none is idle it waits in arrival order and a new
+ * connection is opened for it, and it takes whichever comes first: that connection, or one another
+ * request hands back (as Go's {@code http.Transport} does). At most {@link #MAX_CONNECTING}
+ * connections are being opened at once, and at most {@code max} are open. Taking and returning a
+ * connection costs the same however many are open. Every method runs on the runner's context.
  *
  * <p>Why not Vert.x's own pool: its connection selector walks every pooled connection on every
  * request ({@code SharedHttpClientConnectionGroup}'s LIFO selector), each new connection gets a
@@ -37,6 +43,21 @@ import java.util.concurrent.TimeUnit;
  * fails with nothing received; {@code Exchange} retries it once on a fresh connection. With reuse
  * off every connection carries one request and is closed after it, as k6's {@code
  * noConnectionReuse}.
+ *
+ * <p>Over HTTP/2 ({@code --http2}) a connection carries up to the server's {@code
+ * SETTINGS_MAX_CONCURRENT_STREAMS} streams at once (at most {@link
+ * Transport#MAX_STREAMS_PER_CONNECTION}): a connection with a free stream stays at the head of the
+ * available ones, so streams gather on few connections, and a burst opens connections for the
+ * streams the open ones cannot take. A stream that ends badly (reset, timeout) frees its stream;
+ * the connection stays unless it closed. A {@code GOAWAY} retires the connection: its streams
+ * finish, no new one starts on it, and it closes after the last. Retry rules are the same as over
+ * HTTP/1.1: a request that fails on a reused connection before any response byte goes once more on
+ * a fresh one.
+ *
+ * <p>Each connection's set-up is timed ({@link Conn#dnsNanos}, {@link Conn#connectNanos}, {@link
+ * Conn#tlsNanos}): the host name is resolved here, by Vert.x's own resolver (none for an IP
+ * literal), and the connection made to the address found, keeping the name for SNI and the
+ * certificate's check; the TCP-connected instant of a TLS connection comes from {@link TlsTiming}.
  */
 final class ConnectionPool {
   /**
@@ -63,22 +84,67 @@ final class ConnectionPool {
   /** One connection of the pool. */
   static final class Conn {
     final HttpClientConnection http;
+
+    /** When its set-up began (client clock): before the name's resolution. */
+    final long startNanos;
+
+    /** Resolving the host name; -1 for an IP literal. */
+    final long dnsNanos;
+
+    /** The TCP connect (h2c: up to the connection being ready); -1 when not known. */
+    final long connectNanos;
+
+    /** TCP connected to the connection ready (the TLS handshake); -1 over plain http. */
+    final long tlsNanos;
+
+    /** {@code h2} or {@code http/1.1}. */
+    final String protocol;
+
     private long idleSinceNanos;
     private long keepAliveNanos;
     private boolean closed;
-    private boolean idle;
+    // In the pool's deque of connections with a free stream.
+    private boolean available;
     private boolean discarded;
+    private boolean retiring;
+    // Streams it may carry at once (1 over HTTP/1.1) and those it carries now.
+    private int capacity;
+    private int streams;
     // Requests handed this connection so far, the current one included.
     private int requests;
 
-    private Conn(HttpClientConnection http, long keepAliveNanos) {
+    private Conn(
+        HttpClientConnection http,
+        long keepAliveNanos,
+        int capacity,
+        String protocol,
+        long startNanos,
+        long dnsNanos,
+        long connectNanos,
+        long tlsNanos) {
       this.http = http;
       this.keepAliveNanos = keepAliveNanos;
+      this.capacity = capacity;
+      this.protocol = protocol;
+      this.startNanos = startNanos;
+      this.dnsNanos = dnsNanos;
+      this.connectNanos = connectNanos;
+      this.tlsNanos = tlsNanos;
+    }
+
+    /** Whether this is the first request the connection carries. */
+    boolean fresh() {
+      return requests == 1;
     }
   }
 
+  private final Vertx vertx;
   private final HttpClientAgent client;
   private final HttpConnectOptions connect;
+  private final boolean ssl;
+  private final boolean http2;
+  private final boolean ipLiteral;
+  private final TlsTiming timing;
   private final int max;
   private final long keepAliveNanos;
   private final boolean reuse;
@@ -86,30 +152,49 @@ final class ConnectionPool {
   private volatile long opened;
   private volatile long closedByServer;
   private volatile boolean shuttingDown;
+  private volatile String protocol;
+  private volatile String tlsVersion;
   private final ArrayDeque<Conn> idle = new ArrayDeque<>();
   private final ArrayDeque<Waiter> waiters = new ArrayDeque<>();
   // Connections open or being opened, not yet closed or discarded.
   private int open;
   private int connecting;
+  // Streams the last connection opened could carry at once: how many waiters one opening serves.
+  private int perConnection;
 
   /**
+   * @param vertx the Vert.x whose resolver resolves the host name
    * @param client the Vert.x client that opens the connections
    * @param connect where to connect, with the connect timeout
+   * @param http2 whether connections speak h2 (prior knowledge over http, ALPN over https)
+   * @param timing where TLS connections note their TCP-connected instant
    * @param max connections open at once, at most
    * @param keepAliveSeconds how long an idle connection is reused unless the server says otherwise
    * @param reuse false: every connection carries one request and is closed after it
    */
   ConnectionPool(
+      Vertx vertx,
       HttpClientAgent client,
       HttpConnectOptions connect,
+      boolean http2,
+      TlsTiming timing,
       int max,
       int keepAliveSeconds,
       boolean reuse) {
+    this.vertx = vertx;
     this.client = client;
     this.connect = connect;
+    this.ssl = Boolean.TRUE.equals(connect.isSsl());
+    this.http2 = http2;
+    this.ipLiteral =
+        NetUtil.isValidIpV4Address(connect.getHost())
+            || NetUtil.isValidIpV6Address(connect.getHost());
+    this.timing = timing;
     this.max = max;
     this.keepAliveNanos = TimeUnit.SECONDS.toNanos(keepAliveSeconds);
     this.reuse = reuse;
+    // Over h2, one connection is expected to carry many streams until the first one says.
+    this.perConnection = http2 && reuse ? 100 : 1;
   }
 
   /** Whether connections are kept alive and reused. */
@@ -120,6 +205,19 @@ final class ConnectionPool {
   /** Connections opened so far. */
   long opened() {
     return opened;
+  }
+
+  /**
+   * The protocol of the connections opened ({@code h2}, {@code http/1.1}); both, comma-separated,
+   * when they differed; null before the first.
+   */
+  String protocol() {
+    return protocol;
+  }
+
+  /** The TLS version of the connections opened ({@code TLSv1.3}); null over plain http. */
+  String tlsVersion() {
+    return tlsVersion;
   }
 
   /**
@@ -145,25 +243,37 @@ final class ConnectionPool {
     return c.requests > 1;
   }
 
-  /** Closes a connection whose request failed; it never goes back to the pool. */
+  /**
+   * A request failed on {@code c} in a way that makes the connection suspect: over HTTP/1.1 it is
+   * closed; over h2 the request's stream is freed and the connection retired (closed after its
+   * other streams).
+   */
   void discardBroken(Conn c) {
+    c.streams--;
     if (!c.closed) {
-      discard(c);
+      retire(c);
     }
   }
 
-  /** Hands the waiter an idle connection, or queues it and opens one if it may. */
+  /** Hands the waiter a connection with a free stream, or queues it and opens one if it may. */
   void acquire(Waiter waiter) {
     long now = System.nanoTime();
     Conn c;
-    while ((c = idle.pollFirst()) != null) {
-      if (c.closed) {
+    while ((c = idle.peekFirst()) != null) {
+      if (c.closed || c.retiring) {
+        idle.pollFirst();
+        c.available = false;
         continue;
       }
-      c.idle = false;
-      if (now - c.idleSinceNanos > c.keepAliveNanos) {
+      if (c.streams == 0 && now - c.idleSinceNanos > c.keepAliveNanos) {
+        idle.pollFirst();
+        c.available = false;
         discard(c);
         continue;
+      }
+      if (c.streams + 1 >= c.capacity) {
+        idle.pollFirst();
+        c.available = false;
       }
       hand(waiter, c);
       return;
@@ -179,43 +289,44 @@ final class ConnectionPool {
    */
   void acquireFresh(Waiter waiter) {
     open++;
-    try {
-      client
-          .connect(connect)
-          .onComplete(
-              ar -> {
-                if (ar.failed()) {
-                  open--;
-                  waiter.onConnectFailure(ar.cause());
-                  connectForWaiters();
-                  return;
-                }
-                opened++;
-                Conn c = new Conn(ar.result(), keepAliveNanos);
-                c.http.closeHandler(v -> closedByPeer(c));
-                if (waiter.gone()) {
-                  reuse(c);
-                } else {
-                  hand(waiter, c);
-                }
-              });
-    } catch (IllegalStateException e) {
-      open--;
-      waiter.onConnectFailure(e);
-    }
+    open(
+        c -> {
+          if (waiter.gone()) {
+            reuse(c);
+          } else {
+            hand(waiter, c);
+          }
+        },
+        cause -> {
+          open--;
+          waiter.onConnectFailure(cause);
+          connectForWaiters();
+        });
   }
 
   /**
-   * Gives a connection back.
+   * Gives a stream back.
    *
    * @param ended the response that ended on it, or null when it did not end (reset, timeout,
-   *     failure): the connection is then closed
+   *     failure): over HTTP/1.1 the connection is then closed
    */
   void release(Conn c, HttpClientResponse ended) {
+    c.streams--;
     if (c.closed) {
       return;
     }
-    if (!reuse || ended == null || !keepsAlive(ended)) {
+    if (!reuse || c.retiring) {
+      if (c.streams <= 0) {
+        discard(c);
+      }
+      return;
+    }
+    if (c.capacity > 1) {
+      // h2: a reset or failed stream leaves the connection as it is; a close is seen on its own.
+      reuse(c);
+      return;
+    }
+    if (ended == null || !keepsAlive(ended)) {
       discard(c);
       return;
     }
@@ -229,25 +340,51 @@ final class ConnectionPool {
   /** Gives back a connection that carried no request (its waiter was gone). */
   void releaseUnused(Conn c) {
     c.requests--;
+    c.streams--;
     if (!c.closed) {
       reuse(c);
     }
   }
 
+  /** Hands {@code c}'s free streams to waiters; a connection with one left waits in the pool. */
   private void reuse(Conn c) {
-    Waiter w = nextWaiter();
-    if (w != null) {
+    if (c.retiring) {
+      if (c.streams <= 0) {
+        discard(c);
+      }
+      return;
+    }
+    Waiter w;
+    while (c.streams < c.capacity && (w = nextWaiter()) != null) {
       hand(w, c);
-    } else {
-      c.idleSinceNanos = System.nanoTime();
-      c.idle = true;
-      idle.addFirst(c);
+    }
+    if (c.streams < c.capacity) {
+      if (c.streams == 0) {
+        c.idleSinceNanos = System.nanoTime();
+      }
+      if (!c.available) {
+        c.available = true;
+        idle.addFirst(c);
+      }
     }
   }
 
   private void hand(Waiter w, Conn c) {
     c.requests++;
+    c.streams++;
     w.onConnection(c);
+  }
+
+  /** No new stream goes on {@code c}; it closes after its last. */
+  private void retire(Conn c) {
+    c.retiring = true;
+    if (c.available) {
+      c.available = false;
+      idle.remove(c);
+    }
+    if (c.streams <= 0) {
+      discard(c);
+    }
   }
 
   /** The first waiter still waiting, removed from the queue; null when none. */
@@ -261,9 +398,14 @@ final class ConnectionPool {
     return null;
   }
 
-  /** Opens connections while waiters outnumber the connections being opened, within the caps. */
+  /**
+   * Opens connections while the waiters outnumber the streams of the connections being opened,
+   * within the caps.
+   */
   private void connectForWaiters() {
-    while (connecting < MAX_CONNECTING && open < max && waiters.size() > connecting) {
+    while (connecting < MAX_CONNECTING
+        && open < max
+        && waiters.size() > (long) connecting * perConnection) {
       Waiter head = waiters.peekFirst();
       if (head.gone()) {
         waiters.pollFirst();
@@ -271,40 +413,136 @@ final class ConnectionPool {
       }
       open++;
       connecting++;
-      connect();
+      open(
+          c -> {
+            connecting--;
+            reuse(c);
+            connectForWaiters();
+          },
+          cause -> {
+            connecting--;
+            open--;
+            // The longest waiter is the one this connection was opened for.
+            Waiter w = nextWaiter();
+            if (w != null) {
+              w.onConnectFailure(cause);
+            }
+            connectForWaiters();
+          });
     }
   }
 
-  private void connect() {
+  /**
+   * Resolves the name (timed), connects to the address found and times the rest; {@code opened}
+   * gets the new connection, {@code failed} the cause.
+   */
+  private void open(
+      java.util.function.Consumer<Conn> opened, java.util.function.Consumer<Throwable> failed) {
+    long start = System.nanoTime();
+    if (ipLiteral) {
+      connectTo(connect, start, start, -1, opened, failed);
+      return;
+    }
+    NameResolver resolver;
+    try {
+      resolver = ((VertxInternal) vertx).nameResolver();
+    } catch (ClassCastException e) {
+      connectTo(connect, start, start, -1, opened, failed);
+      return;
+    }
+    resolver
+        .resolve(connect.getHost())
+        .onComplete(
+            ar -> {
+              long resolved = System.nanoTime();
+              if (ar.failed()) {
+                failed.accept(ar.cause());
+                return;
+              }
+              HttpConnectOptions to =
+                  new HttpConnectOptions(connect)
+                      .setServer(
+                          SocketAddress.inetSocketAddress(
+                              new InetSocketAddress(ar.result(), connect.getPort())));
+              connectTo(to, start, resolved, resolved - start, opened, failed);
+            });
+  }
+
+  private void connectTo(
+      HttpConnectOptions to,
+      long start,
+      long resolved,
+      long dns,
+      java.util.function.Consumer<Conn> opened,
+      java.util.function.Consumer<Throwable> failed) {
     try {
       client
-          .connect(connect)
+          .connect(to)
           .onComplete(
               ar -> {
-                connecting--;
+                long ready = System.nanoTime();
                 if (ar.failed()) {
-                  open--;
-                  // The longest waiter is the one this connection was opened for.
-                  Waiter w = nextWaiter();
-                  if (w != null) {
-                    w.onConnectFailure(ar.cause());
-                  }
-                } else {
-                  opened++;
-                  Conn c = new Conn(ar.result(), keepAliveNanos);
-                  c.http.closeHandler(v -> closedByPeer(c));
-                  reuse(c);
+                  failed.accept(ar.cause());
+                  return;
                 }
-                connectForWaiters();
+                this.opened++;
+                opened.accept(newConn(ar.result(), start, resolved, dns, ready));
               });
     } catch (IllegalStateException e) {
       // The client was closed: nothing will connect again.
-      connecting--;
-      open--;
-      Waiter w;
-      while ((w = nextWaiter()) != null) {
-        w.onConnectFailure(e);
+      failed.accept(e);
+    }
+  }
+
+  private Conn newConn(HttpClientConnection http, long start, long resolved, long dns, long ready) {
+    long connectNanos = ready - resolved;
+    long tlsNanos = -1;
+    String proto = http2 ? "h2" : "http/1.1";
+    if (ssl) {
+      TlsTiming.Note note =
+          http.localAddress() == null ? null : timing.take(http.localAddress().port());
+      if (note != null && note.connectStartNanos() >= resolved) {
+        // connect: the TCP connect alone; tls: the rest, the client's TLS context and the
+        // handshake, so that dns + connect + tls is the whole set-up.
+        connectNanos = note.tcpUpNanos() - note.connectStartNanos();
+        tlsNanos = ready - resolved - connectNanos;
+        proto = note.protocol();
+      } else {
+        connectNanos = -1;
       }
+      if (tlsVersion == null && http.sslSession() != null) {
+        tlsVersion = http.sslSession().getProtocol();
+      }
+    }
+    seen(proto);
+    int capacity =
+        !reuse || !proto.equals("h2")
+            ? 1
+            : (int)
+                Math.max(
+                    1, Math.min(Transport.MAX_STREAMS_PER_CONNECTION, http.maxActiveStreams()));
+    if (proto.equals("h2") && reuse) {
+      perConnection = capacity;
+    }
+    Conn c = new Conn(http, keepAliveNanos, capacity, proto, start, dns, connectNanos, tlsNanos);
+    c.http.closeHandler(v -> closedByPeer(c));
+    if (capacity > 1 || proto.equals("h2")) {
+      c.http.goAwayHandler(g -> retire(c));
+      c.http.remoteSettingsHandler(
+          s -> {
+            long streams = s.getMaxConcurrentStreams();
+            c.capacity = (int) Math.max(1, Math.min(Transport.MAX_STREAMS_PER_CONNECTION, streams));
+          });
+    }
+    return c;
+  }
+
+  private void seen(String proto) {
+    String p = protocol;
+    if (p == null) {
+      protocol = proto;
+    } else if (!p.contains(proto)) {
+      protocol = p + "," + proto;
     }
   }
 
@@ -320,11 +558,12 @@ final class ConnectionPool {
    * timeout, uvicorn's 5 s for one, is not such a close).
    */
   private void closedByPeer(Conn c) {
-    if (!c.closed && c.idle) {
+    if (!c.closed && c.available) {
       idle.remove(c);
       if (!c.discarded
           && !shuttingDown
           && c.requests > 0
+          && c.streams == 0
           && System.nanoTime() - c.idleSinceNanos <= PROMPT_CLOSE_NANOS) {
         closedByServer++;
       }
@@ -337,7 +576,7 @@ final class ConnectionPool {
       return;
     }
     c.closed = true;
-    c.idle = false;
+    c.available = false;
     open--;
     connectForWaiters();
   }

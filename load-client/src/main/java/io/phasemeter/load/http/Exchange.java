@@ -57,6 +57,9 @@ final class Exchange implements ConnectionPool.Waiter {
   private boolean responseEnded;
   private long actual;
   private long transportSetup = -1;
+  private long dns = -1;
+  private long connect = -1;
+  private long tls = -1;
   private long ttfb = -1;
   private long ttft = -1;
   private long lastByte = -1;
@@ -115,8 +118,9 @@ final class Exchange implements ConnectionPool.Waiter {
     if (traceparent != null) {
       options.putHeader("traceparent", traceparent);
     }
-    if (!runner.pool.reuses()) {
-      // One request per connection: the server need not keep it alive for nothing.
+    if (!runner.pool.reuses() && !runner.http2) {
+      // One request per connection: the server need not keep it alive for nothing (h2 has no
+      // such header; the pool closes the connection after its stream).
       options.putHeader("connection", "close");
     }
     for (Map.Entry<String, String> h : spec.headers().entrySet()) {
@@ -156,6 +160,14 @@ final class Exchange implements ConnectionPool.Waiter {
     }
     conn = c;
     handedAt = System.nanoTime();
+    if (c.fresh() && c.startNanos >= actual) {
+      // This request's wait, then its connection's set-up: transport_setup's parts.
+      dns = c.dnsNanos;
+      connect = c.connectNanos;
+      tls = c.tlsNanos;
+    } else {
+      dns = connect = tls = -1;
+    }
     c.http.request(options).onComplete(this::onRequest);
   }
 
@@ -575,7 +587,10 @@ final class Exchange implements ConnectionPool.Waiter {
             serverTiming,
             retried,
             spec.turn(),
-            spec.turn() == 0 ? null : spec.headers().get(Workload.SESSION_HEADER)));
+            spec.turn() == 0 ? null : spec.headers().get(Workload.SESSION_HEADER),
+            dns,
+            connect,
+            tls));
   }
 
   /**

@@ -22,9 +22,14 @@ import java.util.function.LongConsumer;
  * <p>What each {@link ClientResult} holds:
  *
  * <ul>
- *   <li>{@code transportSetupNanos}: from asking the connection pool for a request until it is
- *       handed out: waiting for a free connection plus connecting (and TLS). Near 0 on a reused
- *       keep-alive connection.
+ *   <li>{@code transportSetupNanos}: from asking the connection pool for a request until the
+ *       request is on a connection: wait + dns + connect + tls. Near 0 on a reused keep-alive
+ *       connection. The request that is the first on a connection opened after it started asking
+ *       also carries the connection's set-up, split: {@code dnsNanos} (resolving the name; none for
+ *       an IP literal), {@code connectNanos} (the TCP connect) and {@code tlsNanos} (the handshake,
+ *       https only); the rest of its {@code transport_setup} is its wait. A request that takes a
+ *       connection opened earlier for another one (a burst) carries no split: part of that set-up
+ *       happened before it asked.
  *   <li>{@code ttfbNanos}: intended start to the response headers.
  *   <li>{@code ttftNanos}: intended start to the first SSE event carrying generated content ({@code
  *       choices[].text}, {@code choices[].delta.content}, reasoning or tool calls; on {@code
@@ -79,6 +84,7 @@ public final class RequestRunner {
   final String host;
   final int port;
   final boolean ssl;
+  final boolean http2;
   final String basePath;
   final long timeoutMs;
   final LongConsumer itlSink;
@@ -112,6 +118,23 @@ public final class RequestRunner {
       Duration timeout,
       LongConsumer itlSink,
       boolean connectionReuse) {
+    this(vertx, baseUrl, maxConnections, timeout, itlSink, connectionReuse, Transport.DEFAULT);
+  }
+
+  /**
+   * Like {@link #RequestRunner(Vertx, URI, int, Duration, LongConsumer, boolean)}, speaking as
+   * {@code transport} says: its trust over https ({@code --ca-file}, {@code --insecure}) and its
+   * version ({@code --http2}).
+   */
+  public RequestRunner(
+      Vertx vertx,
+      URI baseUrl,
+      int maxConnections,
+      Duration timeout,
+      LongConsumer itlSink,
+      boolean connectionReuse,
+      Transport transport) {
+    Objects.requireNonNull(transport, "transport");
     this.vertx = Objects.requireNonNull(vertx, "vertx");
     Objects.requireNonNull(baseUrl, "baseUrl");
     String scheme = baseUrl.getScheme() == null ? "" : baseUrl.getScheme().toLowerCase(Locale.ROOT);
@@ -146,15 +169,24 @@ public final class RequestRunner {
             .setSsl(ssl)
             .setConnectTimeout((int) Math.min(Integer.MAX_VALUE, timeoutMs))
             .setDecompressionSupported(false);
+    transport.apply(options, true);
+    TlsTiming timing = new TlsTiming();
+    if (ssl) {
+      options.setSslEngineOptions(timing.engineOptions());
+    }
+    this.http2 = transport.http2();
     this.client = vertx.createHttpClient(options);
     this.pool =
         new ConnectionPool(
+            vertx,
             client,
             new HttpConnectOptions()
                 .setHost(host)
                 .setPort(port)
                 .setSsl(ssl)
                 .setConnectTimeout(timeoutMs),
+            transport.http2(),
+            timing,
             maxConnections,
             options.getKeepAliveTimeout(),
             connectionReuse);
@@ -178,6 +210,19 @@ public final class RequestRunner {
    */
   public long connectionsClosedByServer() {
     return pool.closedByServer();
+  }
+
+  /**
+   * The protocol the connections spoke ({@code h2}, {@code http/1.1}; both, comma-separated, when
+   * they differed), or null before the first connection.
+   */
+  public String protocol() {
+    return pool.protocol();
+  }
+
+  /** The TLS version of the connections ({@code TLSv1.3}), or null over plain http. */
+  public String tlsVersion() {
+    return pool.tlsVersion();
   }
 
   /** Whether connections are reused ({@code --connection-reuse}). */

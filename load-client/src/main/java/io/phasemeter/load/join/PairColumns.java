@@ -57,6 +57,9 @@ final class PairColumns {
     final byte[] error = new byte[CHUNK];
     final boolean[] retried = new boolean[CHUNK];
     final String[] bucket = new String[CHUNK];
+    // dns, connect, tls of requests that opened a connection (3 a row), allocated only when a
+    // chunk has any: most requests go on a reused connection.
+    long[] connectionSetup;
     // Per-request objects, allocated only when a chunk has any.
     String[] traceIdText;
     String[] invalidReason;
@@ -89,6 +92,18 @@ final class PairColumns {
     k.intended[row] = c.intendedNanos();
     k.actual[row] = c.actualNanos();
     k.transportSetup[row] = c.transportSetupNanos();
+    if (k.connectionSetup != null
+        || c.dnsNanos() >= 0
+        || c.connectNanos() >= 0
+        || c.tlsNanos() >= 0) {
+      if (k.connectionSetup == null) {
+        k.connectionSetup = new long[3 * CHUNK];
+        java.util.Arrays.fill(k.connectionSetup, -1);
+      }
+      k.connectionSetup[3 * row] = c.dnsNanos();
+      k.connectionSetup[3 * row + 1] = c.connectNanos();
+      k.connectionSetup[3 * row + 2] = c.tlsNanos();
+    }
     k.ttfb[row] = c.ttfbNanos();
     k.ttft[row] = c.ttftNanos();
     k.total[row] = c.totalNanos();
@@ -171,7 +186,10 @@ final class PairColumns {
               k.serverTiming == null ? null : k.serverTiming[row],
               k.retried[row],
               k.turn == null ? 0 : k.turn[row],
-              k.session == null ? null : k.session[row]);
+              k.session == null ? null : k.session[row],
+              k.connectionSetup == null ? -1 : k.connectionSetup[3 * row],
+              k.connectionSetup == null ? -1 : k.connectionSetup[3 * row + 1],
+              k.connectionSetup == null ? -1 : k.connectionSetup[3 * row + 2]);
       out.add(new Pair(c, k.server == null ? null : k.server[row]));
     }
     return out;

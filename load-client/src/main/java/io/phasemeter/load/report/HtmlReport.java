@@ -24,6 +24,9 @@ final class HtmlReport {
           Map.entry("client_total", "#1f77b4"),
           Map.entry("client_ttft", "#17becf"),
           Map.entry("transport_setup", "#7f7f7f"),
+          Map.entry("dns", "#c7c7c7"),
+          Map.entry("connect", "#9edae5"),
+          Map.entry("tls", "#dbdb8d"),
           Map.entry("network_envelope", "#9467bd"),
           Map.entry("ttft_envelope", "#c39bd3"),
           Map.entry("server_root", "#2ca02c"),
@@ -429,6 +432,10 @@ final class HtmlReport {
     cdf(
         "Envelopes and client overhead",
         List.of("network_envelope", "ttft_envelope", "transport_setup", "schedule_lag"));
+    if (m.stats.count("connect") > 0) {
+      // transport_setup's parts, from the requests that opened a connection.
+      cdf("Connection set-up (new connections)", List.of("dns", "connect", "tls"));
+    }
     b.append("</div></section>");
   }
 

@@ -53,7 +53,10 @@ final class PairsCsv {
           "server_slo_missed",
           "intended_ms",
           "session",
-          "turn");
+          "turn",
+          "dns_ms",
+          "connect_ms",
+          "tls_ms");
 
   /** {@code runStartNanos} of a table whose {@code intended_ms} is left empty (no clock known). */
   static final long NO_CLOCK = Long.MIN_VALUE;
@@ -74,7 +77,10 @@ final class PairsCsv {
    * none: a proxy before them, a request the proxy did not judge). {@code intended_ms} is the
    * request's intended start in milliseconds after {@code runStartNanos}, the run's clock (a
    * replayed row's: its time in the trace divided by the speed). {@code session} and {@code turn}
-   * (last) are the request's session id and turn, empty outside any session.
+   * are the request's session id and turn, empty outside any session. {@code dns_ms}, {@code
+   * connect_ms} and {@code tls_ms} (last) split {@code transport_setup_ms} for a request that
+   * opened its connection: empty on a reused connection, {@code dns_ms} empty for an IP literal,
+   * {@code tls_ms} empty over plain http.
    */
   static void write(
       Path file, List<Pair> pairs, List<String> notApplicable, Goodput goodput, long runStartNanos)
@@ -109,6 +115,10 @@ final class PairsCsv {
         ClientResult c = p.client();
         row.append(',').append(c.turn() == 0 ? "" : quote(c.session()));
         row.append(',').append(c.turn() == 0 ? "" : Integer.toString(c.turn()));
+        // transport_setup's parts, for a request that opened its connection; empty otherwise.
+        row.append(',').append(nanos(c.dnsNanos()));
+        row.append(',').append(nanos(c.connectNanos()));
+        row.append(',').append(nanos(c.tlsNanos()));
         w.append(row).append("\r\n");
       }
     }

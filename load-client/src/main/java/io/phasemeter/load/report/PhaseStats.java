@@ -19,7 +19,8 @@ import org.HdrHistogram.Histogram;
  *
  * <ul>
  *   <li>client latencies ({@code client_total}, {@code client_ttft}, {@code transport_setup},
- *       {@code tpot}) over successful requests only;
+ *       {@code tpot}) over successful requests only; {@code transport_setup}'s parts ({@code dns},
+ *       {@code connect}, {@code tls}) over the successful requests that opened a connection;
  *   <li>server phases and both envelopes over <em>joined</em> successful requests only, each
  *       envelope computed per request before any quantile — never {@code p95(A) − p95(B)};
  *   <li>{@code schedule_lag} over every started request, failed or not;
@@ -195,6 +196,10 @@ public final class PhaseStats {
     nanos(sink, "client_total", c.totalNanos());
     nanos(sink, "client_ttft", c.ttftNanos());
     nanos(sink, "transport_setup", c.transportSetupNanos());
+    // Its parts, for a request that opened its connection (dns: a name was resolved; tls: https).
+    nanos(sink, "dns", c.dnsNanos());
+    nanos(sink, "connect", c.connectNanos());
+    nanos(sink, "tls", c.tlsNanos());
     nanos(sink, "tpot", c.tpotNanos());
     if (!pair.joined()) {
       return;

@@ -3,6 +3,7 @@ package io.phasemeter.load.schedule;
 import io.phasemeter.load.http.AnswerText;
 import io.phasemeter.load.http.ClientResult;
 import io.phasemeter.load.http.RequestRunner;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.report.Connections;
 import io.phasemeter.load.workload.Arrivals;
 import io.vertx.core.Context;
@@ -46,12 +47,33 @@ public final class StepRunner implements AutoCloseable {
       Duration timeout,
       boolean connectionReuse,
       int totalSteps) {
+    this(vertx, url, maxInFlight, timeout, connectionReuse, totalSteps, Transport.DEFAULT);
+  }
+
+  /**
+   * Like {@link #StepRunner(Vertx, URI, int, Duration, boolean, int)}, speaking as {@code
+   * transport} says ({@code --ca-file}, {@code --insecure}, {@code --http2}).
+   */
+  public StepRunner(
+      Vertx vertx,
+      URI url,
+      int maxInFlight,
+      Duration timeout,
+      boolean connectionReuse,
+      int totalSteps,
+      Transport transport) {
     this.vertx = vertx;
     this.maxInFlight = maxInFlight;
     this.totalSteps = totalSteps;
     this.runner =
         new RequestRunner(
-            vertx, url, Math.min(maxInFlight, 4096), timeout, gap -> {}, connectionReuse);
+            vertx,
+            url,
+            Math.min(maxInFlight, 4096),
+            timeout,
+            gap -> {},
+            connectionReuse,
+            transport);
   }
 
   /**
@@ -340,6 +362,16 @@ public final class StepRunner implements AutoCloseable {
             now.opened() - base.opened(),
             now.closedByServer() - base.closedByServer(),
             now.staleRetries() - base.staleRetries());
+  }
+
+  /** The protocol the run's connections spoke ({@code h2}, {@code http/1.1}), or null. */
+  public String protocol() {
+    return runner.protocol();
+  }
+
+  /** The TLS version of the run's connections, or null over plain http. */
+  public String tlsVersion() {
+    return runner.tlsVersion();
   }
 
   @Override

@@ -2,6 +2,7 @@ package io.phasemeter.load.schedule;
 
 import io.phasemeter.load.http.CalibrationServer;
 import io.phasemeter.load.http.RequestRunner;
+import io.phasemeter.load.http.Transport;
 import io.phasemeter.load.join.Joiner;
 import io.phasemeter.load.report.LiveReport;
 import io.phasemeter.load.report.PhaseStats;
@@ -62,6 +63,8 @@ public final class WarmUp {
    * @param connectionReuse whether connections are kept alive
    * @param concurrency the closed model's concurrency, or 0 for the open model
    * @param firstRate the open model's first rate (req/s)
+   * @param transport how the target is spoken to (its trust, its HTTP version); the client's own
+   *     endpoint is plain HTTP/1.1 whatever it says
    */
   public record Plan(
       int requests,
@@ -71,7 +74,8 @@ public final class WarmUp {
       Duration timeout,
       boolean connectionReuse,
       int concurrency,
-      double firstRate) {}
+      double firstRate,
+      Transport transport) {}
 
   /**
    * Sends {@code --warmup} requests one by one before the clock starts, through the same client
@@ -131,7 +135,14 @@ public final class WarmUp {
     long limit = toSelf ? System.nanoTime() + SELF_LIMIT.toNanos() : Long.MAX_VALUE;
     TraceIds warm = TraceIds.random();
     RequestRunner warmRunner =
-        new RequestRunner(vertx, url, 1, o.timeout(), gap -> {}, o.connectionReuse());
+        new RequestRunner(
+            vertx,
+            url,
+            1,
+            o.timeout(),
+            gap -> {},
+            o.connectionReuse(),
+            toSelf ? Transport.DEFAULT : o.transport());
     int sent = 0;
     long t0 = System.nanoTime();
     try {
@@ -240,7 +251,8 @@ public final class WarmUp {
             o.timeout(),
             o.connectionReuse(),
             o.concurrency(),
-            Math.max(SELF_MIN_RATE, o.firstRate()));
+            Math.max(SELF_MIN_RATE, o.firstRate()),
+            o.transport());
     out.println(
         String.format(
             Locale.ROOT,

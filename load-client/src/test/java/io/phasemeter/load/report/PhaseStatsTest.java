@@ -160,7 +160,7 @@ class PhaseStatsTest {
     assertThat(s.max()).isNaN();
     assertThat(stats.quantileMs("queue", 0.95)).isNaN();
     assertThat(stats.joinCoverage()).isNaN();
-    assertThat(stats.names()).containsExactlyElementsOf(PhaseStats.NAMES).hasSize(19);
+    assertThat(stats.names()).containsExactlyElementsOf(PhaseStats.NAMES).hasSize(22);
     assertThatThrownBy(() -> stats.summary("ttft")).hasMessageContaining("unknown phase: ttft");
   }
 

@@ -64,7 +64,7 @@ class ReportWriterTest {
     assertThat(s.get("engine_coverage").isNull()).isTrue();
 
     JsonNode phases = s.get("phases");
-    assertThat(phases.size()).isEqualTo(19);
+    assertThat(phases.size()).isEqualTo(22);
     for (String name : PhaseStats.NAMES) {
       JsonNode p = phases.get(name);
       assertThat(p).as(name).isNotNull();

@@ -36,6 +36,9 @@ public enum BudgetPhase {
   CLIENT_TOTAL(Phases.CLIENT_TOTAL, null),
   CLIENT_TTFT(Phases.CLIENT_TTFT, null),
   TRANSPORT_SETUP(Phases.TRANSPORT_SETUP, null),
+  DNS(Phases.DNS, null),
+  CONNECT(Phases.CONNECT, null),
+  TLS(Phases.TLS, null),
   SCHEDULE_LAG(Phases.SCHEDULE_LAG, null);
 
   private final Phases entry;

@@ -115,7 +115,7 @@ public record ProxyConfig(
   /** Returns a copy listening on {@code port} (0 = any free port); tests and the demo use it. */
   public ProxyConfig withListenPort(int port) {
     return new ProxyConfig(
-        new Listen(listen.host(), port, 0, listen.tls()),
+        listen.withPort(port),
         admin,
         limits,
         auth,
@@ -309,9 +309,30 @@ public record ProxyConfig(
    * The public listener. {@code maxConnections} bounds the connections it keeps open (more are
    * closed when accepted); 0 leaves the process's file descriptor limit less what the admin
    * listener, the upstream connections and the process itself need (see {@code DescriptorBudget}).
-   * {@code tls} ({@code listen.tls}) is null for a plaintext listener.
+   *
+   * <p>HTTP/2 ({@code listen.http2}): h2c with prior knowledge on plaintext, {@code h2} by ALPN
+   * over TLS; off by default on plaintext and on by default with TLS, as Envoy and nginx decide per
+   * listener. {@code http2MaxConcurrentStreams} ({@code SETTINGS_MAX_CONCURRENT_STREAMS}, nginx's
+   * {@code http2_max_concurrent_streams}, default 128 as nginx) and {@code http2MaxHeaderListSize}
+   * ({@code SETTINGS_MAX_HEADER_LIST_SIZE}, Envoy's {@code max_request_headers_kb}; default 16384
+   * bytes, the HTTP/1 head limit) are advertised and enforced per connection. {@code tls} ({@code
+   * listen.tls}) is null for a plaintext listener.
    */
-  public record Listen(String host, int port, int maxConnections, ServerTls tls) {
+  public record Listen(
+      String host,
+      int port,
+      int maxConnections,
+      // HTTP/2 (issue 38): null = the default for the listener (on with TLS).
+      Boolean http2,
+      Integer http2MaxConcurrentStreams,
+      Integer http2MaxHeaderListSize,
+      ServerTls tls) {
+    /** Streams one HTTP/2 connection may have open at once, by default (as nginx). */
+    public static final int DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS = 128;
+
+    /** The largest header list an HTTP/2 request may send, by default: the HTTP/1 head limit. */
+    public static final int DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE = 16384;
+
     public Listen {
       host = requireText(host, "listen.host");
       requirePort(port, "listen.port");
@@ -322,6 +343,32 @@ public record ProxyConfig(
                 + ")");
       }
       tls = ServerTls.orOff(tls);
+      http2 = http2 == null ? tls != null : http2;
+      http2MaxConcurrentStreams =
+          http2MaxConcurrentStreams == null
+              ? DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS
+              : http2MaxConcurrentStreams;
+      if (http2MaxConcurrentStreams < 1) {
+        throw new IllegalArgumentException(
+            "listen.http2_max_concurrent_streams: must be at least 1 (got "
+                + http2MaxConcurrentStreams
+                + ")");
+      }
+      http2MaxHeaderListSize =
+          http2MaxHeaderListSize == null
+              ? DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE
+              : http2MaxHeaderListSize;
+      if (http2MaxHeaderListSize < 1024) {
+        throw new IllegalArgumentException(
+            "listen.http2_max_header_list_size: must be at least 1024 bytes (got "
+                + http2MaxHeaderListSize
+                + ")");
+      }
+    }
+
+    /** A plaintext listener with the HTTP/2 defaults. */
+    public Listen(String host, int port, int maxConnections) {
+      this(host, port, maxConnections, null, null, null, null);
     }
 
     /** A listener whose connections are bounded by the file descriptor limit. */
@@ -329,9 +376,16 @@ public record ProxyConfig(
       this(host, port, 0);
     }
 
-    /** A plaintext listener. */
-    public Listen(String host, int port, int maxConnections) {
-      this(host, port, maxConnections, null);
+    /** This listener on {@code port}, everything else kept. */
+    public Listen withPort(int port) {
+      return new Listen(
+          host,
+          port,
+          maxConnections,
+          http2,
+          http2MaxConcurrentStreams,
+          http2MaxHeaderListSize,
+          tls);
     }
   }
 
@@ -1037,7 +1091,8 @@ public record ProxyConfig(
       Connections connections,
       Routing routing,
       Duration scrapeInterval,
-      Duration scrapeTimeout) {
+      Duration scrapeTimeout,
+      PoolTls tls) {
     /** The output estimate of a request that sets no max_tokens, by default. */
     public static final long DEFAULT_MAX_TOKENS = 4096;
 
@@ -1130,6 +1185,13 @@ public record ProxyConfig(
                 + scrapeTimeout.toMillis()
                 + "ms)");
       }
+      if (tls != null && upstreams.stream().noneMatch(u -> Upstream.parse(u.url()).tls())) {
+        // A block that would apply to nothing is a mistake the operator wants to hear about.
+        throw new IllegalArgumentException(
+            "tls: pool '"
+                + name
+                + "' has no https:// upstream; its tls block would apply to nothing");
+      }
     }
 
     /** The shortest scrape interval allowed. */
@@ -1165,6 +1227,7 @@ public record ProxyConfig(
           null,
           null,
           null,
+          null,
           null);
     }
 
@@ -1196,6 +1259,34 @@ public record ProxyConfig(
      */
     public List<Integer> upstreamSlots() {
       return UpstreamEntry.shares(upstreams, slots);
+    }
+  }
+
+  /**
+   * TLS to a pool's {@code https://} upstreams ({@code pools[].tls}): {@code ca_file} trusts
+   * exactly the CAs in that PEM file instead of the JVM's; {@code cert_file} and {@code key_file}
+   * (both or neither) are the client certificate for mTLS; {@code verify_hostname} (default true)
+   * checks that the upstream's certificate names the host of its URL. The files are read and
+   * checked when the pool is built ({@code io.phasemeter.proxy.tls.UpstreamTls}), so a bad one
+   * stops the start.
+   */
+  public record PoolTls(String caFile, String certFile, String keyFile, Boolean verifyHostname) {
+    public PoolTls {
+      caFile = caFile == null || caFile.isBlank() ? null : caFile.trim();
+      certFile = certFile == null || certFile.isBlank() ? null : certFile.trim();
+      keyFile = keyFile == null || keyFile.isBlank() ? null : keyFile.trim();
+      if ((certFile == null) != (keyFile == null)) {
+        throw new IllegalArgumentException(
+            "tls: cert_file and key_file go together (the client certificate and its key); got"
+                + " only "
+                + (certFile == null ? "key_file" : "cert_file"));
+      }
+      verifyHostname = verifyHostname == null ? Boolean.TRUE : verifyHostname;
+    }
+
+    /** Whether a client certificate is presented (mTLS). */
+    public boolean clientCertificate() {
+      return certFile != null;
     }
   }
 

@@ -20,6 +20,7 @@ import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpVersion;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.util.List;
@@ -186,7 +187,15 @@ public final class Pipeline {
     inFlight.incrementAndGet();
     unrouted.incrementAndGet();
     live.add(ctx);
-    req.response().closeHandler(v -> ctx.cancel());
+    // The client went away: its connection closed, or (HTTP/2) it reset the stream. An HTTP/2
+    // stream also closes when its response has ended, which is no cancel.
+    req.response()
+        .closeHandler(
+            v -> {
+              if (req.version() != HttpVersion.HTTP_2 || !req.response().ended()) {
+                ctx.cancel();
+              }
+            });
     if (!framings.isEmpty()) {
       // A chunked body can break its framing mid-body: the request answers it (400), as it would
       // a bad head, rather than the connection just closing.

@@ -88,6 +88,7 @@ public final class RequestContext {
   private int upstreamAttempts;
   // Why the (last) upstream was chosen; null when none was.
   private io.phasemeter.proxy.upstream.RouteReason routeReason;
+  private long upstreamConnectNanos = -1;
   private int passthroughStatus;
   private int relayedStatus;
   private boolean plain;
@@ -177,7 +178,8 @@ public final class RequestContext {
             .setStartTimestamp(clock.toEpochNanos(rootStart), TimeUnit.NANOSECONDS)
             .setAttribute(SpanAttributes.HTTP_REQUEST_METHOD, method)
             .setAttribute(SpanAttributes.HTTP_ROUTE, route.path())
-            .setAttribute(SpanAttributes.URL_PATH, route.path());
+            .setAttribute(SpanAttributes.URL_PATH, route.path())
+            .setAttribute(SpanAttributes.NETWORK_PROTOCOL_VERSION, protocolVersion(request));
     if (route.operation() != null) {
       builder.setAttribute(SpanAttributes.GEN_AI_OPERATION_NAME, route.operation());
     }
@@ -187,6 +189,27 @@ public final class RequestContext {
     this.deferral = deferral != null && rootSpan.isRecording() ? deferral : null;
     java.util.Arrays.fill(phaseStart, -1);
     java.util.Arrays.fill(phaseEnd, -1);
+  }
+
+  /**
+   * The HTTP version {@code request} came in, as OTel's {@code network.protocol.version} writes it:
+   * {@code 1.0}, {@code 1.1} or {@code 2}.
+   */
+  public static String protocolVersion(HttpServerRequest request) {
+    io.vertx.core.http.HttpVersion version = request == null ? null : request.version();
+    if (version == null) {
+      return "1.1";
+    }
+    return switch (version) {
+      case HTTP_1_0 -> "1.0";
+      case HTTP_2 -> "2";
+      default -> "1.1";
+    };
+  }
+
+  /** The HTTP version the client spoke ({@link #protocolVersion(HttpServerRequest)}). */
+  public String protocolVersion() {
+    return protocolVersion(request);
   }
 
   /** The proxy clock's current reading. */
@@ -668,6 +691,22 @@ public final class RequestContext {
   /** Generation: the request is being sent to its {@code attempts}-th upstream. */
   void attempting(int attempts) {
     this.upstreamAttempts = attempts;
+  }
+
+  /**
+   * Generation: the attempt's new connection to the upstream took {@code nanos} to set up (TCP
+   * connect, and TLS); -1 when it went out on one already open.
+   */
+  void upstreamConnected(long nanos) {
+    this.upstreamConnectNanos = nanos;
+  }
+
+  /**
+   * How long the last attempt's new connection to the upstream took to set up, -1 when it reused
+   * one (or none was made).
+   */
+  public long upstreamConnectNanos() {
+    return upstreamConnectNanos;
   }
 
   /** Generation: why the pool chose the upstream the request is being sent to. */

@@ -5,6 +5,7 @@ import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.Span;
 import io.phasemeter.core.SpanAttributes;
 import io.phasemeter.core.net.StaleConnections;
+import io.phasemeter.proxy.tls.TlsFailures;
 import io.phasemeter.proxy.upstream.UpstreamHost;
 import io.phasemeter.proxy.upstream.UpstreamPool;
 import io.vertx.core.http.ConnectionPoolTooBusyException;
@@ -110,6 +111,7 @@ final class UpstreamAttempts {
                 return;
               }
               upstreamRequest = request;
+              connected(pool.connect(request));
               boolean reused = !fresh && pool.reused(request);
               long sentAt = ctx.now();
               sends++;
@@ -124,6 +126,12 @@ final class UpstreamAttempts {
                           if (reused && !bodyTaken() && staleConnection(host, rr.cause(), sentAt)) {
                             return;
                           }
+                          if (TlsFailures.describe(rr.cause()) != null) {
+                            // A TLS 1.3 server refuses a client certificate after the client's
+                            // side of the handshake ended: the connect failed all the same.
+                            pool.connectFailed(host);
+                            pool.tlsFailed(host, rr.cause());
+                          }
                           // A body already streamed on cannot be sent again.
                           failed(host, connectFailure(rr.cause()), !bodyTaken());
                         } else {
@@ -131,6 +139,24 @@ final class UpstreamAttempts {
                         }
                       });
             });
+  }
+
+  /**
+   * The attempt's connection: when it was opened for this request, an {@code upstream.connect}
+   * event with how long that took, and the record's {@code upstream_connect_ms}; a pooled or spare
+   * one leaves the record's null.
+   */
+  private void connected(UpstreamPool.Connect connect) {
+    ctx.upstreamConnected(connect == null ? -1 : connect.nanos());
+    if (connect == null) {
+      return;
+    }
+    var attributes =
+        Attributes.builder().put(SpanAttributes.UPSTREAM_CONNECT_MS, connect.nanos() / 1e6);
+    if (connect.tlsVersion() != null) {
+      attributes.put(SpanAttributes.TLS_PROTOCOL_VERSION, connect.tlsVersion());
+    }
+    span.addEvent("upstream.connect", attributes.build());
   }
 
   private boolean bodyTaken() {
@@ -266,6 +292,11 @@ final class UpstreamAttempts {
           "Too many requests are waiting for a connection to the upstream"
               + " (connections.wait_queue); retry later.",
           1);
+    }
+    String tls = TlsFailures.describe(t);
+    if (tls != null) {
+      return ProxyFailure.of(
+          ProxyFailure.Kind.UPSTREAM_UNAVAILABLE, "TLS to the upstream failed: " + tls + ".");
     }
     if (t instanceof ConnectTimeoutException) {
       return ProxyFailure.of(

@@ -42,7 +42,7 @@ public final class RecordStore implements RequestObserver {
   private static final int CHUNK = 1 << SHIFT;
   private final Chunk[] chunks;
   // Per slot in Chunk.numbers: rootNanos, ttftNanos, gatewayNanos, unattributedNanos, tpotNanos,
-  // inputTokens, outputTokens, then one per phase.
+  // inputTokens, outputTokens, upstreamConnectNanos, then one per phase.
   private static final int ROOT = 0;
   private static final int TTFT = 1;
   private static final int GATEWAY = 2;
@@ -50,7 +50,8 @@ public final class RecordStore implements RequestObserver {
   private static final int TPOT = 4;
   private static final int INPUT = 5;
   private static final int OUTPUT = 6;
-  private static final int PHASES_AT = 7;
+  private static final int UPSTREAM_CONNECT = 7;
+  private static final int PHASES_AT = 8;
   private static final int NUMBERS = PHASES_AT + PHASE_COUNT;
   // Per slot in Chunk.strings.
   private static final int MODEL = 0;
@@ -189,6 +190,7 @@ public final class RecordStore implements RequestObserver {
     c.numbers[n + TPOT] = r.tpotNanos;
     c.numbers[n + INPUT] = r.inputTokens;
     c.numbers[n + OUTPUT] = r.outputTokens;
+    c.numbers[n + UPSTREAM_CONNECT] = r.upstreamConnectNanos;
     System.arraycopy(r.phaseNanos, 0, c.numbers, n + PHASES_AT, PHASE_COUNT);
     int t = k * STRINGS;
     c.strings[t + MODEL] = r.model;
@@ -259,6 +261,7 @@ public final class RecordStore implements RequestObserver {
         c.strings[t + PRIORITY],
         c.upstreamAttempts[k],
         c.strings[t + ROUTE_REASON],
+        c.numbers[n + UPSTREAM_CONNECT],
         (f & EXTERNAL) != 0,
         c.strings[t + KEY_NAME],
         c.strings[t + TENANT],

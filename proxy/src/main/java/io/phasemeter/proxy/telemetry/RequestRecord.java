@@ -56,6 +56,8 @@ public final class RequestRecord {
   final int upstreamAttempts;
   // Why the upstream was chosen (RouteReason's word), null when none was.
   final String routeReason;
+  // The last attempt's new connection's set-up (connect and TLS), -1 when it reused one.
+  final long upstreamConnectNanos;
   final boolean external;
   final String keyName;
   // An allowlisted tenant or "other" (docs/design.md, "Tenants"): configuration's strings only.
@@ -94,6 +96,7 @@ public final class RequestRecord {
       String priority,
       int upstreamAttempts,
       String routeReason,
+      long upstreamConnectNanos,
       boolean external,
       String keyName,
       String tenant,
@@ -124,6 +127,7 @@ public final class RequestRecord {
     this.priority = priority;
     this.upstreamAttempts = upstreamAttempts;
     this.routeReason = routeReason;
+    this.upstreamConnectNanos = upstreamConnectNanos;
     this.external = external;
     this.keyName = keyName;
     this.tenant = tenant;
@@ -164,6 +168,7 @@ public final class RequestRecord {
         ctx.priority().label(),
         ctx.upstreamAttempts(),
         ctx.routeReason() == null ? null : ctx.routeReason().word(),
+        ctx.upstreamConnectNanos(),
         ctx.external(),
         ctx.keyName(),
         ctx.tenant(),
@@ -205,6 +210,7 @@ public final class RequestRecord {
         priority,
         upstreamAttempts,
         routeReason,
+        upstreamConnectNanos,
         external,
         keyName,
         tenant,
@@ -264,6 +270,7 @@ public final class RequestRecord {
       g.writeStringField("priority", priority);
       g.writeNumberField("upstream_attempts", upstreamAttempts);
       g.writeStringField("route_reason", routeReason);
+      writeMs(g, "upstream_connect_ms", upstreamConnectNanos);
       if (external) {
         g.writeBooleanField("external", true);
       }

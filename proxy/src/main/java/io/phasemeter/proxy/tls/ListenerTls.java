@@ -43,9 +43,9 @@ import org.slf4j.LoggerFactory;
  * version that still fails leaves the old pair in service and is counted and logged once, however
  * many ticks it stays.
  *
- * <p>Registers {@code phasemeter_tls_reloads_total} by {@code listener} and {@code result} ({@code
- * ok}, {@code failed}) and {@code phasemeter_tls_certificate_expiry_timestamp_seconds} by {@code
- * listener}: the served certificate's notAfter, what an operator alerts on.
+ * <p>Registers {@code llm_tls_reloads_total} by {@code listener} and {@code result} ({@code ok},
+ * {@code failed}) and {@code llm_tls_certificate_expiry_timestamp_seconds} by {@code listener}: the
+ * served certificate's notAfter, what an operator alerts on.
  */
 public final class ListenerTls {
   private static final Logger LOG = LoggerFactory.getLogger(ListenerTls.class);
@@ -116,23 +116,23 @@ public final class ListenerTls {
    *
    * @param listener {@code public} or {@code admin}: the metrics' {@code listener} label
    * @param key the configuration key, {@code listen.tls} or {@code admin.tls}, for messages
+   * @param alpn the protocols offered by ALPN, most preferred first (Vert.x offers them again with
+   *     every reloaded certificate): the listener's HTTP versions
    * @throws ConfigException one line naming the key and the file at fault
    */
   public static ListenerTls load(
-      Vertx vertx, ProxyConfig.ServerTls config, String listener, String key) {
+      Vertx vertx,
+      ProxyConfig.ServerTls config,
+      String listener,
+      String key,
+      List<HttpVersion> alpn) {
     return load(
-        vertx,
-        config,
-        listener,
-        key,
-        applicationProtocols(),
-        Clock.systemUTC(),
-        line -> LOG.warn("{}", line));
+        vertx, config, listener, key, alpn, Clock.systemUTC(), line -> LOG.warn("{}", line));
   }
 
   /**
-   * As {@link #load(Vertx, ProxyConfig.ServerTls, String, String)}, with the ALPN protocols
-   * offered, the clock certificates are judged by, and where a failed reload's one line goes.
+   * As {@link #load(Vertx, ProxyConfig.ServerTls, String, String, List)}, with the clock
+   * certificates are judged by, and where a failed reload's one line goes.
    */
   public static ListenerTls load(
       Vertx vertx,
@@ -151,14 +151,6 @@ public final class ListenerTls {
       tls.served = new Served(first.pair(), first.options(), tls.contentHash());
     }
     return tls;
-  }
-
-  /**
-   * The ALPN protocols a listener offers, in order of preference: the one place the list is made
-   * (Vert.x offers them again with every reloaded certificate).
-   */
-  public static List<HttpVersion> applicationProtocols() {
-    return List.of(HttpVersion.HTTP_1_1);
   }
 
   /** Turns TLS on in {@code options} with the pair in service. */
@@ -185,7 +177,7 @@ public final class ListenerTls {
     reloadsOk = reloads(registry, "ok");
     reloadsFailed = reloads(registry, "failed");
     Gauge.builder(
-            "phasemeter.tls.certificate.expiry.timestamp.seconds",
+            "llm.tls.certificate.expiry.timestamp.seconds",
             this,
             t -> t.notAfter().getEpochSecond())
         .tag("listener", listener)
@@ -194,7 +186,7 @@ public final class ListenerTls {
   }
 
   private Counter reloads(MeterRegistry registry, String result) {
-    return Counter.builder("phasemeter.tls.reloads")
+    return Counter.builder("llm.tls.reloads")
         .tag("listener", listener)
         .tag("result", result)
         .description("Certificate reloads: ok (a new pair served) or failed (the old one stays)")

@@ -85,7 +85,12 @@ final class EngineScraper {
   private long timer = -1;
   private volatile boolean closed;
 
-  EngineScraper(Vertx vertx, ProxyConfig.Pool config, List<UpstreamHost> hosts, NanoClock clock) {
+  EngineScraper(
+      Vertx vertx,
+      ProxyConfig.Pool config,
+      List<UpstreamHost> hosts,
+      NanoClock clock,
+      io.phasemeter.proxy.tls.UpstreamTls tls) {
     this.vertx = vertx;
     this.config = config;
     this.clock = clock;
@@ -103,7 +108,7 @@ final class EngineScraper {
     this.client =
         WebClient.create(
             vertx,
-            new WebClientOptions()
+            tls.applyTo(new WebClientOptions())
                 .setKeepAlive(true)
                 .setTcpNoDelay(true)
                 .setConnectTimeout((int) Math.min(Integer.MAX_VALUE, timeoutMs))

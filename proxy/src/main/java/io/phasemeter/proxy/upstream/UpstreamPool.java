@@ -7,6 +7,8 @@ import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import io.phasemeter.core.NanoClock;
 import io.phasemeter.proxy.config.ProxyConfig;
+import io.phasemeter.proxy.tls.TlsFailures;
+import io.phasemeter.proxy.tls.UpstreamTls;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;
@@ -47,6 +49,7 @@ public final class UpstreamPool implements MeterBinder {
   private static final Logger LOG = LoggerFactory.getLogger(UpstreamPool.class);
 
   private final ProxyConfig.Pool config;
+  private final UpstreamTls tls;
   private final NanoClock clock;
   private final Vertx vertx;
   private final List<UpstreamHost> hosts = new ArrayList<>();
@@ -67,6 +70,15 @@ public final class UpstreamPool implements MeterBinder {
   private final java.util.Map<UpstreamHost, SpareConnections> spares =
       new java.util.IdentityHashMap<>();
   private final AtomicLong sparesTaken = new AtomicLong();
+  // How each request's attempt connected, until UpstreamAttempts takes it (connect()); weakly held,
+  // so a request abandoned before that leaves nothing behind.
+  private final java.util.Map<HttpClientRequest, Connect> connects = weakMap();
+  // The last TLS failure logged per upstream (at most one entry each).
+  private final java.util.Map<UpstreamHost, String> tlsFailures =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  // llm_upstream_connect_seconds{tls="true"|"false"}; null until bound to a registry.
+  private volatile io.micrometer.core.instrument.Timer connectTls;
+  private volatile io.micrometer.core.instrument.Timer connectPlain;
   private final AtomicLong preconnected = new AtomicLong();
 
   // How soon after a response's end the upstream's close counts as closing after the response.
@@ -91,10 +103,10 @@ public final class UpstreamPool implements MeterBinder {
   // yet).
   private record Responded(UpstreamHost host, long at, long reusedAt) {}
 
-  private static <V> java.util.Map<io.vertx.core.http.HttpConnection, V> weakMap() {
+  private static <K, V> java.util.Map<K, V> weakMap() {
     return com.github.benmanes.caffeine.cache.Caffeine.newBuilder()
         .weakKeys()
-        .<io.vertx.core.http.HttpConnection, V>build()
+        .<K, V>build()
         .asMap();
   }
 
@@ -126,7 +138,17 @@ public final class UpstreamPool implements MeterBinder {
    * token (null: none).
    */
   public UpstreamPool(Vertx vertx, ProxyConfig.Pool config, NanoClock clock, String apiKey) {
+    this(vertx, config, clock, apiKey, UpstreamTls.of(vertx, config, java.time.Instant.now()));
+  }
+
+  /**
+   * Creates the pool's client, its {@code https://} upstreams reached with {@code tls} (read and
+   * checked beforehand: {@link UpstreamTls#of}).
+   */
+  public UpstreamPool(
+      Vertx vertx, ProxyConfig.Pool config, NanoClock clock, String apiKey, UpstreamTls tls) {
     this.vertx = vertx;
+    this.tls = tls;
     this.config = config;
     this.clock = clock;
     this.apiKey = apiKey;
@@ -150,7 +172,7 @@ public final class UpstreamPool implements MeterBinder {
     }
     this.scraper =
         config.routing() == ProxyConfig.Routing.ENGINE_LOAD
-            ? new EngineScraper(vertx, config, hosts, clock)
+            ? new EngineScraper(vertx, config, hosts, clock, tls)
             : null;
     HttpClientOptions options =
         new HttpClientOptions()
@@ -163,6 +185,8 @@ public final class UpstreamPool implements MeterBinder {
             .setForceSni(true)
             .setMaxInitialLineLength(8192)
             .setMaxHeaderSize(32768);
+    // Every client below is a copy of these options: one TLS for all of the pool's connections.
+    tls.applyTo(options);
     ProxyConfig.Connections connections = config.connections();
     options.setKeepAliveTimeout(
         (int) Math.min(Integer.MAX_VALUE, connections.keepAlive().toSeconds()));
@@ -400,6 +424,7 @@ public final class UpstreamPool implements MeterBinder {
     }
     Connections c = slotted ? slottedConnections : unslottedConnections;
     host.started(); // ended() follows whatever happens, failure included (UpstreamAttempts)
+    long asked = clock.nanoTime();
     Future<HttpClientRequest> request;
     try {
       request = (slotted ? client : unslottedClient).request(options);
@@ -408,7 +433,72 @@ public final class UpstreamPool implements MeterBinder {
       return Future.failedFuture(e);
     }
     c.waiting.incrementAndGet();
-    return request.andThen(ar -> c.waiting.decrementAndGet());
+    return request.andThen(
+        ar -> {
+          c.waiting.decrementAndGet();
+          if (ar.succeeded()) {
+            io.vertx.core.http.HttpConnection conn = ar.result().connection();
+            // The first request on a connection the pool opened for it: it waited for the connect.
+            if (conn != null && c.unused.remove(conn)) {
+              connected(host, ar.result(), conn, clock.nanoTime() - asked);
+            }
+          } else {
+            tlsFailed(host, ar.cause());
+          }
+        });
+  }
+
+  /**
+   * How a request's attempt connected: {@code nanos} from asking for a new connection to having it
+   * (TCP connect and, for {@code https://}, the TLS handshake); {@code tlsVersion} {@code 1.2} or
+   * {@code 1.3}, null over plain HTTP.
+   */
+  public record Connect(long nanos, String tlsVersion) {}
+
+  private void connected(
+      UpstreamHost host,
+      HttpClientRequest request,
+      io.vertx.core.http.HttpConnection conn,
+      long nanos) {
+    nanos = Math.max(0, nanos);
+    String version = null;
+    if (conn.isSsl() && conn.sslSession() != null) {
+      String p = conn.sslSession().getProtocol(); // "TLSv1.3"
+      version = p != null && p.startsWith("TLSv") ? p.substring(4) : p;
+    }
+    connects.put(request, new Connect(nanos, version));
+    io.micrometer.core.instrument.Timer t = conn.isSsl() ? connectTls : connectPlain;
+    if (t != null) {
+      t.record(nanos, java.util.concurrent.TimeUnit.NANOSECONDS);
+    }
+  }
+
+  /**
+   * How {@code request}'s attempt connected, once: null when it went out on a connection that was
+   * already open (pooled, or a spare opened ahead of demand).
+   */
+  public Connect connect(HttpClientRequest request) {
+    return connects.remove(request);
+  }
+
+  /**
+   * A connection to {@code host} failed: if the TLS handshake did, one warning per upstream and
+   * distinct reason (not one per request), until a handshake with it succeeds again.
+   */
+  public void tlsFailed(UpstreamHost host, Throwable cause) {
+    String reason = TlsFailures.describe(cause);
+    if (reason == null) {
+      return;
+    }
+    if (!reason.equals(tlsFailures.put(host, reason))) {
+      LOG.warn(
+          "pool {}: TLS to upstream {} failed: {} ({}); requests to it fail with 502"
+              + " upstream_unavailable while this lasts",
+          config.name(),
+          host,
+          reason,
+          TlsFailures.detail(cause));
+    }
   }
 
   /**
@@ -417,6 +507,9 @@ public final class UpstreamPool implements MeterBinder {
    */
   private static final class Connections {
     final String kind;
+    // Connections opened and not yet given a request (weakly held: the pool's own).
+    final java.util.Set<io.vertx.core.http.HttpConnection> unused =
+        java.util.Collections.newSetFromMap(weakMap());
     final AtomicInteger open = new AtomicInteger();
     final AtomicLong opened = new AtomicLong();
     final AtomicInteger waiting = new AtomicInteger();
@@ -428,6 +521,7 @@ public final class UpstreamPool implements MeterBinder {
     io.vertx.core.Handler<io.vertx.core.http.HttpConnection> onClose;
 
     void opened(io.vertx.core.http.HttpConnection connection) {
+      unused.add(connection);
       open.incrementAndGet();
       opened.incrementAndGet();
       connection.closeHandler(
@@ -506,6 +600,7 @@ public final class UpstreamPool implements MeterBinder {
 
   /** Connects a connection of its own for {@code options}' request (counted as waiting). */
   private Future<HttpClientRequest> connectOwn(UpstreamHost host, RequestOptions options) {
+    long asked = clock.nanoTime();
     Future<io.vertx.core.http.HttpClientConnection> connecting;
     try {
       connecting = freshClient.connect(spares.get(host).connectOptions());
@@ -514,11 +609,24 @@ public final class UpstreamPool implements MeterBinder {
     }
     slottedConnections.waiting.incrementAndGet();
     return connecting
-        .andThen(ar -> slottedConnections.waiting.decrementAndGet())
+        .andThen(
+            ar -> {
+              slottedConnections.waiting.decrementAndGet();
+              if (ar.failed()) {
+                tlsFailed(host, ar.cause());
+              }
+            })
         .compose(
             c -> {
               track(c, null);
-              return closeOnFailure(c, c.request(options));
+              long nanos = clock.nanoTime() - asked;
+              return closeOnFailure(c, c.request(options))
+                  .andThen(
+                      ar -> {
+                        if (ar.succeeded()) {
+                          connected(host, ar.result(), c, nanos);
+                        }
+                      });
             });
   }
 
@@ -681,6 +789,9 @@ public final class UpstreamPool implements MeterBinder {
 
   /** The upstream answered (headers arrived). */
   public void reachable(UpstreamHost host) {
+    // Answered over TLS: a TLS failure logged before is logged again if it comes back. (Not at the
+    // handshake: a TLS 1.3 server refuses a client certificate after the client's side of it.)
+    tlsFailures.remove(host);
     if (host.reachable(clock.nanoTime())) {
       capacity.changed();
     }
@@ -870,11 +981,41 @@ public final class UpstreamPool implements MeterBinder {
         .tags(pool)
         .description("Requests that found a spare connection open since start")
         .register(registry);
+    connectTls = connectTimer(registry, pool, true);
+    connectPlain = connectTimer(registry, pool, false);
     FunctionCounter.builder("llm.upstream.stale.retries", this, UpstreamPool::staleRetries)
         .tags(pool)
         .description(
             "Requests sent again on a fresh connection after the upstream had closed the pooled"
                 + " one they went out on, before answering")
+        .register(registry);
+  }
+
+  /** Bounds of {@code llm_upstream_connect_seconds}: a LAN connect to a WAN TLS handshake. */
+  private static final java.time.Duration[] CONNECT_BUCKETS = {
+    java.time.Duration.ofMillis(1),
+    java.time.Duration.ofMillis(2),
+    java.time.Duration.ofMillis(5),
+    java.time.Duration.ofMillis(10),
+    java.time.Duration.ofMillis(25),
+    java.time.Duration.ofMillis(50),
+    java.time.Duration.ofMillis(100),
+    java.time.Duration.ofMillis(250),
+    java.time.Duration.ofMillis(500),
+    java.time.Duration.ofSeconds(1),
+    java.time.Duration.ofMillis(2500),
+    java.time.Duration.ofSeconds(5)
+  };
+
+  private static io.micrometer.core.instrument.Timer connectTimer(
+      MeterRegistry registry, Tags pool, boolean tls) {
+    return io.micrometer.core.instrument.Timer.builder("llm.upstream.connect")
+        .tags(pool.and("tls", Boolean.toString(tls)))
+        .serviceLevelObjectives(CONNECT_BUCKETS)
+        .description(
+            "Set-up of a new connection a request waited for, from asking for it to having it:"
+                + " TCP connect and, for https:// upstreams, the TLS handshake (pooled and spare"
+                + " connections are not counted)")
         .register(registry);
   }
 

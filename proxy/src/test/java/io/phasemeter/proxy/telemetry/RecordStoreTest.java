@@ -200,6 +200,7 @@ class RecordStoreTest {
         pick(random, "high", "normal", "low"),
         random.nextInt(4),
         pick(random, null, "least_loaded", "engine_load", "engine_load_fallback"),
+        maybeAbsent(random),
         random.nextBoolean(),
         pick(random, null, "team-a"),
         pick(random, "other", "team-a"),

@@ -57,7 +57,7 @@ class ListenerTlsTest {
             new ProxyConfig.ServerTls(cert.toString(), key.toString(), null, Duration.ofSeconds(1)),
             "public",
             "listen.tls",
-            ListenerTls.applicationProtocols(),
+            List.of(io.vertx.core.http.HttpVersion.HTTP_1_1),
             Clock.systemUTC(),
             warnings::add);
     tls.bindTo(registry);
@@ -65,7 +65,7 @@ class ListenerTlsTest {
   }
 
   private double reloads(String result) {
-    return registry.get("phasemeter.tls.reloads").tag("result", result).counter().count();
+    return registry.get("llm.tls.reloads").tag("result", result).counter().count();
   }
 
   /** Moves the files' modification time on, as a later write would (same-second writes). */
@@ -93,7 +93,7 @@ class ListenerTlsTest {
     assertThat(tls.notAfter()).isEqualTo(second.certificate().getNotAfter().toInstant());
     assertThat(reloads("ok")).isEqualTo(1);
     assertThat(reloads("failed")).isZero();
-    assertThat(registry.get("phasemeter.tls.certificate.expiry.timestamp.seconds").gauge().value())
+    assertThat(registry.get("llm.tls.certificate.expiry.timestamp.seconds").gauge().value())
         .isEqualTo(second.certificate().getNotAfter().toInstant().getEpochSecond());
     // Nothing changed since: nothing reloaded.
     assertThat(tls.reloadIfChanged()).isNull();
