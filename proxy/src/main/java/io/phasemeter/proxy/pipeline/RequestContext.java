@@ -180,6 +180,10 @@ public final class RequestContext {
             .setAttribute(SpanAttributes.HTTP_ROUTE, route.path())
             .setAttribute(SpanAttributes.URL_PATH, route.path())
             .setAttribute(SpanAttributes.NETWORK_PROTOCOL_VERSION, protocolVersion(request));
+    String tls = tlsVersion(request);
+    if (tls != null) {
+      builder.setAttribute(SpanAttributes.TLS_PROTOCOL_VERSION, tls);
+    }
     if (route.operation() != null) {
       builder.setAttribute(SpanAttributes.GEN_AI_OPERATION_NAME, route.operation());
     }
@@ -210,6 +214,34 @@ public final class RequestContext {
   /** The HTTP version the client spoke ({@link #protocolVersion(HttpServerRequest)}). */
   public String protocolVersion() {
     return protocolVersion(request);
+  }
+
+  /**
+   * The TLS version of the connection {@code request} came in on, as OTel's {@code
+   * tls.protocol.version} writes it ({@code 1.2}, {@code 1.3}; the listener allows no other), or
+   * null over plaintext. One of a few constants, so a record holds no string of its own.
+   */
+  public static String tlsVersion(HttpServerRequest request) {
+    if (request == null || !request.isSSL()) {
+      return null;
+    }
+    javax.net.ssl.SSLSession session = request.connection().sslSession();
+    String p = session == null ? null : session.getProtocol();
+    if (p == null) {
+      return null;
+    }
+    return switch (p) {
+      case "TLSv1.3" -> "1.3";
+      case "TLSv1.2" -> "1.2";
+      case "TLSv1.1" -> "1.1";
+      case "TLSv1" -> "1.0";
+      default -> p.startsWith("TLSv") ? p.substring(4) : p;
+    };
+  }
+
+  /** The TLS version the client spoke ({@link #tlsVersion(HttpServerRequest)}), null without. */
+  public String tlsVersion() {
+    return tlsVersion(request);
   }
 
   /** The proxy clock's current reading. */

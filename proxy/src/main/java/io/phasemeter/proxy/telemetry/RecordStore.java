@@ -36,7 +36,7 @@ public final class RecordStore implements RequestObserver {
 
   private final int capacity;
   // The columns, in chunks of CHUNK slots allocated when the ring first reaches them: memory grows
-  // with use up to the bound (~190 B a record), as a ring of objects did, and no chunk is large
+  // with use up to the bound (~200 B a record), as a ring of objects did, and no chunk is large
   // enough to be a humongous object.
   private static final int SHIFT = 12;
   private static final int CHUNK = 1 << SHIFT;
@@ -66,7 +66,9 @@ public final class RecordStore implements RequestObserver {
   private static final int OPERATION = 9;
   private static final int TENANT = 10;
   private static final int ROUTE_REASON = 11;
-  private static final int STRINGS = 12;
+  private static final int NETWORK_PROTOCOL = 12;
+  private static final int TLS_PROTOCOL = 13;
+  private static final int STRINGS = 14;
   // Trace id -> ring slot, open addressing with linear probing over the columns' own ids: an entry
   // is a slot + 1 (0 = free).
   private final int[] index;
@@ -204,6 +206,8 @@ public final class RecordStore implements RequestObserver {
     c.strings[t + KEY_NAME] = r.keyName;
     c.strings[t + TENANT] = r.tenant;
     c.strings[t + ROUTE_REASON] = r.routeReason;
+    c.strings[t + NETWORK_PROTOCOL] = r.networkProtocolVersion;
+    c.strings[t + TLS_PROTOCOL] = r.tlsProtocolVersion;
     c.strings[t + ENGINE_STATUS] = r.engineStatus;
     if (c.engine != null) {
       c.engine[k] = r.engine;
@@ -262,6 +266,8 @@ public final class RecordStore implements RequestObserver {
         c.upstreamAttempts[k],
         c.strings[t + ROUTE_REASON],
         c.numbers[n + UPSTREAM_CONNECT],
+        c.strings[t + NETWORK_PROTOCOL],
+        c.strings[t + TLS_PROTOCOL],
         (f & EXTERNAL) != 0,
         c.strings[t + KEY_NAME],
         c.strings[t + TENANT],

@@ -58,6 +58,10 @@ public final class RequestRecord {
   final String routeReason;
   // The last attempt's new connection's set-up (connect and TLS), -1 when it reused one.
   final long upstreamConnectNanos;
+  // The client's HTTP version ("1.0", "1.1", "2") and TLS version ("1.2", "1.3", null over
+  // plaintext): constants, as RequestContext maps them.
+  final String networkProtocolVersion;
+  final String tlsProtocolVersion;
   final boolean external;
   final String keyName;
   // An allowlisted tenant or "other" (docs/design.md, "Tenants"): configuration's strings only.
@@ -97,6 +101,8 @@ public final class RequestRecord {
       int upstreamAttempts,
       String routeReason,
       long upstreamConnectNanos,
+      String networkProtocolVersion,
+      String tlsProtocolVersion,
       boolean external,
       String keyName,
       String tenant,
@@ -128,6 +134,8 @@ public final class RequestRecord {
     this.upstreamAttempts = upstreamAttempts;
     this.routeReason = routeReason;
     this.upstreamConnectNanos = upstreamConnectNanos;
+    this.networkProtocolVersion = networkProtocolVersion;
+    this.tlsProtocolVersion = tlsProtocolVersion;
     this.external = external;
     this.keyName = keyName;
     this.tenant = tenant;
@@ -169,6 +177,8 @@ public final class RequestRecord {
         ctx.upstreamAttempts(),
         ctx.routeReason() == null ? null : ctx.routeReason().word(),
         ctx.upstreamConnectNanos(),
+        ctx.protocolVersion(),
+        ctx.tlsVersion(),
         ctx.external(),
         ctx.keyName(),
         ctx.tenant(),
@@ -211,6 +221,8 @@ public final class RequestRecord {
         upstreamAttempts,
         routeReason,
         upstreamConnectNanos,
+        networkProtocolVersion,
+        tlsProtocolVersion,
         external,
         keyName,
         tenant,
@@ -271,6 +283,8 @@ public final class RequestRecord {
       g.writeNumberField("upstream_attempts", upstreamAttempts);
       g.writeStringField("route_reason", routeReason);
       writeMs(g, "upstream_connect_ms", upstreamConnectNanos);
+      g.writeStringField("network_protocol_version", networkProtocolVersion);
+      g.writeStringField("tls_protocol_version", tlsProtocolVersion);
       if (external) {
         g.writeBooleanField("external", true);
       }

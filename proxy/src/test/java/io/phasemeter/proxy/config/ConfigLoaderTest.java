@@ -263,6 +263,41 @@ class ConfigLoaderTest {
   }
 
   @Test
+  void http2IsOffOnPlaintextOnWithTlsAndItsLimitsAreChecked() throws IOException {
+    ProxyConfig.Listen plain = ConfigLoader.parse("listen: {port: 7000}\n", "a.yaml").listen();
+    assertThat(plain.http2()).isFalse();
+    assertThat(plain.http2MaxConcurrentStreams())
+        .isEqualTo(ProxyConfig.Listen.DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)
+        .isEqualTo(128);
+    assertThat(plain.http2MaxHeaderListSize())
+        .isEqualTo(ProxyConfig.Listen.DEFAULT_HTTP2_MAX_HEADER_LIST_SIZE)
+        .isEqualTo(16384);
+    String tls = "tls: {cert_file: /etc/p/tls.crt, key_file: /etc/p/tls.key}";
+    assertThat(ConfigLoader.parse("listen: {" + tls + "}\n", "b.yaml").listen().http2()).isTrue();
+    assertThat(
+            ConfigLoader.parse("listen: {http2: false, " + tls + "}\n", "c.yaml").listen().http2())
+        .isFalse();
+    ProxyConfig.Listen h2c =
+        ConfigLoader.parse(
+                "listen: {http2: true, http2_max_concurrent_streams: 4,"
+                    + " http2_max_header_list_size: 4096}\n",
+                "d.yaml")
+            .listen();
+    assertThat(h2c.http2()).isTrue();
+    assertThat(h2c.tls()).isNull();
+    assertThat(h2c.http2MaxConcurrentStreams()).isEqualTo(4);
+    assertThat(h2c.http2MaxHeaderListSize()).isEqualTo(4096);
+
+    failsNaming("listen: {http2: maybe}\n", "http2").hasMessageContaining("listen");
+    failsNaming("listen: {http2_max_concurrent_streams: 0}\n", "http2_max_concurrent_streams")
+        .hasMessageContaining("at least 1");
+    failsNaming("listen: {http2_max_concurrent_streams: many}\n", "http2_max_concurrent_streams");
+    failsNaming("listen: {http2_max_header_list_size: 512}\n", "http2_max_header_list_size")
+        .hasMessageContaining("at least 1024");
+    failsNaming("listen: {http2_max_header_list_size: -1}\n", "http2_max_header_list_size");
+  }
+
+  @Test
   void slotsMustBePositive() throws IOException {
     failsNaming("pools: [{name: a, models: [m], upstreams: ['http://h'], slots: 0}]\n", "slots")
         .hasMessageContaining("pools[0]");

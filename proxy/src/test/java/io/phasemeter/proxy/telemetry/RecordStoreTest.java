@@ -96,6 +96,10 @@ class RecordStoreTest {
     assertThat(json.getDouble("unattributed_ms")).isEqualTo(0.0);
     assertThat(json.getBoolean("sampled")).isFalse();
     assertThat(json.containsKey("engine_status")).isFalse();
+    // A request fixture without a connection: HTTP/1.1, plaintext (the field is there, null).
+    assertThat(json.getString("network_protocol_version")).isEqualTo("1.1");
+    assertThat(json.containsKey("tls_protocol_version")).isTrue();
+    assertThat(json.getString("tls_protocol_version")).isNull();
   }
 
   @Test
@@ -201,6 +205,8 @@ class RecordStoreTest {
         random.nextInt(4),
         pick(random, null, "least_loaded", "engine_load", "engine_load_fallback"),
         maybeAbsent(random),
+        pick(random, "1.0", "1.1", "2"),
+        pick(random, null, "1.2", "1.3"),
         random.nextBoolean(),
         pick(random, null, "team-a"),
         pick(random, "other", "team-a"),
