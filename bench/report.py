@@ -928,6 +928,209 @@ if os.path.exists(os.path.join(bdir, "config")):
            f"nginx {fmt(None if us['nginx'] is None else us['nginx'] * 0.05, 2)}, bare "
            f"{fmt(None if us['bare'] is None else us['bare'] * 0.05, 2)}{why}", bad)
 
+# ---- tls: per-chunk and per-handshake cost over TLS, against nginx terminating TLS ----------------
+def client_protocol(summary):
+    """The HTTP version the load client says it used (its summary's conditions), or None."""
+    c = summary.get("conditions", {}) if isinstance(summary, dict) else {}
+    return str(c["protocol"]) if c.get("protocol") else None
+
+
+tdir = os.path.join(OUT, "tls")
+if os.path.exists(os.path.join(tdir, "config")):
+    f = open(os.path.join(tdir, "config")).read().split()
+    t_streams, t_tokens, t_tps, t_warm, t_waves, t_rounds, hs_rate, hs_secs = map(int, f[:8])
+    hs_warm = f[8] if len(f) > 8 else "?"
+    cores_n = int(cond.get("cores") or 2)
+    TP = [("nginx-h1", "nginx, HTTP/1.1"), ("proxy-h1", "Phasemeter, HTTP/1.1"),
+          ("nginx-h2", "nginx, h2"), ("proxy-h2", "Phasemeter, h2")]
+    truns = {}
+    for d in sorted(glob.glob(os.path.join(tdir, "*-h[12]-r*"))):
+        if not os.path.isdir(d):
+            continue
+        path, rnd = os.path.basename(d).rsplit("-r", 1)
+        rows = pairs(os.path.join(d, "pairs.csv"))
+        okr = [r for r in rows if r["class"] == "NONE" and r["status"] == "200"]
+        summary = {}
+        if os.path.exists(os.path.join(d, "summary.json")):
+            summary = json.load(open(os.path.join(d, "summary.json")))
+        itl = hlog(os.path.join(d, "phases.hlog")).get("itl", [])
+        e = {"n": len(rows), "ok": len(okr), "errors": len(rows) - len(okr),
+             # One chunk per token, as in burst: the ITL gaps plus one per stream.
+             "chunks": sum(c for _, c in itl) + len(okr),
+             "itl_p99": None if not itl else hq(itl, 0.99) / 1000,
+             "protocol": client_protocol(summary),
+             "tls_version": summary.get("conditions", {}).get("tls_version"),
+             "transport": open(d + ".transport").read().strip() if os.path.exists(d + ".transport") else None}
+        if os.path.exists(d + ".cpu"):
+            c = open(d + ".cpu").read().split()
+            ticks, jit, sim, idle, tck, el = int(c[0]), int(c[1]), int(c[2]), int(c[3]), int(c[4]), float(c[5])
+            e.update({"elapsed_s": el, "cpu_cores": ticks / tck / el, "idle": idle / tck / el / cores_n,
+                      "pss_mb": int(c[6]) / 1024 if len(c) > 6 and int(c[6]) else None,
+                      "chunks_per_s": e["chunks"] / el})
+            if e["chunks"]:
+                e["us_per_chunk"] = ticks / tck * 1e6 / e["chunks"]
+                e["us_per_chunk_nojit"] = (ticks - jit) / tck * 1e6 / e["chunks"]
+        truns.setdefault(path, {})[int(rnd)] = e
+
+    # Handshakes: CPU per request at a fixed rate over the counted seconds (less one at each end).
+    hs = {}
+    for cf in sorted(glob.glob(os.path.join(tdir, "hs-*-r*.cpu"))):
+        m = re.match(r"hs-(nginx|proxy)-(on|off)-r(\d+)\.cpu$", os.path.basename(cf))
+        if not m:
+            continue
+        front, reuse, rnd = m.group(1), m.group(2), int(m.group(3))
+        c = open(cf).read().split()
+        ticks, jit, tck, el, rate = int(c[0]), int(c[1]), int(c[2]), float(c[3]), float(c[4])
+        idle = int(c[5]) / tck / el / int(cond.get("cores") or 2) if len(c) > 5 else None
+        d = cf[:-4]
+        st = run_stats(d)
+        summary = {}
+        if os.path.exists(os.path.join(d, "summary.json")):
+            summary = json.load(open(os.path.join(d, "summary.json")))
+        ph = summary.get("phases", {})
+        reused = None
+        if os.path.exists(d + ".access"):
+            lines = [ln.split() for ln in open(d + ".access") if ln.strip()]
+            if lines:
+                reused = sum(1 for ln in lines if ln[0] == "r") / len(lines)
+        hs.setdefault(front, {}).setdefault(rnd, {})[reuse] = {
+            "us_per_req": ticks / tck * 1e6 / (rate * el), "us_per_req_nojit": (ticks - jit) / tck * 1e6 / (rate * el),
+            "ok": st["ok"], "n": st["n"], "errors": st["errors"], "achieved": st["achieved"], "lag_p99": st["lag_p99"],
+            "tls_p50": ph.get("tls", {}).get("p50_ms"), "connect_p50": ph.get("connect", {}).get("p50_ms"),
+            "setup_p50": ph.get("transport_setup", {}).get("p50_ms"), "resumed": reused, "idle": idle,
+            "protocol": client_protocol(summary)}
+    for front, rr in hs.items():
+        for x in rr.values():
+            if "on" in x and "off" in x:
+                x["per_conn_us"] = x["off"]["us_per_req"] - x["on"]["us_per_req"]
+                x["per_conn_us_nojit"] = x["off"]["us_per_req_nojit"] - x["on"]["us_per_req_nojit"]
+    probes = {}
+    for front in ("nginx", "proxy"):
+        pf = os.path.join(tdir, f"probe-{front}.txt")
+        if os.path.exists(pf):
+            probes[front] = dict(ln.rstrip("\n").split("=", 1) for ln in open(pf) if "=" in ln)
+
+    R["tls"] = {"streams": t_streams, "tokens": t_tokens, "tokens_per_s": t_tps, "warm_waves": t_warm,
+                "waves": t_waves, "rounds": t_rounds, "handshake_rate": hs_rate, "handshake_secs": hs_secs,
+                "chunks": {p_: {str(k): v for k, v in rr.items()} for p_, rr in truns.items()},
+                "handshakes": {f_: {str(k): v for k, v in rr.items()} for f_, rr in hs.items()},
+                "probes": probes}
+    rate = t_streams * t_tps
+    print(f"## TLS: Phasemeter with listen.tls against nginx terminating TLS\n")
+    print("Both fronts serve the same certificate (EC P-256, from a CA made with the openssl CLI at run")
+    print("time), TLS 1.2 and 1.3, h2 and http/1.1 by ALPN, one event loop or worker each, the simulator")
+    print("behind them in plaintext; the load client trusts the CA (`--ca-file`). What each front")
+    print("negotiates with OpenSSL's client, and whether it resumes a session:\n")
+    print("| front | negotiated | ALPN | resumes a session |")
+    print("|---|---|---|---|")
+    for front, name in (("nginx", "nginx"), ("proxy", "Phasemeter")):
+        p_ = probes.get(front, {})
+        print(f"| {name} | {p_.get('negotiated', 'n/a')} | {p_.get('alpn', 'n/a')} | {p_.get('resumed', 'n/a')} |")
+    print()
+    print(f"### Per chunk: {t_streams} streams of {t_tokens} tokens at {t_tps} tokens/s ({rate:,} chunks/s)\n")
+    print(f"As burst: the closed model at concurrency {t_streams}, the streams in waves; a fresh simulator")
+    print(f"and front per path and round; {t_warm} wave(s) warm-up, {t_waves} counted. CPU per chunk: the")
+    print("front's ticks (nginx: its worker's) over exactly the counted waves ÷ the chunks relayed in them")
+    print("(one per token). Over h2 the load client opens one connection and a stream per request.")
+    print("Median over rounds, (min–max) when more than one.\n")
+    print("| path | rounds | ok/sent | client's protocol, TLS | chunks/s | CPU µs/chunk | without JIT | ITL p99 ms "
+          "| PSS MB | machine idle |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path, name in TP:
+        rr = truns.get(path)
+        if not rr:
+            continue
+        v = list(rr.values())
+        g = lambda k: [x.get(k) for x in v]
+        protos = sorted({f"{x['protocol']} {x.get('tls_version') or ''}".strip() for x in v if x.get("protocol")}) or ["?"]
+        print(f"| {name} | {len(v)} | {sum(x['ok'] for x in v)}/{sum(x['n'] for x in v)} | {', '.join(protos)} "
+              f"| {spread(g('chunks_per_s'), 0)} | {spread(g('us_per_chunk'))} | {spread(g('us_per_chunk_nojit'))} "
+              f"| {spread(g('itl_p99'))} | {spread(g('pss_mb'), 0)} "
+              f"| {spread([None if x.get('idle') is None else 100 * x['idle'] for x in v], 0)} % |")
+    print()
+
+    def tls_ratio(proto, k):
+        a, b = truns.get(f"proxy-{proto}", {}), truns.get(f"nginx-{proto}", {})
+        return [a[r][k] / b[r][k] for r in sorted(a) if r in b and a[r].get(k) and b[r].get(k)]
+
+    for proto, label in (("h1", "HTTP/1.1"), ("h2", "h2")):
+        if f"proxy-{proto}" not in truns or f"nginx-{proto}" not in truns:
+            continue
+        runs_ = [(p_, r, x) for p_ in (f"proxy-{proto}", f"nginx-{proto}") for r, x in truns[p_].items()]
+        why = []
+        errs = [f"{p_} r{r} {x['errors']}/{x['n']}" for p_, r, x in runs_ if x["errors"]]
+        starved = [f"{p_} r{r}" for p_, r, x in runs_ if x.get("idle") is not None and x["idle"] < 0.05]
+        # The client's conditions name the protocol its connections spoke (ALPN): h2 or http/1.1.
+        wrong = [f"{p_} r{r} ({x.get('protocol') or 'not recorded'})" for p_, r, x in runs_
+                 if ("h2" in (x.get("protocol") or "")) != (proto == "h2") or not x.get("protocol")]
+        if errs:
+            why.append("errors: " + ", ".join(errs))
+        if starved:
+            why.append("under 5 % idle CPU during: " + ", ".join(starved))
+        if wrong:
+            why.append("the client did not speak " + label + ": " + ", ".join(wrong))
+        pr = tls_ratio(proto, "us_per_chunk")
+        m = med(pr)
+        us = {f_: med([x.get("us_per_chunk") for x in truns.get(f"{f_}-{proto}", {}).values()]) for f_ in ("nginx", "proxy")}
+        usn = {f_: med([x.get("us_per_chunk_nojit") for x in truns.get(f"{f_}-{proto}", {}).values()]) for f_ in ("nginx", "proxy")}
+        target(f"tls, {label} ({t_streams} streams x {t_tps} tokens/s): Phasemeter CPU per chunk / nginx's over TLS "
+               "(same round, median of rounds)", m, "<= 2", None if m is None else m <= 2,
+               f"rounds {spread(pr)}; without JIT {spread(tls_ratio(proto, 'us_per_chunk_nojit'))}; µs/chunk "
+               f"(without JIT): Phasemeter {fmt(us['proxy'], 2)} ({fmt(usn['proxy'], 2)}), nginx {fmt(us['nginx'], 2)}"
+               + "".join("; " + w for w in why), bool(errs or starved or wrong))
+
+    if hs:
+        print(f"### Handshakes: {hs_rate} req/s, a fresh connection per request against a kept-alive one\n")
+        print(f"Non-streamed requests at a fixed rate (constant arrivals, {hs_warm} ramp not counted, then")
+        print(f"{hs_secs} s), one front each before one simulator, with `--connection-reuse on` and `off`. CPU per")
+        print("request: the front's ticks over the counted seconds less one at each end ÷ the rate × the")
+        print("seconds. Per new connection = fresh − kept-alive, same round: the TLS handshake with the")
+        print("TCP accept and close, which both fronts pay. The client's own `connect` and `tls` p50 come")
+        print("from its summary; \"resumed\" is the share of nginx's requests on a resumed session (its")
+        print("access log, `$ssl_session_reused`).\n")
+        print("| front | round | µs/request kept-alive | µs/request fresh | µs per new connection | without JIT "
+              "| client connect p50 ms | client tls p50 ms | ok/sent (fresh) | resumed | machine idle (kept-alive, fresh) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        def pct(v):
+            return "n/a" if v is None else f"{100 * v:.0f} %"
+
+        for front, name in (("nginx", "nginx"), ("proxy", "Phasemeter")):
+            for r, x in sorted(hs.get(front, {}).items()):
+                on, off = x.get("on", {}), x.get("off", {})
+                res = off.get("resumed")
+                print(f"| {name} | {r} | {fmt(on.get('us_per_req'), 1)} | {fmt(off.get('us_per_req'), 1)} "
+                      f"| {fmt(x.get('per_conn_us'), 1)} | {fmt(x.get('per_conn_us_nojit'), 1)} "
+                      f"| {fmt(off.get('connect_p50'))} | {fmt(off.get('tls_p50'))} "
+                      f"| {off.get('ok', 'n/a')}/{off.get('n', 'n/a')} "
+                      f"| {pct(res)} | {pct(on.get('idle'))}, {pct(off.get('idle'))} |")
+        print()
+        rounds_ = sorted(set(hs.get("proxy", {})) & set(hs.get("nginx", {})))
+        pr = [hs["proxy"][r]["per_conn_us"] / hs["nginx"][r]["per_conn_us"] for r in rounds_
+              if hs["proxy"][r].get("per_conn_us") and hs["nginx"][r].get("per_conn_us", 0) > 0]
+        m = med(pr)
+        tl = {f_: med([x.get("off", {}).get("tls_p50") for x in hs.get(f_, {}).values()]) for f_ in ("nginx", "proxy")}
+        pc = {f_: med([x.get("per_conn_us") for x in hs.get(f_, {}).values()]) for f_ in ("nginx", "proxy")}
+        errs = [f"{f_} r{r} {reuse} {y['errors']}/{y['n']}" for f_, rr in hs.items() for r, x in rr.items()
+                for reuse, y in x.items() if isinstance(y, dict) and y.get("errors")]
+        starved = [f"{f_} r{r} {reuse}" for f_, rr in hs.items() for r, x in rr.items()
+                   for reuse, y in x.items() if isinstance(y, dict) and y.get("idle") is not None and y["idle"] < 0.05]
+        # A new connection cannot cost less than a reused one: a difference at or under 0 is noise
+        # larger than the handshake (a busy machine), not a measurement.
+        negative = [f"{f_} r{r}" for f_, rr in hs.items() for r, x in rr.items()
+                    if x.get("per_conn_us") is not None and x["per_conn_us"] <= 0]
+        hs_why = (("; errors: " + ", ".join(errs)) if errs else "") + \
+                 (("; under 5 % idle CPU during: " + ", ".join(starved)) if starved else "") + \
+                 (("; fresh - kept-alive <= 0 (noise, not a cost): " + ", ".join(negative)) if negative else "")
+        target(f"tls handshake ({hs_rate} req/s): Phasemeter CPU per new TLS connection / nginx's (fresh - kept-alive, "
+               "same round, median of rounds)", m, "<= 2", None if m is None else m <= 2,
+               f"rounds {spread(pr)}; µs per new connection: Phasemeter {fmt(pc['proxy'], 1)}, nginx {fmt(pc['nginx'], 1)}; "
+               f"client tls p50 ms: Phasemeter {fmt(tl['proxy'])}, nginx {fmt(tl['nginx'])}" + hs_why,
+               bool(errs or starved or negative))
+        if tl["proxy"] is not None and tl["nginx"] is not None:
+            d_ = tl["proxy"] - tl["nginx"]
+            target(f"tls handshake ({hs_rate} req/s): the client's tls p50, Phasemeter - nginx (ms, median of rounds)",
+                   d_, "reported", None, "the handshake as the client waits for it, fresh connections")
+
 # ---- JMH ---------------------------------------------------------------------------------------
 jf = os.path.join(OUT, "jmh.json")
 if os.path.exists(jf):
