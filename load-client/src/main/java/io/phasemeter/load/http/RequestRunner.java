@@ -84,7 +84,6 @@ public final class RequestRunner {
   final String host;
   final int port;
   final boolean ssl;
-  final boolean http2;
   final String basePath;
   final long timeoutMs;
   final LongConsumer itlSink;
@@ -174,19 +173,27 @@ public final class RequestRunner {
     if (ssl) {
       options.setSslEngineOptions(timing.engineOptions());
     }
-    this.http2 = transport.http2();
     this.client = vertx.createHttpClient(options);
+    HttpConnectOptions connect =
+        new HttpConnectOptions()
+            .setHost(host)
+            .setPort(port)
+            .setSsl(ssl)
+            .setConnectTimeout(timeoutMs);
+    Promise<Void> warmed = Promise.promise();
+    if (ssl) {
+      context.runOnContext(v -> TlsWarmUp.run(vertx, client, connect).onComplete(warmed));
+    } else {
+      warmed.complete();
+    }
     this.pool =
         new ConnectionPool(
             vertx,
             client,
-            new HttpConnectOptions()
-                .setHost(host)
-                .setPort(port)
-                .setSsl(ssl)
-                .setConnectTimeout(timeoutMs),
+            connect,
             transport.http2(),
             timing,
+            warmed.future(),
             maxConnections,
             options.getKeepAliveTimeout(),
             connectionReuse);
