@@ -1,6 +1,7 @@
 package io.phasemeter.load.http;
 
 import io.netty.util.NetUtil;
+import io.phasemeter.core.net.TlsVersions;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;
@@ -270,7 +271,10 @@ final class ConnectionPool {
     return protocol;
   }
 
-  /** The TLS version of the connections opened ({@code TLSv1.3}); null over plain http. */
+  /**
+   * The TLS version of the connections opened ({@code 1.3}: OpenTelemetry's spelling, as the
+   * proxy's records and spans); null over plain http.
+   */
   String tlsVersion() {
     return tlsVersion;
   }
@@ -585,7 +589,7 @@ final class ConnectionPool {
         proto = null;
       }
       if (tlsVersion == null && http.sslSession() != null) {
-        tlsVersion = http.sslSession().getProtocol();
+        tlsVersion = TlsVersions.otel(http.sslSession().getProtocol());
       }
     }
     Conn c = new Conn(http, keepAliveNanos, proto, start, resolved, named, tcpUp, ready);

@@ -26,7 +26,7 @@ import javax.net.ssl.SSLEngine;
  * connection it was handed ({@link #take}).
  *
  * <p>Costs nothing per request: one map entry per connection opened, taken once. Bounded: a note
- * holds two numbers and a string, never the handler or its channel, and leaves the map when it is
+ * holds a number and a string, never the handler or its channel, and leaves the map when it is
  * taken, when its handshake fails and when its channel closes (only the note it put there: a later
  * connection from the same port keeps its own), so a server whose handshakes all fail leaves
  * nothing behind; at most one entry per local port in use.

@@ -14,8 +14,8 @@ import io.vertx.core.net.SocketAddress;
  * carries that one-off cost. Vert.x builds it when it first connects: the trust ({@code
  * --ca-file}'s PEM read on a worker thread), then, in the channel's initializer, the JDK context
  * for the URL's host (and, the first time in the JVM, the JDK's TLS classes and providers): 60 ms
- * for a runner, over a second for the first in a JVM, measured on a 2-core VM. Those happen between
- * the pool asking for a connection and the TCP connect, where {@code connect} is timed.
+ * for a runner, over a second for the first in a JVM, measured on a busy 2-core VM. Those happen
+ * between the pool asking for a connection and the TCP connect, where {@code connect} is timed.
  *
  * <p>So the client connects once, with the run's own options and the URL's host (its SNI name), to
  * a listener of its own on the loopback that closes every connection at once: Vert.x builds and

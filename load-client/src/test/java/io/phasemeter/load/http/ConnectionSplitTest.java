@@ -157,7 +157,7 @@ class ConnectionSplitTest {
     assertThat(direct.dnsNanos()).isEqualTo(-1);
     assertThat(direct.tlsNanos()).isGreaterThan(0).isLessThan(first.tlsNanos());
     assertThat(held.protocol()).isEqualTo("http/1.1");
-    assertThat(held.tlsVersion()).isEqualTo("TLSv1.3");
+    assertThat(held.tlsVersion()).isEqualTo("1.3");
     assertThat(held.connectionsOpened()).isEqualTo(1);
   }
 
