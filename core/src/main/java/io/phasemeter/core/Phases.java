@@ -44,12 +44,14 @@ public enum Phases {
       "connect",
       Source.CLIENT,
       Owner.NETWORK,
-      "inside transport_setup: the TCP connect (plain http: up to the connection ready)"),
+      "inside transport_setup: asking for the connection to TCP up (plain http: to the"
+          + " connection ready, for h2c with the server's SETTINGS)"),
   TLS(
       "tls",
       Source.CLIENT,
       Owner.NETWORK,
-      "inside transport_setup: the client's TLS context and the handshake (https only)"),
+      "inside transport_setup: TCP up to the connection ready: the handshake (h2: and the"
+          + " server's SETTINGS; https only)"),
   NETWORK_ENVELOPE(
       "network_envelope",
       Source.JOINED,

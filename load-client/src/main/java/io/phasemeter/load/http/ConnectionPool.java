@@ -1,15 +1,16 @@
 package io.phasemeter.load.http;
 
 import io.netty.util.NetUtil;
+import io.phasemeter.core.net.TlsVersions;
+import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientAgent;
 import io.vertx.core.http.HttpClientConnection;
 import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpConnectOptions;
 import io.vertx.core.http.HttpVersion;
-import io.vertx.core.internal.VertxInternal;
-import io.vertx.core.internal.resolver.NameResolver;
 import io.vertx.core.net.SocketAddress;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
 import java.util.Locale;
@@ -54,10 +55,13 @@ import java.util.concurrent.TimeUnit;
  * HTTP/1.1: a request that fails on a reused connection before any response byte goes once more on
  * a fresh one.
  *
- * <p>Each connection's set-up is timed ({@link Conn#dnsNanos}, {@link Conn#connectNanos}, {@link
- * Conn#tlsNanos}): the host name is resolved here, by Vert.x's own resolver (none for an IP
- * literal), and the connection made to the address found, keeping the name for SNI and the
- * certificate's check; the TCP-connected instant of a TLS connection comes from {@link TlsTiming}.
+ * <p>Each connection's set-up is timed ({@link Conn#setUpSince}): the host name is resolved here,
+ * by the JDK's resolver on a worker thread (none for an IP literal), and the connection made to the
+ * address found, keeping the name for SNI and the certificate's check; the TCP-connected instant of
+ * a TLS connection and the protocol its handshake chose come from {@link TlsTiming}. A connection
+ * carries as many streams at once as its own protocol allows, whatever was asked: one over http/1.1
+ * (ALPN may choose it though {@code --http2} asked for h2), the server's {@code
+ * SETTINGS_MAX_CONCURRENT_STREAMS} over h2.
  */
 final class ConnectionPool {
   /**
@@ -81,6 +85,18 @@ final class ConnectionPool {
     boolean gone();
   }
 
+  /**
+   * A connection's set-up as one request waited through it; -1 for a part that is absent.
+   *
+   * @param dns resolving the host name
+   * @param connect the connect, from the pool asking for it to TCP up
+   * @param tls TCP up to the connection ready: the handshake (and over h2 the server's SETTINGS)
+   */
+  record SetUp(long dns, long connect, long tls) {
+    /** No set-up: a reused connection, or one ready before the request asked. */
+    static final SetUp NONE = new SetUp(-1, -1, -1);
+  }
+
   /** One connection of the pool. */
   static final class Conn {
     final HttpClientConnection http;
@@ -88,17 +104,22 @@ final class ConnectionPool {
     /** When its set-up began (client clock): before the name's resolution. */
     final long startNanos;
 
-    /** Resolving the host name; -1 for an IP literal. */
-    final long dnsNanos;
+    /**
+     * When the name was resolved and the connect asked for; {@code startNanos} for an IP literal.
+     */
+    final long resolvedNanos;
 
-    /** The TCP connect (h2c: up to the connection being ready); -1 when not known. */
-    final long connectNanos;
+    /** Whether a name was resolved (not an IP literal). */
+    final boolean resolved;
 
-    /** TCP connected to the connection ready (the TLS handshake); -1 over plain http. */
-    final long tlsNanos;
+    /** When its TCP connect completed (TLS only); -1 when not known (plain http, no note). */
+    final long tcpUpNanos;
 
-    /** {@code h2} or {@code http/1.1}. */
-    final String protocol;
+    /** When it was ready to carry a request. */
+    final long readyNanos;
+
+    /** {@code h2} or {@code http/1.1}; null until known (a TLS connection without its note). */
+    String protocol;
 
     private long idleSinceNanos;
     private long keepAliveNanos;
@@ -116,20 +137,44 @@ final class ConnectionPool {
     private Conn(
         HttpClientConnection http,
         long keepAliveNanos,
-        int capacity,
         String protocol,
         long startNanos,
-        long dnsNanos,
-        long connectNanos,
-        long tlsNanos) {
+        long resolvedNanos,
+        boolean resolved,
+        long tcpUpNanos,
+        long readyNanos) {
       this.http = http;
       this.keepAliveNanos = keepAliveNanos;
-      this.capacity = capacity;
+      this.capacity = 1;
       this.protocol = protocol;
       this.startNanos = startNanos;
-      this.dnsNanos = dnsNanos;
-      this.connectNanos = connectNanos;
-      this.tlsNanos = tlsNanos;
+      this.resolvedNanos = resolvedNanos;
+      this.resolved = resolved;
+      this.tcpUpNanos = tcpUpNanos;
+      this.readyNanos = readyNanos;
+    }
+
+    /**
+     * The part of this connection's set-up that a request asking for a connection at {@code asked}
+     * waited through, split: {@code dns} (-1 for an IP literal), {@code connect} (from the connect
+     * asked for to TCP up; plain http and a TLS connection without its note: to the connection
+     * ready), {@code tls} (TCP up to ready; -1 when not known); they add up to {@code ready -
+     * max(start, asked)}. A request that asked after the set-up began (it took a connection opened
+     * for another waiter, which took one that came first) gets the parts after it asked, so that
+     * its {@code transport_setup} is still its wait plus the three; one that asked after the
+     * connection was ready gets none.
+     */
+    SetUp setUpSince(long asked) {
+      if (asked >= readyNanos) {
+        return SetUp.NONE;
+      }
+      long dns = resolved ? Math.max(0, resolvedNanos - Math.max(startNanos, asked)) : -1;
+      long from = Math.max(resolvedNanos, asked);
+      if (tcpUpNanos < 0) {
+        return new SetUp(dns, readyNanos - from, -1);
+      }
+      long connect = Math.max(0, tcpUpNanos - from);
+      return new SetUp(dns, connect, readyNanos - Math.max(tcpUpNanos, from));
     }
 
     /** Whether this is the first request the connection carries. */
@@ -145,6 +190,7 @@ final class ConnectionPool {
   private final boolean http2;
   private final boolean ipLiteral;
   private final TlsTiming timing;
+  private final Future<Void> warmed;
   private final int max;
   private final long keepAliveNanos;
   private final boolean reuse;
@@ -163,11 +209,13 @@ final class ConnectionPool {
   private int perConnection;
 
   /**
-   * @param vertx the Vert.x whose resolver resolves the host name
+   * @param vertx the Vert.x on whose worker threads the host name is resolved
    * @param client the Vert.x client that opens the connections
    * @param connect where to connect, with the connect timeout
    * @param http2 whether connections speak h2 (prior knowledge over http, ALPN over https)
    * @param timing where TLS connections note their TCP-connected instant
+   * @param warmed completes once the client's TLS context is built ({@link TlsWarmUp}); no
+   *     connection is opened before
    * @param max connections open at once, at most
    * @param keepAliveSeconds how long an idle connection is reused unless the server says otherwise
    * @param reuse false: every connection carries one request and is closed after it
@@ -178,6 +226,7 @@ final class ConnectionPool {
       HttpConnectOptions connect,
       boolean http2,
       TlsTiming timing,
+      Future<Void> warmed,
       int max,
       int keepAliveSeconds,
       boolean reuse) {
@@ -190,16 +239,23 @@ final class ConnectionPool {
         NetUtil.isValidIpV4Address(connect.getHost())
             || NetUtil.isValidIpV6Address(connect.getHost());
     this.timing = timing;
+    this.warmed = warmed;
     this.max = max;
     this.keepAliveNanos = TimeUnit.SECONDS.toNanos(keepAliveSeconds);
     this.reuse = reuse;
-    // Over h2, one connection is expected to carry many streams until the first one says.
+    // Over h2, one connection is expected to carry many streams until the first one says; from
+    // then on each new connection says what the next one will likely carry.
     this.perConnection = http2 && reuse ? 100 : 1;
   }
 
   /** Whether connections are kept alive and reused. */
   boolean reuses() {
     return reuse;
+  }
+
+  /** TLS notes held now: connections whose note the pool has not taken (see {@link TlsTiming}). */
+  int tlsNotesHeld() {
+    return timing.size();
   }
 
   /** Connections opened so far. */
@@ -215,7 +271,10 @@ final class ConnectionPool {
     return protocol;
   }
 
-  /** The TLS version of the connections opened ({@code TLSv1.3}); null over plain http. */
+  /**
+   * The TLS version of the connections opened ({@code 1.3}: OpenTelemetry's spelling, as the
+   * proxy's records and spans); null over plain http.
+   */
   String tlsVersion() {
     return tlsVersion;
   }
@@ -271,6 +330,13 @@ final class ConnectionPool {
         discard(c);
         continue;
       }
+      if (c.streams >= c.capacity) {
+        // The server lowered its stream limit while the connection waited: it comes back when a
+        // stream ends or the limit rises.
+        idle.pollFirst();
+        c.available = false;
+        continue;
+      }
       if (c.streams + 1 >= c.capacity) {
         idle.pollFirst();
         c.available = false;
@@ -321,7 +387,7 @@ final class ConnectionPool {
       }
       return;
     }
-    if (c.capacity > 1) {
+    if ("h2".equals(c.protocol)) {
       // h2: a reset or failed stream leaves the connection as it is; a close is seen on its own.
       reuse(c);
       return;
@@ -435,23 +501,27 @@ final class ConnectionPool {
   /**
    * Resolves the name (timed), connects to the address found and times the rest; {@code opened}
    * gets the new connection, {@code failed} the cause.
+   *
+   * <p>The JDK's resolver ({@link InetAddress#getByName}), on a worker thread and unordered, so
+   * that lookups of a burst run side by side: public API, the same resolution as {@code
+   * --admin-discover}'s (the hosts file, {@code -Djdk.net.hosts.file}, the JVM's DNS cache), and
+   * nothing to lose on a Vert.x upgrade. The hop to the worker and back is inside {@code dns}.
    */
   private void open(
       java.util.function.Consumer<Conn> opened, java.util.function.Consumer<Throwable> failed) {
+    if (!warmed.isComplete()) {
+      // Only at the very start of a run over https: the wait is the requests' wait.
+      warmed.onComplete(v -> open(opened, failed));
+      return;
+    }
     long start = System.nanoTime();
     if (ipLiteral) {
-      connectTo(connect, start, start, -1, opened, failed);
+      connectTo(connect, start, start, false, opened, failed);
       return;
     }
-    NameResolver resolver;
-    try {
-      resolver = ((VertxInternal) vertx).nameResolver();
-    } catch (ClassCastException e) {
-      connectTo(connect, start, start, -1, opened, failed);
-      return;
-    }
-    resolver
-        .resolve(connect.getHost())
+    String host = connect.getHost();
+    vertx
+        .executeBlocking(() -> InetAddress.getByName(host), false)
         .onComplete(
             ar -> {
               long resolved = System.nanoTime();
@@ -464,7 +534,7 @@ final class ConnectionPool {
                       .setServer(
                           SocketAddress.inetSocketAddress(
                               new InetSocketAddress(ar.result(), connect.getPort())));
-              connectTo(to, start, resolved, resolved - start, opened, failed);
+              connectTo(to, start, resolved, true, opened, failed);
             });
   }
 
@@ -472,7 +542,7 @@ final class ConnectionPool {
       HttpConnectOptions to,
       long start,
       long resolved,
-      long dns,
+      boolean named,
       java.util.function.Consumer<Conn> opened,
       java.util.function.Consumer<Throwable> failed) {
     try {
@@ -486,7 +556,7 @@ final class ConnectionPool {
                   return;
                 }
                 this.opened++;
-                opened.accept(newConn(ar.result(), start, resolved, dns, ready));
+                opened.accept(newConn(ar.result(), start, resolved, named, ready));
               });
     } catch (IllegalStateException e) {
       // The client was closed: nothing will connect again.
@@ -494,47 +564,80 @@ final class ConnectionPool {
     }
   }
 
-  private Conn newConn(HttpClientConnection http, long start, long resolved, long dns, long ready) {
-    long connectNanos = ready - resolved;
-    long tlsNanos = -1;
+  /**
+   * The pool's view of a connection just made. Its protocol is the one it speaks: over https the
+   * one its handshake chose (ALPN), never inferred from {@code --http2}; over plain http the one
+   * asked for (h2c with prior knowledge fails if the server does not speak it). A TLS connection
+   * whose note is missing (not expected: see {@link TlsTiming}) has its whole set-up after the name
+   * in {@code connect}, no {@code tls}, and one stream until its first request says which protocol
+   * it speaks ({@link #learned}).
+   */
+  private Conn newConn(
+      HttpClientConnection http, long start, long resolved, boolean named, long ready) {
+    long tcpUp = -1;
     String proto = http2 ? "h2" : "http/1.1";
     if (ssl) {
       TlsTiming.Note note =
           http.localAddress() == null ? null : timing.take(http.localAddress().port());
-      if (note != null && note.connectStartNanos() >= resolved) {
-        // connect: the TCP connect alone; tls: the rest, the client's TLS context and the
-        // handshake, so that dns + connect + tls is the whole set-up.
-        connectNanos = note.tcpUpNanos() - note.connectStartNanos();
-        tlsNanos = ready - resolved - connectNanos;
+      if (note != null
+          && note.protocol() != null
+          && note.tcpUpNanos >= resolved
+          && note.tcpUpNanos <= ready) {
+        tcpUp = note.tcpUpNanos;
         proto = note.protocol();
       } else {
-        connectNanos = -1;
+        proto = null;
       }
       if (tlsVersion == null && http.sslSession() != null) {
-        tlsVersion = http.sslSession().getProtocol();
+        tlsVersion = TlsVersions.otel(http.sslSession().getProtocol());
       }
     }
-    seen(proto);
-    int capacity =
-        !reuse || !proto.equals("h2")
-            ? 1
-            : (int)
-                Math.max(
-                    1, Math.min(Transport.MAX_STREAMS_PER_CONNECTION, http.maxActiveStreams()));
-    if (proto.equals("h2") && reuse) {
-      perConnection = capacity;
-    }
-    Conn c = new Conn(http, keepAliveNanos, capacity, proto, start, dns, connectNanos, tlsNanos);
+    Conn c = new Conn(http, keepAliveNanos, proto, start, resolved, named, tcpUp, ready);
     c.http.closeHandler(v -> closedByPeer(c));
-    if (capacity > 1 || proto.equals("h2")) {
+    if (proto != null) {
+      speaks(c, proto);
+    }
+    return c;
+  }
+
+  /**
+   * The protocol of a connection that had none ({@link Conn#protocol} null), from the version of
+   * the first request made on it; its spare streams go to waiters.
+   */
+  void learned(Conn c, HttpVersion version) {
+    if (c.protocol != null) {
+      return;
+    }
+    speaks(c, version == HttpVersion.HTTP_2 ? "h2" : "http/1.1");
+    if (!c.closed && c.streams < c.capacity) {
+      reuse(c);
+    }
+  }
+
+  /** Sets what {@code c} carries at once from the protocol it speaks. */
+  private void speaks(Conn c, String proto) {
+    c.protocol = proto;
+    seen(proto);
+    boolean h2 = proto.equals("h2");
+    c.capacity = !reuse || !h2 ? 1 : streamsAllowed(c.http.maxActiveStreams());
+    if (reuse) {
+      perConnection = c.capacity;
+    }
+    if (h2) {
       c.http.goAwayHandler(g -> retire(c));
       c.http.remoteSettingsHandler(
           s -> {
-            long streams = s.getMaxConcurrentStreams();
-            c.capacity = (int) Math.max(1, Math.min(Transport.MAX_STREAMS_PER_CONNECTION, streams));
+            int before = c.capacity;
+            c.capacity = reuse ? streamsAllowed(s.getMaxConcurrentStreams()) : 1;
+            if (c.capacity > before && !c.closed && c.streams < c.capacity) {
+              reuse(c);
+            }
           });
     }
-    return c;
+  }
+
+  private static int streamsAllowed(long serverMax) {
+    return (int) Math.max(1, Math.min(Transport.MAX_STREAMS_PER_CONNECTION, serverMax));
   }
 
   private void seen(String proto) {

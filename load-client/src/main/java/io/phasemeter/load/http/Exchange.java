@@ -47,6 +47,8 @@ final class Exchange implements ConnectionPool.Waiter {
 
   private boolean done;
   private boolean retried;
+  // Whether options carries the connection: close this exchange put there.
+  private boolean closeAsked;
   private long handedAt;
 
   private long timerId = -1;
@@ -118,11 +120,6 @@ final class Exchange implements ConnectionPool.Waiter {
     if (traceparent != null) {
       options.putHeader("traceparent", traceparent);
     }
-    if (!runner.pool.reuses() && !runner.http2) {
-      // One request per connection: the server need not keep it alive for nothing (h2 has no
-      // such header; the pool closes the connection after its stream).
-      options.putHeader("connection", "close");
-    }
     for (Map.Entry<String, String> h : spec.headers().entrySet()) {
       options.putHeader(h.getKey(), h.getValue());
     }
@@ -160,14 +157,22 @@ final class Exchange implements ConnectionPool.Waiter {
     }
     conn = c;
     handedAt = System.nanoTime();
-    if (c.fresh() && c.startNanos >= actual) {
-      // This request's wait, then its connection's set-up: transport_setup's parts.
-      dns = c.dnsNanos;
-      connect = c.connectNanos;
-      tls = c.tlsNanos;
-    } else {
-      dns = connect = tls = -1;
+    // This request's wait, then the part of its connection's set-up it waited through:
+    // transport_setup's parts.
+    ConnectionPool.SetUp setUp = c.fresh() ? c.setUpSince(actual) : ConnectionPool.SetUp.NONE;
+    dns = setUp.dns();
+    connect = setUp.connect();
+    tls = setUp.tls();
+    // One request per connection: an http/1.1 server need not keep it alive for nothing (h2 has
+    // no such header; the pool closes the connection after its stream). Decided per connection:
+    // --http2 may have ended on http/1.1 (ALPN), and a retry may land on another protocol.
+    boolean close = !runner.pool.reuses() && "http/1.1".equals(c.protocol);
+    if (close) {
+      options.putHeader("connection", "close");
+    } else if (closeAsked) {
+      options.removeHeader("connection");
     }
+    closeAsked = close;
     c.http.request(options).onComplete(this::onRequest);
   }
 
@@ -198,6 +203,9 @@ final class Exchange implements ConnectionPool.Waiter {
     }
     transportSetup = System.nanoTime() - actual;
     request = ar.result();
+    if (conn.protocol == null) {
+      runner.pool.learned(conn, request.version());
+    }
     request.send(spec.body()).onComplete(this::onResponse);
   }
 

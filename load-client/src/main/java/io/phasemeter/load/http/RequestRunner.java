@@ -24,12 +24,13 @@ import java.util.function.LongConsumer;
  * <ul>
  *   <li>{@code transportSetupNanos}: from asking the connection pool for a request until the
  *       request is on a connection: wait + dns + connect + tls. Near 0 on a reused keep-alive
- *       connection. The request that is the first on a connection opened after it started asking
- *       also carries the connection's set-up, split: {@code dnsNanos} (resolving the name; none for
- *       an IP literal), {@code connectNanos} (the TCP connect) and {@code tlsNanos} (the handshake,
- *       https only); the rest of its {@code transport_setup} is its wait. A request that takes a
- *       connection opened earlier for another one (a burst) carries no split: part of that set-up
- *       happened before it asked.
+ *       connection. The request that is the first on a newly opened connection also carries the
+ *       part of the connection's set-up it waited through, split: {@code dnsNanos} (resolving the
+ *       name; none for an IP literal), {@code connectNanos} (from the pool asking for the connect
+ *       to TCP up; plain http: to the connection ready) and {@code tlsNanos} (TCP up to the
+ *       connection ready: the handshake, and over h2 the server's SETTINGS; https only); the rest
+ *       of its {@code transport_setup} is its wait. A request handed a connection begun for another
+ *       one before it asked (the other took one that came first) carries the parts after it asked.
  *   <li>{@code ttfbNanos}: intended start to the response headers.
  *   <li>{@code ttftNanos}: intended start to the first SSE event carrying generated content ({@code
  *       choices[].text}, {@code choices[].delta.content}, reasoning or tool calls; on {@code
@@ -84,7 +85,6 @@ public final class RequestRunner {
   final String host;
   final int port;
   final boolean ssl;
-  final boolean http2;
   final String basePath;
   final long timeoutMs;
   final LongConsumer itlSink;
@@ -174,19 +174,27 @@ public final class RequestRunner {
     if (ssl) {
       options.setSslEngineOptions(timing.engineOptions());
     }
-    this.http2 = transport.http2();
     this.client = vertx.createHttpClient(options);
+    HttpConnectOptions connect =
+        new HttpConnectOptions()
+            .setHost(host)
+            .setPort(port)
+            .setSsl(ssl)
+            .setConnectTimeout(timeoutMs);
+    Promise<Void> warmed = Promise.promise();
+    if (ssl) {
+      context.runOnContext(v -> TlsWarmUp.run(vertx, client, connect).onComplete(warmed));
+    } else {
+      warmed.complete();
+    }
     this.pool =
         new ConnectionPool(
             vertx,
             client,
-            new HttpConnectOptions()
-                .setHost(host)
-                .setPort(port)
-                .setSsl(ssl)
-                .setConnectTimeout(timeoutMs),
+            connect,
             transport.http2(),
             timing,
+            warmed.future(),
             maxConnections,
             options.getKeepAliveTimeout(),
             connectionReuse);
@@ -220,7 +228,10 @@ public final class RequestRunner {
     return pool.protocol();
   }
 
-  /** The TLS version of the connections ({@code TLSv1.3}), or null over plain http. */
+  /**
+   * The TLS version of the connections ({@code 1.3}, as OpenTelemetry spells it), or null over
+   * plain http.
+   */
   public String tlsVersion() {
     return pool.tlsVersion();
   }

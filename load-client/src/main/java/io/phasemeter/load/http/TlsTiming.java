@@ -13,22 +13,23 @@ import java.util.concurrent.Executor;
 import javax.net.ssl.SSLEngine;
 
 /**
- * The instant each TLS connection's TCP connect completed, so that a connection's set-up splits
- * into {@code connect} and {@code tls}. Vert.x reports a TLS connection only once its handshake is
- * done (its {@code ChannelProvider} completes the connect on the handshake's completion event, and
- * its metrics' {@code connected} comes after that too); the TCP-connected instant is Netty's {@code
- * channelActive} on the channel, which is where the TLS handler sends its ClientHello. So the run's
- * client builds its TLS handlers through {@link #engineOptions()}: the JDK engine Vert.x would use,
- * with a handler that notes {@link System#nanoTime()} at {@code channelActive}, by the connection's
- * local port, before starting the handshake, and the instant Vert.x added it to the channel, just
- * before the TCP connect (Netty's bootstrap runs the channel's initializer at registration, then
- * connects). The pool takes the note by the port of the connection it was handed ({@link #take}).
- * Between the name resolved and the channel set up, Vert.x builds (the first time) or finds its TLS
- * context: client-side TLS work, counted in {@code tls}.
+ * The instant each TLS connection's TCP connect completed, and the protocol its handshake chose, so
+ * that a connection's set-up splits into {@code connect} and {@code tls}. Vert.x reports a TLS
+ * connection only once its handshake is done (its {@code ChannelProvider} completes the connect on
+ * the handshake's completion event, and its metrics' {@code connected} comes after that too); the
+ * TCP-connected instant is Netty's {@code channelActive} on the channel, which is where the TLS
+ * handler sends its ClientHello. So the run's client builds its TLS handlers through {@link
+ * #engineOptions()}: the JDK engine Vert.x would use, with a handler that notes {@link
+ * System#nanoTime()} at {@code channelActive}, by the connection's local port, before starting the
+ * handshake, and reads the protocol ALPN chose when the handshake succeeds (its promise completes
+ * before the completion event reaches Vert.x). The pool takes the note by the port of the
+ * connection it was handed ({@link #take}).
  *
- * <p>Costs nothing per request: one map entry per connection opened, taken once. Bounded: local
- * ports key the entries, so a note never taken (a handshake that failed) is replaced by the next
- * connection from that port; at most 65,536 entries (each a handler whose channel is closed).
+ * <p>Costs nothing per request: one map entry per connection opened, taken once. Bounded: a note
+ * holds a number and a string, never the handler or its channel, and leaves the map when it is
+ * taken, when its handshake fails and when its channel closes (only the note it put there: a later
+ * connection from the same port keeps its own), so a server whose handshakes all fail leaves
+ * nothing behind; at most one entry per local port in use.
  *
  * <p>Its handlers are built without the context's Netty {@code ResumptionController} (package-
  * private in Netty). That controller only matters for a trust manager implementing Netty's {@code
@@ -38,23 +39,28 @@ import javax.net.ssl.SSLEngine;
  * Session resumption itself is the JDK engine's: engines are made by the same context with the
  * peer's host and port ({@code newEngine(alloc, host, port)}), so its client session cache still
  * offers tickets. A resumed handshake is timed as a full one: from the TCP-connected instant to the
- * handshake's end.
+ * handshake's end. The engine's set-up (SNI, the host name's check, protocols) is Vert.x's own
+ * wrapper's, around this context; {@code ConnectionSplitTest} pins that a certificate without the
+ * URL's host is refused.
  */
 final class TlsTiming {
   private final ConcurrentHashMap<Integer, Note> notes = new ConcurrentHashMap<>();
 
-  /**
-   * One TLS connection's note.
-   *
-   * @param connectStartNanos when its channel was set up, just before the TCP connect
-   * @param tcpUpNanos when its TCP connect completed
-   * @param handler its TLS handler: the protocol ALPN chose, once the handshake is done
-   */
-  record Note(long connectStartNanos, long tcpUpNanos, SslHandler handler) {
-    /** The protocol ALPN chose ({@code h2}), or http/1.1 when none was chosen. */
+  /** One TLS connection's note; {@code protocol} is set once its handshake succeeded. */
+  static final class Note {
+    final long tcpUpNanos;
+    private volatile String protocol;
+
+    Note(long tcpUpNanos) {
+      this.tcpUpNanos = tcpUpNanos;
+    }
+
+    /**
+     * The protocol ALPN chose ({@code h2}, {@code http/1.1}; http/1.1 when none was chosen), or
+     * null while the handshake is not done.
+     */
     String protocol() {
-      String p = handler.applicationProtocol();
-      return p == null || p.isEmpty() ? "http/1.1" : p;
+      return protocol;
     }
   }
 
@@ -63,16 +69,36 @@ final class TlsTiming {
     return notes.remove(port);
   }
 
+  /** Notes held now (connections whose handshake is under way, or done and not yet taken). */
+  int size() {
+    return notes.size();
+  }
+
   /** Vert.x's JDK engine options, building handlers that note the TCP-connected instant. */
   JdkSSLEngineOptions engineOptions() {
     return new Options(this);
   }
 
-  private void note(ChannelHandlerContext ctx, long connectStart, SslHandler handler) {
-    long now = System.nanoTime();
-    if (ctx.channel().localAddress() instanceof InetSocketAddress local) {
-      notes.put(local.getPort(), new Note(connectStart < 0 ? now : connectStart, now, handler));
+  /** TCP is up on {@code ctx}'s channel: a note for its port, dropped if it comes to nothing. */
+  private void tcpUp(ChannelHandlerContext ctx, SslHandler handler) {
+    if (!(ctx.channel().localAddress() instanceof InetSocketAddress local)) {
+      return;
     }
+    Integer port = local.getPort();
+    Note note = new Note(System.nanoTime());
+    notes.put(port, note);
+    handler
+        .handshakeFuture()
+        .addListener(
+            f -> {
+              if (f.isSuccess()) {
+                String p = handler.applicationProtocol();
+                note.protocol = p == null || p.isEmpty() ? "http/1.1" : p;
+              } else {
+                notes.remove(port, note);
+              }
+            });
+    ctx.channel().closeFuture().addListener(f -> notes.remove(port, note));
   }
 
   private static final class Options extends JdkSSLEngineOptions {
@@ -175,8 +201,7 @@ final class TlsTiming {
 
   private static final class Handler extends SslHandler {
     private final TlsTiming timing;
-    // When Vert.x set the channel up (its initializer adds this handler), before the TCP connect.
-    private long added = -1;
+    private boolean noted;
 
     Handler(SSLEngine engine, boolean startTls, Executor executor, TlsTiming timing) {
       super(engine, startTls, executor);
@@ -185,9 +210,8 @@ final class TlsTiming {
 
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) throws Exception {
-      added = System.nanoTime();
       if (ctx.channel().isActive()) {
-        timing.note(ctx, added, this);
+        note(ctx);
       }
       super.handlerAdded(ctx);
     }
@@ -195,8 +219,15 @@ final class TlsTiming {
     @Override
     public void channelActive(ChannelHandlerContext ctx) throws Exception {
       // TCP is up; the ClientHello leaves from super.channelActive.
-      timing.note(ctx, added, this);
+      note(ctx);
       super.channelActive(ctx);
+    }
+
+    private void note(ChannelHandlerContext ctx) {
+      if (!noted) {
+        noted = true;
+        timing.tcpUp(ctx, this);
+      }
     }
   }
 }

@@ -157,7 +157,7 @@ class ConnectionSplitTest {
     assertThat(direct.dnsNanos()).isEqualTo(-1);
     assertThat(direct.tlsNanos()).isGreaterThan(0).isLessThan(first.tlsNanos());
     assertThat(held.protocol()).isEqualTo("http/1.1");
-    assertThat(held.tlsVersion()).isEqualTo("TLSv1.3");
+    assertThat(held.tlsVersion()).isEqualTo("1.3");
     assertThat(held.connectionsOpened()).isEqualTo(1);
   }
 
@@ -181,7 +181,14 @@ class ConnectionSplitTest {
     for (Future<ClientResult> f : all) {
       ClientResult r = await(f);
       assertThat(r.ok()).as(r.invalidReason()).isTrue();
-      fresh += r.tlsNanos() > 0 ? 1 : 0;
+      if (r.tlsNanos() > 0) {
+        fresh++;
+        // The request that opened the connection: a name resolved, TCP, then TLS and SETTINGS.
+        assertThat(r.dnsNanos()).isGreaterThanOrEqualTo(0);
+        assertThat(r.connectNanos()).isGreaterThanOrEqualTo(0);
+        assertThat(r.dnsNanos() + r.connectNanos() + r.tlsNanos())
+            .isLessThanOrEqualTo(r.transportSetupNanos());
+      }
     }
     assertThat(h2.protocol()).isEqualTo("h2");
     assertThat(versions).contains(HttpVersion.HTTP_2);
