@@ -123,6 +123,11 @@ final class ListenerProtocols {
         // A connection already closed has lost its handlers with its pipeline: nothing to say.
         return channel.isActive() ? failed("a connection has no read-idle handler") : false;
       }
+      if (idle.getAllIdleTimeInMillis() != 0 || idle.getWriterIdleTimeInMillis() != 0) {
+        // Vert.x installs one handler for read, write and all idle: taking it away would take the
+        // other timers with it.
+        return failed("the connection's idle handler also times writes or all idleness");
+      }
       channel.pipeline().remove(idle);
       return true;
     }

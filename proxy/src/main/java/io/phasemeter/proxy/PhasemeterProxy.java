@@ -43,6 +43,7 @@ public final class PhasemeterProxy {
   private final AtomicBoolean ready;
   private final DescriptorBudget descriptors;
   private final java.util.List<String> tlsLines;
+  private final ListenerTls publicTls;
   private final AtomicBoolean closed = new AtomicBoolean();
   private volatile Future<DrainResult> draining;
 
@@ -53,7 +54,8 @@ public final class PhasemeterProxy {
       AdminServer admin,
       AtomicBoolean ready,
       DescriptorBudget descriptors,
-      java.util.List<String> tlsLines) {
+      java.util.List<String> tlsLines,
+      ListenerTls publicTls) {
     this.vertx = runtime.vertx();
     this.runtime = runtime;
     this.pipeline = pipeline;
@@ -62,6 +64,7 @@ public final class PhasemeterProxy {
     this.ready = ready;
     this.descriptors = descriptors;
     this.tlsLines = java.util.List.copyOf(tlsLines);
+    this.publicTls = publicTls;
   }
 
   /** One start-up line per listener that speaks TLS: what it serves (none for plaintext). */
@@ -151,7 +154,12 @@ public final class PhasemeterProxy {
     int[] cancelled = {0};
     long deadline =
         vertx.setTimer(Math.max(1, timeout.toMillis()), id -> cancelled[0] = pipeline.cancelAll());
-    // Stop accepting now; connections close as their requests end (or at the deadline).
+    // Stop accepting now; connections close as their requests end (or at the deadline). The
+    // certificate of a listener that takes no new connections is reloaded no more: a hand-over the
+    // shutting-down listener fails is no refused certificate.
+    if (publicTls != null) {
+      publicTls.close();
+    }
     server.shutdown(timeout.toMillis() + 1_000, java.util.concurrent.TimeUnit.MILLISECONDS);
     long[] poll = new long[1];
     poll[0] =
@@ -318,7 +326,9 @@ public final class PhasemeterProxy {
           AdminServer.start(
               vertx, config.admin(), rt.adminSources(ready::get), adminGuard, adminTls);
       return Future.join(server, admin)
-          .andThen(v -> rt.onClose("listeners", () -> closeListening(server, admin)))
+          .andThen(
+              v ->
+                  rt.onClose("listeners", () -> closeListening(server, admin, publicTls, adminTls)))
           .compose(
               v -> {
                 rt.start();
@@ -331,7 +341,8 @@ public final class PhasemeterProxy {
                         admin.result(),
                         ready,
                         descriptors,
-                        tlsLines(publicTls, adminTls)));
+                        tlsLines(publicTls, adminTls),
+                        publicTls));
               },
               err -> rt.close().transform(v -> Future.failedFuture(err)));
     }
@@ -353,8 +364,17 @@ public final class PhasemeterProxy {
       return lines;
     }
 
-    /** Closes the listeners that are listening. */
-    private static Future<?> closeListening(Future<HttpServer> server, Future<AdminServer> admin) {
+    /**
+     * Stops the certificate reloads, then closes the listeners that are listening: a hand-over the
+     * closing listener fails is no refused certificate.
+     */
+    private static Future<?> closeListening(
+        Future<HttpServer> server, Future<AdminServer> admin, ListenerTls... tls) {
+      for (ListenerTls t : tls) {
+        if (t != null) {
+          t.close();
+        }
+      }
       return Future.join(
           server.succeeded() ? server.result().close() : Future.succeededFuture(),
           admin.succeeded() ? admin.result().close() : Future.succeededFuture());

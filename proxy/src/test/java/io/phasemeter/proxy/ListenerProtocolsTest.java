@@ -135,6 +135,27 @@ class ListenerProtocolsTest {
     assertThat(errors).singleElement().asString().contains("no read-idle handler");
   }
 
+  @Test
+  void anIdleHandlerThatAlsoTimesWritesIsKeptAndSaidOnceAsAnError() throws Exception {
+    List<String> errors = new CopyOnWriteArrayList<>();
+    ListenerProtocols.IdleHandover idle = new ListenerProtocols.IdleHandover("public", errors::add);
+    // Vert.x puts read and write idle in one handler: removing it would lose the write timer.
+    HttpServerOptions options =
+        ListenerProtocols.apply(new HttpServerOptions(), listen(true, null), RECEIVE)
+            .setWriteIdleTimeout(30_000);
+    CompletableFuture<List<Boolean>> seen = new CompletableFuture<>();
+    int port =
+        serve(
+            options,
+            c -> {
+              boolean taken = idle.accepted(c);
+              seen.complete(List.of(taken, hasIdle(c)));
+            });
+    assertThat(get(port)).isEqualTo(200);
+    assertThat(seen.get(5, TimeUnit.SECONDS)).containsExactly(false, true);
+    assertThat(errors).singleElement().asString().contains("also times writes");
+  }
+
   private static boolean hasIdle(HttpConnection c) {
     return ((io.vertx.core.net.impl.ConnectionBase) c)
             .channelHandlerContext()

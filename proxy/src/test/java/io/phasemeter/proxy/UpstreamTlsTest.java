@@ -237,11 +237,11 @@ class UpstreamTlsTest extends ProxyTestBase {
     // The relay held the handshake that long: the connect carries the hold.
     assertThat(connectMs).isGreaterThanOrEqualTo(holdMs);
     // The control: the same request on the connection already open has no connect, and its
-    // generation is the first's without the hold (margins of half the hold, not a speed).
+    // generation lacks the hold (a margin of half the hold, not a speed). No upper bound on the
+    // first: it also pays the fresh proxy's class loading and first handshake.
     assertThat(record(done.get(1).traceId()).getValue("upstream_connect_ms")).isNull();
     double first = done.get(0).phaseMs(Phase.GENERATION);
     double second = done.get(1).phaseMs(Phase.GENERATION);
-    assertThat(first - connectMs).isLessThan(second + holdMs / 2.0);
     assertThat(first - second).isGreaterThan(holdMs / 2.0);
   }
 

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Date;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import org.bouncycastle.asn1.ASN1ObjectIdentifier;
 import org.bouncycastle.asn1.x500.X500Name;
 import org.bouncycastle.asn1.x509.BasicConstraints;
 import org.bouncycastle.asn1.x509.ExtendedKeyUsage;
@@ -155,8 +156,43 @@ public final class TestPki {
         now.plus(Duration.ofDays(30)));
   }
 
+  /**
+   * As {@link #client(String, String)}, with the extended key usages given by their OIDs instead of
+   * clientAuth (e.g. {@code 2.5.29.37.0}, anyExtendedKeyUsage).
+   */
+  public Issued client(String file, String commonName, List<String> extendedKeyUsageOids) {
+    Instant now = Instant.now();
+    KeyPurposeId[] usages =
+        extendedKeyUsageOids.stream()
+            .map(oid -> KeyPurposeId.getInstance(new ASN1ObjectIdentifier(oid)))
+            .toArray(KeyPurposeId[]::new);
+    return issue(
+        file,
+        new String[] {commonName},
+        false,
+        usages,
+        now.minus(Duration.ofDays(1)),
+        now.plus(Duration.ofDays(30)));
+  }
+
   private Issued issue(
       String file, String[] names, boolean server, Instant notBefore, Instant notAfter) {
+    return issue(
+        file,
+        names,
+        server,
+        new KeyPurposeId[] {server ? KeyPurposeId.id_kp_serverAuth : KeyPurposeId.id_kp_clientAuth},
+        notBefore,
+        notAfter);
+  }
+
+  private Issued issue(
+      String file,
+      String[] names,
+      boolean server,
+      KeyPurposeId[] usages,
+      Instant notBefore,
+      Instant notAfter) {
     if (names.length == 0) {
       throw new IllegalArgumentException("a certificate needs at least one name");
     }
@@ -176,11 +212,7 @@ public final class TestPki {
           Extension.keyUsage,
           true,
           new KeyUsage(KeyUsage.digitalSignature | KeyUsage.keyAgreement));
-      b.addExtension(
-          Extension.extendedKeyUsage,
-          false,
-          new ExtendedKeyUsage(
-              server ? KeyPurposeId.id_kp_serverAuth : KeyPurposeId.id_kp_clientAuth));
+      b.addExtension(Extension.extendedKeyUsage, false, new ExtendedKeyUsage(usages));
       b.addExtension(
           Extension.authorityKeyIdentifier, false, ext.createAuthorityKeyIdentifier(caCert));
       if (server) {

@@ -78,6 +78,14 @@ public final class ListenerTls {
   /** One version of the files, read once: the bytes that are hashed, checked and served. */
   private record Contents(byte[] cert, byte[] key, byte[] clientCa, byte[] hash) {}
 
+  /**
+   * What a look started from: the stamps and served hash it compares with, the failure already
+   * counted, and the state's version, so the look's outcome is dropped if the state moved
+   * meanwhile.
+   */
+  private record Seen(
+      List<Stamp> stamps, byte[] servedHash, byte[] reportedFailure, long version) {}
+
   /** A checked pair (and client CA) with the options made of it. */
   private record Served(PemFiles.KeyPair pair, ServerSSLOptions options, byte[] contentHash) {}
 
@@ -103,6 +111,9 @@ public final class ListenerTls {
   private Function<ServerSSLOptions, Future<Boolean>> update;
   private long timer = -1;
   private boolean closed;
+  // One more at every change of the state above: a look's outcome is kept only if none came
+  // between.
+  private long version;
 
   private ListenerTls(
       Vertx vertx,
@@ -269,49 +280,73 @@ public final class ListenerTls {
    * whether a new pair is now served.
    */
   Future<Boolean> reload() {
+    // Ordered: the ticks of one timer share its context, so a slow look delays the next one
+    // instead of overlapping it.
     return vertx
-        .executeBlocking(this::reloadIfChanged, false)
-        .compose(next -> next == null ? Future.succeededFuture(false) : handOver(next))
-        .andThen(
-            done -> {
-              if (checks != null) {
-                checks.increment();
-              }
-            });
+        .executeBlocking(this::reloadIfChanged, true)
+        .compose(next -> next == null ? Future.succeededFuture(false) : handOver(next));
   }
 
   /**
    * Looks at the files once: when they changed, reads them once, checks those bytes, and returns
-   * the new pair to hand to the listener, or null. Does blocking file IO.
+   * the new pair to hand to the listener, or null. Does blocking file IO, outside the lock: a slow
+   * disk holds this worker, never the event loop that hands a pair over; the lock is taken only to
+   * see the state and to swap in the look's outcome.
    */
   private Served reloadIfChanged() {
+    Seen seen;
     synchronized (lock) {
       if (closed || updating != null || update == null) {
-        // Closed, not listening yet, or a hand-over still under way: looked at on a later tick.
+        // Closed, not listening yet, or a hand-over still under way: nothing looked at, nothing
+        // counted; a later tick looks.
         return null;
       }
-      List<Stamp> now;
-      Contents contents;
-      try {
-        now = stat();
-        if (now.equals(stamps)) {
-          return null;
-        }
-        contents = read();
-      } catch (ConfigException e) {
-        return failed(sha256(e.getMessage().getBytes(StandardCharsets.UTF_8)), e);
-      }
-      stamps = now;
-      byte[] hash = contents.hash();
-      if (Arrays.equals(hash, served.contentHash()) || Arrays.equals(hash, reportedFailure)) {
-        pendingFailure = null;
+      seen = new Seen(stamps, served.contentHash(), reportedFailure, version);
+    }
+    if (checks != null) {
+      checks.increment();
+    }
+    List<Stamp> now;
+    Contents contents;
+    try {
+      now = stat();
+      if (now.equals(seen.stamps())) {
         return null;
       }
-      Served next;
-      try {
-        next = check(contents);
-      } catch (ConfigException e) {
-        return failed(hash, e);
+      contents = read();
+    } catch (ConfigException e) {
+      return decide(seen, null, sha256(e.getMessage().getBytes(StandardCharsets.UTF_8)), null, e);
+    }
+    byte[] hash = contents.hash();
+    if (Arrays.equals(hash, seen.servedHash()) || Arrays.equals(hash, seen.reportedFailure())) {
+      return decide(seen, now, hash, null, null);
+    }
+    try {
+      return decide(seen, now, hash, check(contents), null);
+    } catch (ConfigException e) {
+      return decide(seen, now, hash, null, e);
+    }
+  }
+
+  /**
+   * Swaps in what a look found, if the state is still the one it started from: the files' new
+   * {@code now} stamps (null: not stat'ed), and either a pair to hand over, a failure, or neither
+   * (the files hold what is served or a failure already counted). Returns the pair to hand over.
+   */
+  private Served decide(
+      Seen seen, List<Stamp> now, byte[] hash, Served next, ConfigException failure) {
+    synchronized (lock) {
+      if (closed || version != seen.version()) {
+        // Closed, or another look or a hand-over changed the state while the files were read:
+        // the stamps stay, so the next tick looks again.
+        return null;
+      }
+      version++;
+      if (now != null) {
+        stamps = now;
+      }
+      if (failure != null) {
+        return failed(hash, failure);
       }
       pendingFailure = null;
       updating = next;
@@ -351,7 +386,9 @@ public final class ListenerTls {
   private boolean settle(Served next, boolean taken, Throwable cause) {
     synchronized (lock) {
       updating = null;
+      version++;
       if (closed) {
+        // Closing: a hand-over the closing listener failed is no refused certificate.
         return false;
       }
       if (!taken) {
@@ -390,7 +427,7 @@ public final class ListenerTls {
 
   /**
    * A version that failed its check: the first time, it is looked at again on the next tick (it may
-   * be a rotation caught half-way); the second time, counted and logged once.
+   * be a rotation caught half-way); the second time, counted and logged once. Guarded by lock.
    */
   private Served failed(byte[] hash, ConfigException e) {
     if (Arrays.equals(hash, reportedFailure)) {

@@ -430,8 +430,10 @@ public final class UpstreamPool implements MeterBinder {
     host.started(); // ended() follows whatever happens, failure included (UpstreamAttempts)
     AtomicInteger hostWaiting = c.waiting(host);
     // Vert.x hands connections to the requests waiting for one in the order they asked: with none
-    // ahead, a connect this ask started is this request's, and it waits for nothing else.
-    boolean first = hostWaiting.get() == 0;
+    // ahead, a connect this ask started is this request's, and it waits for nothing else. Counted
+    // in before the ask, in one step: of two event loops asking at once, only one is first.
+    boolean first = hostWaiting.getAndIncrement() == 0;
+    c.waiting.incrementAndGet();
     long closes = c.closed.get();
     long asked = clock.nanoTime();
     Future<HttpClientRequest> request;
@@ -439,10 +441,10 @@ public final class UpstreamPool implements MeterBinder {
       request = (slotted ? client : unslottedClient).request(options);
     } catch (IllegalStateException e) {
       // The client closed (the proxy is stopping) under a request already on its way.
+      c.waiting.decrementAndGet();
+      hostWaiting.decrementAndGet();
       return Future.failedFuture(e);
     }
-    c.waiting.incrementAndGet();
-    hostWaiting.incrementAndGet();
     return request.andThen(
         ar -> {
           c.waiting.decrementAndGet();

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.phasemeter.core.testing.TestPki;
 import java.nio.file.Path;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -27,6 +28,21 @@ class ClientCertificatesTest {
     assertThat(ClientCertificates.commonName(server)).isEqualTo("tenant-a");
 
     assertThat(ClientCertificates.of(server)).isEqualTo(new ClientCertificates.NotForClients());
+  }
+
+  @Test
+  void anyExtendedKeyUsageIsNoClientIdentityThoughTheHandshakeTakesIt() {
+    TestPki pki = TestPki.create(dir, "ca");
+    // anyExtendedKeyUsage (2.5.29.37.0) alone: the JDK's handshake accepts it, OpenSSL's client
+    // purpose does not, and neither does auth.client_cert (docs/design.md, TLS).
+    var any = pki.client("any", "tenant-a", List.of("2.5.29.37.0")).certificate();
+    assertThat(ClientCertificates.forClients(any)).isFalse();
+    assertThat(ClientCertificates.of(any)).isEqualTo(new ClientCertificates.NotForClients());
+    // The control: the same CA and CN with clientAuth listed beside it names the key.
+    var both =
+        pki.client("both", "tenant-a", List.of("2.5.29.37.0", ClientCertificates.CLIENT_AUTH))
+            .certificate();
+    assertThat(ClientCertificates.of(both)).isEqualTo(new ClientCertificates.Named("tenant-a"));
   }
 
   @Test

@@ -9,6 +9,7 @@ import io.phasemeter.proxy.config.ConfigException;
 import io.phasemeter.proxy.config.ConfigLoader;
 import io.phasemeter.proxy.config.ProxyConfig;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.net.ServerSSLOptions;
 import java.nio.file.Files;
@@ -19,6 +20,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Supplier;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -270,6 +272,70 @@ class ListenerTlsTest {
     assertThat(offered).isEmpty();
     assertThat(tls.serial()).isEqualTo(before);
     assertThat(reloads("ok") + reloads("failed")).isZero();
+    // Nothing was looked at, so nothing is counted as a look.
+    assertThat(checks()).isZero();
+  }
+
+  @Test
+  void aTickBeforeTheListenerListensOrDuringAHandOverLooksAtNothing() throws Exception {
+    ListenerTls tls =
+        ListenerTls.load(
+            vertx,
+            new ProxyConfig.ServerTls(cert.toString(), key.toString(), null, Duration.ofSeconds(1)),
+            "public",
+            "listen.tls",
+            List.of(io.vertx.core.http.HttpVersion.HTTP_1_1),
+            Clock.systemUTC(),
+            warnings::add);
+    tls.bindTo(registry);
+    pki.server("second", "localhost").installAs(cert, key);
+    touch();
+    // Not listening yet: no look.
+    assertThat(tls.reload().await()).isFalse();
+    assertThat(checks()).isZero();
+
+    Promise<Boolean> answer = Promise.promise();
+    tls.updatesThrough(
+        options -> {
+          offered.add(options);
+          return answer.future();
+        });
+    Future<Boolean> handingOver = tls.reload();
+    Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> offered.size() == 1);
+    assertThat(checks()).isEqualTo(1);
+    // The listener has not answered: a tick now looks at nothing and offers nothing.
+    assertThat(tls.reload().await()).isFalse();
+    assertThat(checks()).isEqualTo(1);
+    assertThat(offered).hasSize(1);
+
+    answer.complete(true);
+    assertThat(handingOver.await()).isTrue();
+    assertThat(reloads("ok")).isEqualTo(1);
+  }
+
+  @Test
+  void aHandOverTheClosingListenerFailsIsNoFailure() throws Exception {
+    ListenerTls tls = load();
+    var before = tls.serial();
+    Promise<Boolean> answer = Promise.promise();
+    listener = answer::future;
+    pki.server("second", "localhost").installAs(cert, key);
+    touch();
+    Future<Boolean> handingOver = tls.reload();
+    Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> offered.size() == 1);
+
+    // The proxy stops: the reload first, then the listener, which fails the hand-over under way.
+    tls.close().await();
+    answer.fail(new IllegalStateException("closed"));
+
+    assertThat(handingOver.await()).isFalse();
+    assertThat(tls.serial()).isEqualTo(before);
+    assertThat(reloads("ok") + reloads("failed")).isZero();
+    assertThat(warnings).isEmpty();
+  }
+
+  private double checks() {
+    return registry.get("llm.tls.reload.checks").counter().count();
   }
 
   @Test
