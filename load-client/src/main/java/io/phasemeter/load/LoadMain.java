@@ -189,7 +189,8 @@ public final class LoadMain implements Callable<Integer> {
                 + " dns://phasemeter-admin:9464): each address's admin listener on PORT. Resolved"
                 + " again every 10 s: replicas that appear are followed; one that leaves keeps its"
                 + " feed while it is up, and is followed no more once it is down. Goes with"
-                + " --admin")
+                + " --admin. Discovered addresses are reached over http: for admin listeners with"
+                + " admin.tls, give each replica as --admin https://...")
     String adminDiscover;
 
     @Option(

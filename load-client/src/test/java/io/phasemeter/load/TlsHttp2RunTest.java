@@ -230,22 +230,29 @@ class TlsHttp2RunTest {
   @Test
   void aCertificateRotatedDuringARunFailsNoRequest() throws Exception {
     double reloadsBefore = reloads("ok");
+    double servedBefore = served();
     TestPki.Issued next = pki.server("rotated", "localhost", "127.0.0.1");
     // Every request opens its own connection: those after the reload meet the new certificate.
     CompletableFuture<Run> running =
         CompletableFuture.supplyAsync(
             () -> {
               try {
-                return run("rotation", overTls("--connection-reuse", "off", "--duration", "2s"));
+                return run("rotation", overTls("--connection-reuse", "off", "--duration", "3s"));
               } catch (Exception e) {
                 throw new AssertionError(e);
               }
             });
-    Thread.sleep(700);
+    // Rotated once the run is under way (requests served), not after a guessed sleep: on a busy
+    // machine the run's start can take longer than any fixed wait.
+    await(() -> served() >= servedBefore + 3, "three requests served before the rotation");
     next.installAs(servedCert, servedKey);
-    Run r = running.get(30, TimeUnit.SECONDS);
+    await(() -> reloads("ok") >= reloadsBefore + 1, "the listener taking the new pair");
+    double servedAtReload = served();
+    Run r = running.get(60, TimeUnit.SECONDS);
 
     allOkAndJoined(r);
+    // Requests went out on both sides of the reload, each on a connection of its own.
+    assertThat(served()).isGreaterThan(servedAtReload);
     // Every request opened its own connection, so every row has its handshake (or the part of
     // one it waited through, when it took a connection begun for another request).
     assertThat(r.column("tls_ms")).isNotEmpty().allMatch(t -> !t.isEmpty());
@@ -254,20 +261,39 @@ class TlsHttp2RunTest {
     assertThat(reloads("failed")).isZero();
   }
 
+  private interface Check {
+    boolean holds() throws Exception;
+  }
+
+  private static void await(Check check, String what) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (!check.holds()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("waited 30 s for " + what);
+      }
+      Thread.sleep(20);
+    }
+  }
+
+  /** Requests the TLS proxy finished so far: its {@code auth} phase's count, over all series. */
+  private static double served() throws Exception {
+    Matcher m =
+        Pattern.compile(
+                "(?m)^llm_phase_duration_seconds_count\\{[^}]*llm_phase=\"auth\"[^}]*\\} (\\S+)$")
+            .matcher(metrics());
+    double sum = 0;
+    while (m.find()) {
+      sum += Double.parseDouble(m.group(1));
+    }
+    return sum;
+  }
+
   /**
    * {@code llm_tls_reloads_total} of the public listener, scraped from the https admin listener
    * with the JDK's client and the run's trust ({@link Transport#applyTrust}).
    */
   private static double reloads(String result) throws Exception {
-    HttpClient http =
-        Transport.of(pki.caFile(), false, false).applyTrust(HttpClient.newBuilder()).build();
-    String text =
-        http.send(
-                HttpRequest.newBuilder(
-                        URI.create("https://127.0.0.1:" + tls.adminPort() + "/metrics"))
-                    .build(),
-                HttpResponse.BodyHandlers.ofString())
-            .body();
+    String text = metrics();
     Matcher m =
         Pattern.compile(
                 "(?m)^llm_tls_reloads_total\\{listener=\"public\",result=\""
@@ -276,5 +302,19 @@ class TlsHttp2RunTest {
             .matcher(text);
     assertThat(m.find()).as(text).isTrue();
     return Double.parseDouble(m.group(1));
+  }
+
+  /**
+   * The TLS proxy's /metrics, from its https admin listener with the JDK's client and the run's
+   * trust.
+   */
+  private static String metrics() throws Exception {
+    HttpClient http =
+        Transport.of(pki.caFile(), false, false).applyTrust(HttpClient.newBuilder()).build();
+    return http.send(
+            HttpRequest.newBuilder(URI.create("https://127.0.0.1:" + tls.adminPort() + "/metrics"))
+                .build(),
+            HttpResponse.BodyHandlers.ofString())
+        .body();
   }
 }
