@@ -183,6 +183,9 @@ class BudgetsTest {
             BudgetPhase.CLIENT_TOTAL,
             BudgetPhase.CLIENT_TTFT,
             BudgetPhase.TRANSPORT_SETUP,
+            BudgetPhase.DNS,
+            BudgetPhase.CONNECT,
+            BudgetPhase.TLS,
             BudgetPhase.SCHEDULE_LAG);
     for (BudgetPhase p : BudgetPhase.values()) {
       assertThat(p.serverSide()).as(p.key()).isEqualTo(!clientOnly.contains(p));

@@ -14,6 +14,7 @@ import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.http.HttpServerRequest;
 import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.http.HttpVersion;
 import java.lang.reflect.Proxy;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
@@ -72,12 +73,14 @@ class PhaseChainTest {
             Proxy.newProxyInstance(
                 getClass().getClassLoader(),
                 new Class<?>[] {HttpServerRequest.class},
-                (self, method, args) -> {
-                  if (method.getName().equals("response")) {
-                    return response;
-                  }
-                  throw new UnsupportedOperationException(method.getName());
-                });
+                (self, method, args) ->
+                    switch (method.getName()) {
+                      case "response" -> response;
+                      // The root span's network.protocol.version and tls.protocol.version.
+                      case "version" -> HttpVersion.HTTP_1_1;
+                      case "isSSL" -> false;
+                      default -> throw new UnsupportedOperationException(method.getName());
+                    });
     return new RequestContext(
         clock,
         provider.get("test"),

@@ -10,6 +10,7 @@ import io.opentelemetry.context.Context;
 import io.phasemeter.core.NanoClock;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpVersion;
 import java.lang.reflect.Proxy;
 import java.util.Arrays;
 
@@ -66,7 +67,10 @@ class PrepareFuzzTest {
     assertThat(PreparePhase.estimateInputTokens(route, upstream)).isNotNegative();
   }
 
-  /** A request that only answers {@code getHeader("content-type")}; prepare reads nothing else. */
+  /**
+   * A request that only answers {@code getHeader("content-type")} (all prepare reads) and its
+   * version (the root span's).
+   */
   private static HttpServerRequest request(String contentType) {
     return (HttpServerRequest)
         Proxy.newProxyInstance(
@@ -77,6 +81,13 @@ class PrepareFuzzTest {
                   && args.length == 1
                   && "content-type".equals(String.valueOf(args[0]))) {
                 return contentType;
+              }
+              // The root span's network.protocol.version and tls.protocol.version.
+              if (method.getName().equals("version")) {
+                return HttpVersion.HTTP_1_1;
+              }
+              if (method.getName().equals("isSSL")) {
+                return false;
               }
               throw new UnsupportedOperationException(method.getName());
             });
